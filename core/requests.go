@@ -1,0 +1,162 @@
+package core
+
+// The request and reply values of every state-machine operation. The state
+// machine executes them; the wire protocol and the HTTP gateway translate to
+// and from them. Zero values mean "not given" where a field is optional.
+
+// Coordinate is a point in nanodegrees (Form B's shape).
+type Coordinate struct {
+	LatNano, LonNano int64
+}
+
+// InsertRequest is a batch for OpInsert or OpUpsert. An event's TimestampNS
+// of 0 asks the server to assign one; a non-zero value names (upsert) or sets
+// (insert, imports) the event's timestamp. CellID must be set by the leader
+// before the request is applied.
+type InsertRequest struct {
+	Events []GeoEvent
+}
+
+// EventResult is the outcome of one event of a batch.
+type EventResult struct {
+	Index       uint32
+	Code        Code
+	Updated     bool   // upsert: an existing event was replaced
+	TimestampNS uint64 // the event's timestamp as stored (0 when not committed)
+}
+
+// InsertReply reports a batch: Committed is false when any event failed, and
+// then nothing was written and Results carries every event's code.
+type InsertReply struct {
+	Committed bool
+	Results   []EventResult
+}
+
+// DeleteRequest lists entities to erase with their whole history.
+type DeleteRequest struct {
+	EntityIDs []Uint128
+}
+
+// DeleteReply counts the entities deleted and the ones that were not there.
+type DeleteReply struct {
+	Deleted  uint32
+	NotFound uint32
+}
+
+// TTLSetRequest sets an entity's expiry to the operation's time plus
+// TTLSeconds; 0 means it never expires.
+type TTLSetRequest struct {
+	EntityID   Uint128
+	TTLSeconds uint32
+}
+
+// TTLSetReply gives the new expiry (0 = never).
+type TTLSetReply struct {
+	ExpiresAtNS uint64
+}
+
+// TTLExtendRequest moves an entity's expiry later by ExtendBySeconds.
+type TTLExtendRequest struct {
+	EntityID        Uint128
+	ExtendBySeconds uint32
+}
+
+// TTLExtendReply gives the expiry before and after.
+type TTLExtendReply struct {
+	PreviousExpiresAtNS, NewExpiresAtNS uint64
+}
+
+// TTLClearRequest makes an entity never expire.
+type TTLClearRequest struct {
+	EntityID Uint128
+}
+
+// TTLClearReply gives the previous expiry; HadTTL is false (JSON null) when
+// the entity had none.
+type TTLClearReply struct {
+	PreviousExpiresAtNS uint64
+	HadTTL              bool
+}
+
+// CleanupRequest removes expired entities, examining at most MaxEntries
+// entries of the expiry index (0 = the default, 10,000).
+type CleanupRequest struct {
+	MaxEntries uint32
+}
+
+// CleanupReply counts the entries examined and the events removed.
+type CleanupReply struct {
+	Scanned uint32
+	Removed uint32
+}
+
+// Page is the paging part of every query: Limit 0 means the default (1,000);
+// Cursor is the opaque string a previous page returned, or "".
+type Page struct {
+	Limit  uint32
+	Cursor string
+}
+
+// GroupFilter restricts a query to one group_id when Set.
+type GroupFilter struct {
+	Set bool
+	ID  uint64
+}
+
+// RadiusQuery finds the latest positions within RadiusMM of Center.
+type RadiusQuery struct {
+	Center   Coordinate
+	RadiusMM uint64
+	Group    GroupFilter
+	Page
+}
+
+// PolygonQuery finds the latest positions inside a polygon with holes.
+// Rings may be open or closed (first vertex repeated) and wind either way.
+type PolygonQuery struct {
+	Vertices []Coordinate
+	Holes    [][]Coordinate
+	Group    GroupFilter
+	Page
+}
+
+// LatestQuery lists entities' latest positions, newest first, with
+// timestamps after SinceNS (0 = all).
+type LatestQuery struct {
+	SinceNS uint64
+	Group   GroupFilter
+	Page
+}
+
+// HistoryQuery lists one entity's events with SinceNS <= timestamp <=
+// UntilNS (UntilNS 0 = no upper bound), oldest first.
+type HistoryQuery struct {
+	EntityID Uint128
+	SinceNS  uint64
+	UntilNS  uint64
+	Page
+}
+
+// QueryResult is one page of a query. DistancesMM is parallel to Events in
+// radius query results and nil otherwise. Cursor is set when HasMore.
+type QueryResult struct {
+	Events      []GeoEvent
+	DistancesMM []uint64
+	HasMore     bool
+	Cursor      string
+}
+
+// LatestResult is one entity's latest event, or Found false.
+type LatestResult struct {
+	Event GeoEvent
+	Found bool
+}
+
+// Stats are the state machine's counts. StorageBytes counts stored event
+// records at RecordSize bytes each; IndexBytes estimates index memory.
+type Stats struct {
+	EventCount   uint64
+	EntityCount  uint64
+	StorageBytes uint64
+	IndexBytes   uint64
+}
