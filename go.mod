@@ -3,7 +3,7 @@ module github.com/geoevent/geoevent
 go 1.26
 
 require (
-	github.com/golang/geo v0.0.0-20260818125358-b200a1149890 // indirect
-	github.com/google/uuid v1.6.0 // indirect
-	pgregory.net/rapid v1.3.0 // indirect
+	github.com/golang/geo v0.0.0-20260818125358-b200a1149890
+	github.com/google/uuid v1.6.0
+	pgregory.net/rapid v1.3.0
 )

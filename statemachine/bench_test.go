@@ -1,0 +1,197 @@
+package statemachine
+
+import (
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// The benchmarks of the foundation issue. Data: entities uniform in a 2 x 2
+// degree box around lat 38.11, lon 13.36. Names are fixed so results can be
+// tracked across commits; each reports its throughput with ReportMetric.
+
+const (
+	benchEntities = 1_000_000
+	benchBatch    = 10_000
+	benchLat      = 38_110_000_000
+	benchLon      = 13_360_000_000
+	benchHalfBox  = 1_000_000_000 // one degree each way
+)
+
+func benchPoint(r *rand.Rand) (int64, int64) {
+	return benchLat - benchHalfBox + r.Int64N(2*benchHalfBox), benchLon - benchHalfBox + r.Int64N(2*benchHalfBox)
+}
+
+func benchEvents(r *rand.Rand, firstID, n int) []core.GeoEvent {
+	evs := make([]core.GeoEvent, n)
+	for i := range evs {
+		lat, lon := benchPoint(r)
+		evs[i] = core.GeoEvent{EntityID: core.Uint128{Hi: 1, Lo: uint64(firstID + i)}, LatNano: lat, LonNano: lon, GroupID: uint64(i % 16)}
+	}
+	AssignCells(evs)
+	return evs
+}
+
+var (
+	benchOnce sync.Once
+	benchSM   *StateMachine
+	benchNow  uint64
+)
+
+// loaded returns a state machine holding benchEntities entities, built once
+// and shared by the read benchmarks.
+func loaded(b *testing.B) *StateMachine {
+	benchOnce.Do(func() {
+		r := rand.New(rand.NewPCG(1, 2))
+		benchSM = New()
+		benchNow = epoch
+		for first := 1; first <= benchEntities; first += benchBatch {
+			benchNow += 1e6
+			if _, err := benchSM.Insert(benchNow, &core.InsertRequest{Events: benchEvents(r, first, benchBatch)}); err != nil {
+				panic(err)
+			}
+		}
+	})
+	return benchSM
+}
+
+func BenchmarkInsertBatch10k(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 4))
+	sm := New()
+	now := uint64(epoch)
+	next := 1
+	// Preload to the benchmark's state size, then time further batches of new entities.
+	for ; next <= benchEntities; next += benchBatch {
+		now += 1e6
+		sm.Insert(now, &core.InsertRequest{Events: benchEvents(r, next, benchBatch)})
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		evs := benchEvents(r, next, benchBatch)
+		next += benchBatch
+		now += 1e6
+		b.StartTimer()
+		if r, _ := sm.Insert(now, &core.InsertRequest{Events: evs}); !r.Committed {
+			b.Fatal("not committed")
+		}
+	}
+	b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "events/s")
+}
+
+func BenchmarkUpsertBatch10k(b *testing.B) {
+	sm := loaded(b)
+	r := rand.New(rand.NewPCG(5, 6))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		evs := make([]core.GeoEvent, benchBatch)
+		for j := range evs {
+			lat, lon := benchPoint(r)
+			evs[j] = core.GeoEvent{EntityID: core.Uint128{Hi: 1, Lo: uint64(1 + r.IntN(benchEntities))}, LatNano: lat, LonNano: lon}
+		}
+		AssignCells(evs)
+		benchNow += 1e6
+		b.StartTimer()
+		if r, _ := sm.Upsert(benchNow, &core.InsertRequest{Events: evs}); !r.Committed {
+			b.Fatal("not committed")
+		}
+	}
+	b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "events/s")
+}
+
+func BenchmarkQueryRadius1km(b *testing.B) {
+	sm := loaded(b)
+	r := rand.New(rand.NewPCG(7, 8))
+	results := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		lat, lon := benchPoint(r)
+		res, err := sm.QueryRadius(benchNow, &core.RadiusQuery{Center: core.Coordinate{LatNano: lat, LonNano: lon}, RadiusMM: 1_000_000})
+		if err != nil {
+			b.Fatal(err)
+		}
+		results += len(res.Events)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "queries/s")
+	b.ReportMetric(float64(results)/float64(b.N), "results/query")
+}
+
+// benchPolygon is a 20-vertex star-ish ring about 5 km across with a
+// square hole in its middle, centred on (lat, lon).
+func benchPolygon(lat, lon int64) ([]core.Coordinate, [][]core.Coordinate) {
+	const r1, r2 = 22_500_000, 15_000_000 // nanodegrees: ~2.5 km and ~1.7 km north-south
+	outer := make([]core.Coordinate, 20)
+	for i := range outer {
+		rad := int64(r1)
+		if i%2 == 1 {
+			rad = r2
+		}
+		s, c := sinCos(float64(i) * 2 * 3.141592653589793 / 20)
+		outer[i] = core.Coordinate{LatNano: lat + int64(float64(rad)*s), LonNano: lon + int64(float64(rad)*c*1.27)}
+	}
+	const h = 4_000_000
+	hole := []core.Coordinate{pt(lat-h, lon-h), pt(lat-h, lon+h), pt(lat+h, lon+h), pt(lat+h, lon-h)}
+	return outer, [][]core.Coordinate{hole}
+}
+
+func BenchmarkQueryPolygon(b *testing.B) {
+	sm := loaded(b)
+	r := rand.New(rand.NewPCG(9, 10))
+	results := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		lat, lon := benchPoint(r)
+		outer, holes := benchPolygon(lat, lon)
+		res, err := sm.QueryPolygon(benchNow, &core.PolygonQuery{Vertices: outer, Holes: holes})
+		if err != nil {
+			b.Fatal(err)
+		}
+		results += len(res.Events)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "queries/s")
+	b.ReportMetric(float64(results)/float64(b.N), "results/query")
+}
+
+func BenchmarkGetLatest(b *testing.B) {
+	sm := loaded(b)
+	r := rand.New(rand.NewPCG(11, 12))
+	ids := make([]core.Uint128, 1<<16)
+	for i := range ids {
+		ids[i] = core.Uint128{Hi: 1, Lo: uint64(1 + r.IntN(benchEntities))}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if res, _ := sm.GetLatest(benchNow, ids[i&(len(ids)-1)]); !res.Found {
+			b.Fatal("not found")
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lookups/s")
+}
+
+// BenchmarkMemoryPerEntity builds a state of benchEntities entities with one
+// event each and reports live heap bytes per entity after a GC.
+func BenchmarkMemoryPerEntity(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		r := rand.New(rand.NewPCG(13, 14))
+		sm := New()
+		now := uint64(epoch)
+		for first := 1; first <= benchEntities; first += benchBatch {
+			now += 1e6
+			sm.Insert(now, &core.InsertRequest{Events: benchEvents(r, first, benchBatch)})
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/benchEntities, "bytes/entity")
+		runtime.KeepAlive(sm)
+	}
+}
+
+func sinCos(x float64) (float64, float64) { return math.Sin(x), math.Cos(x) }

@@ -1,0 +1,44 @@
+// Package statemachine executes GeoEvent operations deterministically.
+//
+// A [StateMachine] holds every entity's events and answers every operation of
+// SPEC.md. Each operation arrives with its timestamp (nanoseconds since the
+// Unix epoch, assigned by the leader and carried in the log); the state
+// machine never reads a clock, does no IO and starts no goroutine, so the
+// same operations with the same timestamps give the same state and the same
+// replies on every replica.
+//
+// # Invariants
+//
+//   - Every stored entity has at least one event. Its events have strictly
+//     increasing timestamps; the newest is its latest position.
+//   - lastTS is at least every stored timestamp, so a fresh timestamp
+//     max(opTS, lastTS+1) never collides with a stored event.
+//   - The spatial index holds exactly one key (latest.CellID, entity id) per
+//     entity; the time index exactly one (latest.TimestampNS, entity id); the
+//     expiry index one (expiresAt, entity id) per entity with a finite expiry.
+//   - An entity is visible at time t when expiresAt is 0 or t < expiresAt.
+//     Writes to an invisible (expired) entity first erase it, so expired data
+//     never comes back.
+//   - Nothing that reaches a reply or the snapshot depends on Go map order or
+//     on slot numbers; slots are an in-memory detail rebuilt on restore.
+//
+// # Semantics the spec leaves open (see DESIGN.md)
+//
+//   - insert appends an event; it fails with EVENT_EXISTS only where the
+//     exact key (entity id, timestamp) exists. upsert replaces the event at
+//     the given timestamp or, without one, the entity's latest event (the new
+//     event gets a fresh timestamp), and inserts where there is none.
+//   - A batch is all-or-nothing: if any event is invalid nothing is written
+//     and every event's code is reported.
+//   - TTL is per entity: when an event becomes its entity's latest, the
+//     entity's expiry becomes that event's timestamp plus its ttl_seconds
+//     (0 = never); /ttl/set, /ttl/extend and /ttl/clear change it. When it
+//     passes, the entity — latest position and history — is invisible, and
+//     cleanup removes it.
+//   - Radius and polygon results are ordered by (leaf cell id, entity id),
+//     latest results by (timestamp, entity id) descending, history by
+//     timestamp ascending. A cursor is the last key returned.
+//
+// The leader fills each event's CellID with [AssignCells] before the
+// operation enters the log; applying never recomputes geometry.
+package statemachine

@@ -1,0 +1,285 @@
+package statemachine
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// Every limit of SPEC.md at its value and one past it.
+
+func testID(i int) core.Uint128 { return core.Uint128{Hi: 7, Lo: uint64(i)} }
+
+func at(i int, lat, lon int64) core.GeoEvent {
+	return core.GeoEvent{EntityID: testID(i), LatNano: lat, LonNano: lon}
+}
+
+func batch(n int) []core.GeoEvent {
+	evs := make([]core.GeoEvent, n)
+	for i := range evs {
+		evs[i] = at(i+1, 38_100_000_000+int64(i)*1000, 13_360_000_000)
+	}
+	AssignCells(evs)
+	return evs
+}
+
+func wantCode(t *testing.T, what string, err error, want core.CodeInfo) {
+	t.Helper()
+	if got := errCode(t, err); got != want.Code {
+		t.Fatalf("%s: code %d, want %d %s (err %v)", what, got, want.Code, want.Name, err)
+	}
+	if want.Code != 0 && err.(*core.Error).Name != want.Name {
+		t.Fatalf("%s: name %s, want %s", what, err.(*core.Error).Name, want.Name)
+	}
+}
+
+func TestBatchSizeEdges(t *testing.T) {
+	sm := New()
+	_, err := sm.Insert(epoch, &core.InsertRequest{})
+	wantCode(t, "empty batch", err, core.EmptyRequest)
+	r, err := sm.Insert(epoch, &core.InsertRequest{Events: batch(10_000)})
+	wantCode(t, "10000 events", err, core.OK)
+	if !r.Committed || len(r.Results) != 10_000 {
+		t.Fatalf("10000 events: committed %v, %d results", r.Committed, len(r.Results))
+	}
+	before := sm.Digest()
+	_, err = sm.Upsert(epoch+1, &core.InsertRequest{Events: batch(10_001)})
+	wantCode(t, "10001 events", err, core.BatchTooLarge)
+	if sm.Digest() != before {
+		t.Fatal("a rejected batch changed the state")
+	}
+}
+
+func TestInvalidEventFailsWholeBatch(t *testing.T) {
+	sm := New()
+	evs := batch(3)
+	evs[1].LatNano = core.MaxLatNano + 1
+	evs[2].EntityID = core.Uint128{}
+	r, err := sm.Insert(epoch, &core.InsertRequest{Events: evs})
+	wantCode(t, "batch", err, core.OK)
+	if r.Committed {
+		t.Fatal("a batch with invalid events committed")
+	}
+	codes := []core.Code{r.Results[0].Code, r.Results[1].Code, r.Results[2].Code}
+	if fmt.Sprint(codes) != "[0 9 7]" {
+		t.Fatalf("per-event codes %v, want [0 9 7]", codes)
+	}
+	if s := sm.Stats(epoch); s.EventCount != 0 {
+		t.Fatalf("%d events stored after a failed batch", s.EventCount)
+	}
+}
+
+func TestClientTimestampSkewEdge(t *testing.T) {
+	sm := New()
+	evs := batch(2)
+	evs[0].TimestampNS = epoch + core.MaxFutureSkewNS
+	evs[1].TimestampNS = epoch + core.MaxFutureSkewNS + 1
+	r, _ := sm.Insert(epoch, &core.InsertRequest{Events: evs})
+	if r.Committed || r.Results[0].Code != 0 || r.Results[1].Code != core.TimestampInFuture.Code {
+		t.Fatalf("skew edge: %+v", r)
+	}
+	// A server timestamp afterwards is still after every stored one.
+	r, _ = sm.Insert(epoch, &core.InsertRequest{Events: evs[:1]})
+	if !r.Committed {
+		t.Fatalf("%+v", r)
+	}
+	r, _ = sm.Insert(epoch, &core.InsertRequest{Events: batch(1)})
+	if !r.Committed || r.Results[0].TimestampNS != epoch+core.MaxFutureSkewNS+1 {
+		t.Fatalf("fresh timestamp after an import from the future: %+v", r)
+	}
+}
+
+func TestInsertExistingKeyFails(t *testing.T) {
+	sm := New()
+	ev := batch(1)
+	ev[0].TimestampNS = epoch - 5
+	if r, _ := sm.Insert(epoch, &core.InsertRequest{Events: ev}); !r.Committed {
+		t.Fatal(r)
+	}
+	r, _ := sm.Insert(epoch, &core.InsertRequest{Events: ev})
+	if r.Committed || r.Results[0].Code != core.EventExists.Code {
+		t.Fatalf("second insert of the same key: %+v", r)
+	}
+	u, _ := sm.Upsert(epoch, &core.InsertRequest{Events: ev})
+	if !u.Committed || !u.Results[0].Updated {
+		t.Fatalf("upsert of the same key: %+v", u)
+	}
+	if s := sm.Stats(epoch); s.EventCount != 1 {
+		t.Fatalf("%d events, want 1", s.EventCount)
+	}
+}
+
+func TestUpsertIsIdempotentOnPositions(t *testing.T) {
+	sm := New()
+	evs := batch(100)
+	sm.Upsert(epoch, &core.InsertRequest{Events: evs})
+	sm.Upsert(epoch+1e9, &core.InsertRequest{Events: evs})
+	if s := sm.Stats(epoch + 1e9); s.EventCount != 100 || s.EntityCount != 100 {
+		t.Fatalf("after two upserts: %+v", s)
+	}
+}
+
+func TestIDListEdges(t *testing.T) {
+	ids := func(n int) []core.Uint128 {
+		out := make([]core.Uint128, n)
+		for i := range out {
+			out[i] = testID(i + 1)
+		}
+		return out
+	}
+	sm := New()
+	sm.Insert(epoch, &core.InsertRequest{Events: batch(5)})
+	_, err := sm.DeleteEntities(epoch, &core.DeleteRequest{})
+	wantCode(t, "delete none", err, core.EmptyRequest)
+	_, err = sm.DeleteEntities(epoch, &core.DeleteRequest{EntityIDs: ids(10_001)})
+	wantCode(t, "delete 10001", err, core.BatchTooLarge)
+	_, err = sm.DeleteEntities(epoch, &core.DeleteRequest{EntityIDs: []core.Uint128{testID(1), {}}})
+	wantCode(t, "delete with a zero id", err, core.InvalidEntityID)
+	if s := sm.Stats(epoch); s.EntityCount != 5 {
+		t.Fatal("a rejected delete deleted something")
+	}
+	_, err = sm.GetLatestBatch(epoch, nil)
+	wantCode(t, "batch none", err, core.EmptyRequest)
+	_, err = sm.GetLatestBatch(epoch, ids(10_001))
+	wantCode(t, "batch 10001", err, core.BatchTooLarge)
+	res, err := sm.GetLatestBatch(epoch, ids(10_000))
+	wantCode(t, "batch 10000", err, core.OK)
+	if len(res) != 10_000 || !res[4].Found || res[5].Found {
+		t.Fatalf("batch of 10000: %d results", len(res))
+	}
+	d, err := sm.DeleteEntities(epoch, &core.DeleteRequest{EntityIDs: ids(10_000)})
+	wantCode(t, "delete 10000", err, core.OK)
+	if d.Deleted != 5 || d.NotFound != 9_995 {
+		t.Fatalf("delete 10000: %+v", d)
+	}
+}
+
+func TestRadiusEdges(t *testing.T) {
+	sm := New()
+	sm.Insert(epoch, &core.InsertRequest{Events: batch(10)})
+	c := core.Coordinate{LatNano: 38_100_000_000, LonNano: 13_360_000_000}
+	for _, tc := range []struct {
+		center core.Coordinate
+		radius uint64
+		limit  uint32
+		want   core.CodeInfo
+	}{
+		{c, 0, 0, core.InvalidRadius},
+		{c, 1, 0, core.OK},
+		{c, core.MaxRadiusMM, 0, core.OK},
+		{c, core.MaxRadiusMM + 1, 0, core.InvalidRadius},
+		{core.Coordinate{LatNano: core.MaxLatNano, LonNano: 0}, 5, 0, core.OK},
+		{core.Coordinate{LatNano: core.MaxLatNano + 1, LonNano: 0}, 5, 0, core.InvalidCoordinates},
+		{core.Coordinate{LatNano: 0, LonNano: -core.MaxLonNano}, 5, 0, core.OK},
+		{core.Coordinate{LatNano: 0, LonNano: -core.MaxLonNano - 1}, 5, 0, core.InvalidCoordinates},
+		{c, 5, core.MaxQueryLimit, core.OK},
+		{c, 5, core.MaxQueryLimit + 1, core.QueryResultTooLarge},
+	} {
+		_, err := sm.QueryRadius(epoch, &core.RadiusQuery{Center: tc.center, RadiusMM: tc.radius, Page: core.Page{Limit: tc.limit}})
+		wantCode(t, fmt.Sprintf("radius %d at %v limit %d", tc.radius, tc.center, tc.limit), err, tc.want)
+	}
+	r, _ := sm.QueryRadius(epoch, &core.RadiusQuery{Center: c, RadiusMM: 1})
+	if len(r.Events) != 1 || r.DistancesMM[0] != 0 {
+		t.Fatalf("1 mm around an entity: %+v", r)
+	}
+}
+
+func TestDefaultLimit(t *testing.T) {
+	sm := New()
+	sm.Insert(epoch, &core.InsertRequest{Events: batch(1_001)})
+	r, err := sm.QueryLatest(epoch, &core.LatestQuery{})
+	if err != nil || len(r.Events) != core.DefaultQueryLimit || !r.HasMore {
+		t.Fatalf("default limit: %d events, has_more %v, %v", len(r.Events), r.HasMore, err)
+	}
+	r, _ = sm.QueryLatest(epoch, &core.LatestQuery{Page: core.Page{Cursor: r.Cursor}})
+	if len(r.Events) != 1 || r.HasMore {
+		t.Fatalf("second page: %d events", len(r.Events))
+	}
+}
+
+func TestCursorErrors(t *testing.T) {
+	sm := New()
+	sm.Insert(epoch, &core.InsertRequest{Events: batch(3)})
+	c := core.Coordinate{LatNano: 38_100_000_000, LonNano: 13_360_000_000}
+	r, _ := sm.QueryRadius(epoch, &core.RadiusQuery{Center: c, RadiusMM: 1e6, Page: core.Page{Limit: 1}})
+	if !r.HasMore {
+		t.Fatal("want more pages")
+	}
+	_, err := sm.QueryLatest(epoch, &core.LatestQuery{Page: core.Page{Cursor: r.Cursor}})
+	wantCode(t, "radius cursor for latest", err, core.InvalidCursor)
+	for _, bad := range []string{"x", "AAAA", r.Cursor[:len(r.Cursor)-4], r.Cursor + "AAAA", "!" + r.Cursor[1:]} {
+		_, err := sm.QueryRadius(epoch, &core.RadiusQuery{Center: c, RadiusMM: 1e6, Page: core.Page{Cursor: bad}})
+		wantCode(t, "cursor "+bad, err, core.InvalidCursor)
+	}
+	hr, _ := sm.History(epoch, &core.HistoryQuery{EntityID: testID(1)})
+	_ = hr
+	cur := encodeCursor(kindHistory, keyOf(testID(2), 5))
+	_, err = sm.History(epoch, &core.HistoryQuery{EntityID: testID(1), Page: core.Page{Cursor: cur}})
+	wantCode(t, "history cursor of another entity", err, core.InvalidCursor)
+}
+
+func TestTTLErrors(t *testing.T) {
+	sm := New()
+	sm.Insert(epoch, &core.InsertRequest{Events: batch(1)})
+	_, err := sm.TTLSet(epoch, &core.TTLSetRequest{EntityID: testID(99), TTLSeconds: 5})
+	wantCode(t, "ttl set unknown", err, core.EntityNotFound)
+	_, err = sm.TTLSet(epoch, &core.TTLSetRequest{TTLSeconds: 5})
+	wantCode(t, "ttl set zero id", err, core.InvalidEntityID)
+	_, err = sm.TTLExtend(epoch, &core.TTLExtendRequest{EntityID: testID(1), ExtendBySeconds: 5})
+	wantCode(t, "extend without ttl", err, core.NoTTLSet)
+	c, err := sm.TTLClear(epoch, &core.TTLClearRequest{EntityID: testID(1)})
+	if err != nil || c.HadTTL {
+		t.Fatalf("clear without ttl: %+v %v", c, err)
+	}
+	s, _ := sm.TTLSet(epoch, &core.TTLSetRequest{EntityID: testID(1), TTLSeconds: 10})
+	if s.ExpiresAtNS != epoch+10e9 {
+		t.Fatalf("expires at %d", s.ExpiresAtNS)
+	}
+	x, _ := sm.TTLExtend(epoch, &core.TTLExtendRequest{EntityID: testID(1), ExtendBySeconds: 5})
+	if x.PreviousExpiresAtNS != epoch+10e9 || x.NewExpiresAtNS != epoch+15e9 {
+		t.Fatalf("extend: %+v", x)
+	}
+	// Expiry is judged at the operation's timestamp: just before, visible;
+	// at it, gone.
+	if r, _ := sm.GetLatest(epoch+15e9-1, testID(1)); !r.Found {
+		t.Fatal("invisible before its expiry")
+	}
+	if r, _ := sm.GetLatest(epoch+15e9, testID(1)); r.Found {
+		t.Fatal("visible at its expiry")
+	}
+	_, err = sm.TTLClear(epoch+15e9, &core.TTLClearRequest{EntityID: testID(1)})
+	wantCode(t, "clear an expired entity", err, core.EntityNotFound)
+	cl, err := sm.CleanupExpired(epoch+15e9, &core.CleanupRequest{MaxEntries: core.MaxCleanupLimit})
+	if err != nil || cl.Scanned != 1 || cl.Removed != 1 {
+		t.Fatalf("cleanup: %+v %v", cl, err)
+	}
+	_, err = sm.CleanupExpired(epoch, &core.CleanupRequest{MaxEntries: core.MaxCleanupLimit + 1})
+	wantCode(t, "cleanup over max", err, core.InvalidArgument)
+}
+
+func TestHistoryTimeRange(t *testing.T) {
+	sm := New()
+	_, err := sm.History(epoch, &core.HistoryQuery{EntityID: testID(1), SinceNS: 10, UntilNS: 9})
+	wantCode(t, "since after until", err, core.InvalidTimeRange)
+	_, err = sm.History(epoch, &core.HistoryQuery{EntityID: testID(1), SinceNS: 10, UntilNS: 10})
+	wantCode(t, "since equals until", err, core.OK)
+	_, err = sm.History(epoch, &core.HistoryQuery{})
+	wantCode(t, "zero id", err, core.InvalidEntityID)
+}
+
+func TestPolygonLimitsThroughStateMachine(t *testing.T) {
+	sm := New()
+	sq := []core.Coordinate{pt(38_000_000_000, 13_000_000_000), pt(38_000_000_000, 13_100_000_000), pt(38_100_000_000, 13_100_000_000)}
+	_, err := sm.QueryPolygon(epoch, &core.PolygonQuery{Vertices: sq})
+	wantCode(t, "triangle", err, core.OK)
+	_, err = sm.QueryPolygon(epoch, &core.PolygonQuery{Vertices: sq[:2]})
+	wantCode(t, "two vertices", err, core.InvalidPolygon)
+	bowtie := []core.Coordinate{pt(38_000_000_000, 13_000_000_000), pt(38_100_000_000, 13_100_000_000), pt(38_000_000_000, 13_100_000_000), pt(38_100_000_000, 13_000_000_000)}
+	_, err = sm.QueryPolygon(epoch, &core.PolygonQuery{Vertices: bowtie})
+	wantCode(t, "bowtie", err, core.InvalidPolygon)
+	_, err = sm.QueryPolygon(epoch, &core.PolygonQuery{Vertices: sq, Page: core.Page{Limit: core.MaxQueryLimit + 1}})
+	wantCode(t, "limit", err, core.QueryResultTooLarge)
+}
+
+func pt(lat, lon int64) core.Coordinate { return core.Coordinate{LatNano: lat, LonNano: lon} }

@@ -1,0 +1,728 @@
+// Package btree is an in-memory B+tree specialised for the state machine's
+// ordered indexes: a (uint64, 128-bit id) key mapping to a uint32 value.
+//
+// It is not generic and takes no comparator: the key comparison is inlined
+// into the searches. Keys and values live in the leaves, which are linked in
+// both directions for cursor walks. Nodes are fixed-size arrays: a leaf
+// holds up to 72 entries, an inner node up to 64 children, so a tree of n
+// random entries has about n/50 leaves and n/2500 inner nodes.
+//
+// The tree is deterministic: its shape depends only on the sequence of
+// operations applied to it. It is not safe for concurrent use.
+package btree
+
+import (
+	"math/bits"
+	"unsafe"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// Key orders by A, then by ID (as an unsigned 128-bit number: Hi then Lo).
+type Key struct {
+	A  uint64
+	ID core.Uint128
+}
+
+// Less reports whether k orders before o.
+func (k Key) Less(o Key) bool {
+	if k.A != o.A {
+		return k.A < o.A
+	}
+	if k.ID.Hi != o.ID.Hi {
+		return k.ID.Hi < o.ID.Hi
+	}
+	return k.ID.Lo < o.ID.Lo
+}
+
+// Compare returns -1, 0 or +1 as k orders before, equal to or after o.
+func (k Key) Compare(o Key) int {
+	switch {
+	case k.A < o.A:
+		return -1
+	case k.A > o.A:
+		return 1
+	}
+	return k.ID.Compare(o.ID)
+}
+
+const (
+	// leafCap is the number of entries a leaf holds. A non-root leaf that
+	// is not the rightmost one holds at least leafMin; two neighbouring
+	// leaves are merged when together they hold at most leafMergeMax,
+	// otherwise redistributed.
+	//
+	// 72 entries (2040 bytes) fill the runtime's 2048-byte size class.
+	leafCap      = 72
+	leafMin      = leafCap / 3
+	leafMergeMax = 2 * leafMin
+
+	// innerCap is the number of children an inner node holds. Every inner
+	// node has at least two children; one that is not on the right spine
+	// has at least innerMin.
+	innerCap      = 64
+	innerMin      = innerCap / 3
+	innerMergeMax = 2 * innerMin
+
+	// pad fills the A slots of a node past its last key, so that searches
+	// can scan whole arrays without depending on the node's fill.
+	pad = ^uint64(0)
+
+	// maxHeight bounds the number of inner levels. Below the root only the
+	// right spine may hold fewer than innerMin children or leafMin entries,
+	// so a tree with h inner levels holds at least innerMin^(h-1) * leafMin
+	// entries: over 10^15 for h = maxHeight, far beyond memory.
+	maxHeight = 12
+)
+
+// Searches look at the A arrays in blocks of 8, one cache line.
+var _ [0]struct{} = [leafCap % 8]struct{}{}
+var _ [0]struct{} = [innerCap % 8]struct{}{}
+
+// leaf holds n entries in ascending key order, keys split into A and ID
+// arrays: searches scan the A array (its lines fetched in parallel) and
+// look at ids only on a tie of A. as[n:] holds pad.
+type leaf struct {
+	prev *leaf
+	next *leaf
+	n    int
+	as   [leafCap]uint64
+	ids  [leafCap]core.Uint128
+	vals [leafCap]uint32
+}
+
+func newLeaf() *leaf {
+	l := &leaf{}
+	fillPad(l.as[:])
+	return l
+}
+
+func fillPad(as []uint64) {
+	for i := range as {
+		as[i] = pad
+	}
+}
+
+func (l *leaf) key(i int) Key { return Key{A: l.as[i], ID: l.ids[i]} }
+
+// move copies the entries src[from:to] to l[at:], which may overlap.
+func (l *leaf) move(at int, src *leaf, from, to int) {
+	copy(l.as[at:], src.as[from:to])
+	copy(l.ids[at:], src.ids[from:to])
+	copy(l.vals[at:], src.vals[from:to])
+}
+
+// child is a reference to a child node: in on inner levels above the
+// lowest, lf on the lowest inner level. Exactly one is set.
+type child struct {
+	in *inner
+	lf *leaf
+}
+
+// inner routes a key k to kids[i] where i is the number of its n-1
+// separators that are <= k: every key under kids[i] is >= separator i-1
+// and < separator i. as[n-1:] holds pad.
+type inner struct {
+	kids [innerCap]child
+	n    int // number of children
+	as   [innerCap]uint64
+	ids  [innerCap - 1]core.Uint128
+}
+
+func newInner() *inner {
+	in := &inner{}
+	fillPad(in.as[:])
+	return in
+}
+
+func (in *inner) key(i int) Key { return Key{A: in.as[i], ID: in.ids[i]} }
+
+func (in *inner) setKey(i int, k Key) { in.as[i], in.ids[i] = k.A, k.ID }
+
+// moveKeys copies the separators src[from:to] to in[at:], which may overlap.
+func (in *inner) moveKeys(at int, src *inner, from, to int) {
+	copy(in.as[at:], src.as[from:to])
+	copy(in.ids[at:], src.ids[from:to])
+}
+
+const (
+	leafBytes  = uint64(unsafe.Sizeof(leaf{}))
+	innerBytes = uint64(unsafe.Sizeof(inner{}))
+	treeBytes  = uint64(unsafe.Sizeof(Tree{}))
+)
+
+// Tree is an ordered map from Key to uint32. Use New to create one.
+type Tree struct {
+	root   child
+	height int // number of inner levels; 0 when the root is a leaf
+	n      int
+	head   *leaf // leftmost leaf
+	tail   *leaf // rightmost leaf
+	leaves int
+	inners int
+}
+
+// New returns an empty tree.
+func New() *Tree {
+	t := &Tree{}
+	t.Clear()
+	return t
+}
+
+// Clear removes every entry, releasing all nodes but one empty leaf.
+func (t *Tree) Clear() {
+	lf := newLeaf()
+	*t = Tree{root: child{lf: lf}, head: lf, tail: lf, leaves: 1}
+}
+
+// Len returns the number of entries.
+func (t *Tree) Len() int { return t.n }
+
+// Bytes estimates the memory held by the tree's nodes.
+func (t *Tree) Bytes() uint64 {
+	return treeBytes + uint64(t.leaves)*leafBytes + uint64(t.inners)*innerBytes
+}
+
+// lowerBound returns the index of the first entry >= k, or n.
+func (l *leaf) lowerBound(k Key) int {
+	i := countLess(l.as[:], k.A)
+	for i < l.n && l.as[i] == k.A && l.ids[i].Less(k.ID) {
+		i++
+	}
+	return i
+}
+
+// upperBound returns the index of the first entry > k, or n.
+func (l *leaf) upperBound(k Key) int {
+	i := countLess(l.as[:], k.A)
+	for i < l.n && l.as[i] == k.A && !k.ID.Less(l.ids[i]) {
+		i++
+	}
+	return i
+}
+
+// route returns the index of the child whose key range holds k: the
+// number of separators <= k.
+func (in *inner) route(k Key) int {
+	i := countLess(in.as[:], k.A)
+	for i < in.n-1 && in.as[i] == k.A && !k.ID.Less(in.ids[i]) {
+		i++
+	}
+	return i
+}
+
+// countLess returns the number of elements of the ascending as, whose
+// length is a multiple of 8, that are less than a. It first counts the
+// block heads as[8], as[16], ... below a: independent loads, one per cache
+// line, so that their misses overlap. Then it counts within the one block
+// of 8 that holds the answer. Nothing branches on the data.
+func countLess(as []uint64, a uint64) int {
+	var h uint64
+	for j := 8; j < len(as); j += 8 {
+		_, b := bits.Sub64(as[j], a, 0)
+		h += b
+	}
+	s := int(h) * 8
+	var c uint64
+	for _, x := range as[s : s+8] {
+		_, b := bits.Sub64(x, a, 0)
+		c += b
+	}
+	return s + int(c)
+}
+
+// findLeaf returns the leaf whose key range holds k.
+func (t *Tree) findLeaf(k Key) *leaf {
+	if t.height == 0 {
+		return t.root.lf
+	}
+	in := t.root.in
+	for h := t.height; h > 1; h-- {
+		in = in.kids[in.route(k)].in
+	}
+	return in.kids[in.route(k)].lf
+}
+
+// Get returns the value stored under k.
+func (t *Tree) Get(k Key) (uint32, bool) {
+	l := t.findLeaf(k)
+	i := l.lowerBound(k)
+	if i < l.n && l.as[i] == k.A && l.ids[i] == k.ID {
+		return l.vals[i], true
+	}
+	return 0, false
+}
+
+// Min returns the smallest entry.
+func (t *Tree) Min() (Key, uint32, bool) {
+	l := t.head
+	if l.n == 0 {
+		return Key{}, 0, false
+	}
+	return l.key(0), l.vals[0], true
+}
+
+// Max returns the largest entry.
+func (t *Tree) Max() (Key, uint32, bool) {
+	l := t.tail
+	if l.n == 0 {
+		return Key{}, 0, false
+	}
+	return l.key(l.n - 1), l.vals[l.n-1], true
+}
+
+// step records one level of a root-to-leaf descent.
+type step struct {
+	in *inner
+	i  int
+}
+
+// Set stores v under k, reporting whether an existing value was replaced.
+func (t *Tree) Set(k Key, v uint32) (replaced bool) {
+	// Fast path: k is at or after the rightmost leaf's first key, so it
+	// belongs in that leaf, which has room. Increasing keys come here.
+	if l := t.tail; l.n > 0 && l.n < leafCap && !k.Less(l.key(0)) {
+		if n := l.n; l.key(n - 1).Less(k) {
+			l.as[n] = k.A
+			l.ids[n] = k.ID
+			l.vals[n] = v
+			l.n++
+			t.n++
+			return false
+		}
+		return t.setIn(l, k, v)
+	}
+	return t.set(k, v)
+}
+
+// setIn stores v under k in l, which must be k's leaf and not full.
+func (t *Tree) setIn(l *leaf, k Key, v uint32) bool {
+	i := l.lowerBound(k)
+	if i < l.n && l.as[i] == k.A && l.ids[i] == k.ID {
+		l.vals[i] = v
+		return true
+	}
+	l.insertAt(i, k, v)
+	t.n++
+	return false
+}
+
+func (t *Tree) set(k Key, v uint32) bool {
+	var path [maxHeight]step
+	var l *leaf
+	if t.height == 0 {
+		l = t.root.lf
+	} else {
+		in := t.root.in
+		for d := 0; ; d++ {
+			i := in.route(k)
+			path[d] = step{in, i}
+			if d == t.height-1 {
+				l = in.kids[i].lf
+				break
+			}
+			in = in.kids[i].in
+		}
+	}
+	i := l.lowerBound(k)
+	if i < l.n && l.as[i] == k.A && l.ids[i] == k.ID {
+		l.vals[i] = v
+		return true
+	}
+	t.n++
+	if l.n < leafCap {
+		l.insertAt(i, k, v)
+		return false
+	}
+
+	// Split the leaf and insert the new right sibling into the parents.
+	r := t.splitLeaf(l, i, k, v)
+	sep := r.key(0)
+	right := child{lf: r}
+	for d := t.height - 1; d >= 0; d-- {
+		p := path[d]
+		if p.in.n < innerCap {
+			p.in.insertAt(p.i, sep, right)
+			return false
+		}
+		// Appending at the end of a rightmost inner node splits it
+		// unevenly, leaving the left node full, as for leaves.
+		rightmost := p.i == innerCap-1
+		for e := 0; e < d && rightmost; e++ {
+			rightmost = path[e].i == path[e].in.n-1
+		}
+		var ri *inner
+		ri, sep = t.splitInner(p.in, p.i, sep, right, rightmost)
+		right = child{in: ri}
+	}
+	// The root split: grow a new root.
+	root := newInner()
+	root.n = 2
+	root.setKey(0, sep)
+	root.kids[0] = t.root
+	root.kids[1] = right
+	t.root = child{in: root}
+	t.height++
+	t.inners++
+	return false
+}
+
+func (l *leaf) insertAt(i int, k Key, v uint32) {
+	if i < l.n {
+		l.move(i+1, l, i, l.n)
+	}
+	l.as[i] = k.A
+	l.ids[i] = k.ID
+	l.vals[i] = v
+	l.n++
+}
+
+func (l *leaf) removeAt(i int) {
+	l.move(i, l, i+1, l.n)
+	l.n--
+	l.as[l.n] = pad
+}
+
+// splitLeaf splits the full leaf l while inserting (k, v) at index i, and
+// returns the new right sibling, already linked.
+func (t *Tree) splitLeaf(l *leaf, i int, k Key, v uint32) *leaf {
+	r := newLeaf()
+	r.prev, r.next = l, l.next
+	if l.next != nil {
+		l.next.prev = r
+	} else {
+		t.tail = r
+	}
+	l.next = r
+	t.leaves++
+
+	// left is the number of entries the left leaf keeps out of leafCap+1.
+	left := (leafCap + 1) / 2
+	if i == leafCap && r.next == nil {
+		// Appending past the maximum: keep the left leaf full.
+		left = leafCap
+	}
+	if i < left {
+		// The new entry goes left; the left leaf keeps left-1 old ones.
+		m := left - 1
+		r.move(0, l, m, l.n)
+		r.n = l.n - m
+		fillPad(l.as[m:l.n])
+		l.n = m
+		l.insertAt(i, k, v)
+	} else {
+		r.move(0, l, left, l.n)
+		r.n = l.n - left
+		fillPad(l.as[left:l.n])
+		l.n = left
+		r.insertAt(i-left, k, v)
+	}
+	return r
+}
+
+// insertAt inserts the child c, whose keys are >= sep, just after kids[i].
+func (in *inner) insertAt(i int, sep Key, c child) {
+	if i+1 < in.n {
+		in.moveKeys(i+1, in, i, in.n-1)
+		copy(in.kids[i+2:in.n+1], in.kids[i+1:in.n])
+	}
+	in.setKey(i, sep)
+	in.kids[i+1] = c
+	in.n++
+}
+
+// splitInner splits the full inner node in while inserting c (with
+// separator sep) just after kids[i]. It returns the new right sibling and
+// the separator between the two.
+func (t *Tree) splitInner(in *inner, i int, sep Key, c child, rightmost bool) (*inner, Key) {
+	// Build the overfull node: innerCap separators, innerCap+1 children.
+	var as [innerCap]uint64
+	var ids [innerCap]core.Uint128
+	var kids [innerCap + 1]child
+	copy(as[:i], in.as[:i])
+	copy(ids[:i], in.ids[:i])
+	as[i], ids[i] = sep.A, sep.ID
+	copy(as[i+1:], in.as[i:])
+	copy(ids[i+1:], in.ids[i:])
+	copy(kids[:i+1], in.kids[:i+1])
+	kids[i+1] = c
+	copy(kids[i+2:], in.kids[i+1:])
+
+	// left is the number of children the left node keeps out of innerCap+1.
+	left := (innerCap + 1) / 2
+	if rightmost {
+		left = innerCap - 1
+	}
+	r := newInner()
+	r.n = innerCap + 1 - left
+	t.inners++
+	in.n = left
+	copy(in.as[:], as[:left-1])
+	fillPad(in.as[left-1:])
+	copy(in.ids[:], ids[:left-1])
+	copy(in.kids[:], kids[:left])
+	clear(in.kids[left:])
+	copy(r.as[:], as[left:])
+	copy(r.ids[:], ids[left:])
+	copy(r.kids[:], kids[left:])
+	return r, Key{A: as[left-1], ID: ids[left-1]}
+}
+
+// Delete removes k, returning the value it held.
+func (t *Tree) Delete(k Key) (uint32, bool) {
+	// Fast paths: k is in the range of the rightmost or the leftmost leaf,
+	// which may lose an entry without rebalancing. Deletes of the oldest
+	// entries of a time index come here.
+	if l := t.tail; l.n > leafMin && !k.Less(l.key(0)) {
+		return t.deleteIn(l, k)
+	}
+	if l := t.head; l.n > leafMin && !l.key(l.n-1).Less(k) {
+		return t.deleteIn(l, k)
+	}
+	return t.delete(k)
+}
+
+// deleteIn removes k from l, which must be k's leaf.
+func (t *Tree) deleteIn(l *leaf, k Key) (uint32, bool) {
+	i := l.lowerBound(k)
+	if i >= l.n || l.as[i] != k.A || l.ids[i] != k.ID {
+		return 0, false
+	}
+	v := l.vals[i]
+	l.removeAt(i)
+	t.n--
+	return v, true
+}
+
+func (t *Tree) delete(k Key) (uint32, bool) {
+	var path [maxHeight]step
+	var l *leaf
+	if t.height == 0 {
+		l = t.root.lf
+	} else {
+		in := t.root.in
+		for d := 0; ; d++ {
+			i := in.route(k)
+			path[d] = step{in, i}
+			if d == t.height-1 {
+				l = in.kids[i].lf
+				break
+			}
+			in = in.kids[i].in
+		}
+	}
+	i := l.lowerBound(k)
+	if i >= l.n || l.as[i] != k.A || l.ids[i] != k.ID {
+		return 0, false
+	}
+	v := l.vals[i]
+	l.removeAt(i)
+	t.n--
+	if l.n >= leafMin || t.height == 0 {
+		return v, true
+	}
+
+	// The leaf is short: rebalance it with a sibling under the same parent.
+	p := path[t.height-1]
+	var merged bool
+	if p.i+1 < p.in.n {
+		merged = t.rebalanceLeaves(l, p.in.kids[p.i+1].lf, p.in, p.i)
+	} else {
+		merged = t.rebalanceLeaves(p.in.kids[p.i-1].lf, l, p.in, p.i-1)
+	}
+	// Walk up while merges leave inner nodes short.
+	for d := t.height - 1; merged && d > 0; d-- {
+		in := path[d].in
+		if in.n >= innerMin {
+			return v, true
+		}
+		p := path[d-1]
+		if p.i+1 < p.in.n {
+			merged = t.rebalanceInners(in, p.in.kids[p.i+1].in, p.in, p.i)
+		} else {
+			merged = t.rebalanceInners(p.in.kids[p.i-1].in, in, p.in, p.i-1)
+		}
+	}
+	if root := t.root.in; merged && root.n == 1 {
+		t.root = root.kids[0]
+		t.height--
+		t.inners--
+	}
+	return v, true
+}
+
+// removeKid removes separator i and kids[i+1].
+func (in *inner) removeKid(i int) {
+	in.moveKeys(i, in, i+1, in.n-1)
+	copy(in.kids[i+1:in.n-1], in.kids[i+2:in.n])
+	in.n--
+	in.kids[in.n] = child{}
+	in.as[in.n-1] = pad
+}
+
+// rebalanceLeaves merges r into l, or evens them out, where l and r are
+// p.kids[si] and p.kids[si+1]. It reports whether they were merged.
+func (t *Tree) rebalanceLeaves(l, r *leaf, p *inner, si int) bool {
+	if total := l.n + r.n; total > leafMergeMax {
+		left := total / 2
+		if l.n < left {
+			c := left - l.n
+			l.move(l.n, r, 0, c)
+			r.move(0, r, c, r.n)
+			fillPad(r.as[r.n-c : r.n])
+		} else {
+			c := l.n - left
+			r.move(c, r, 0, r.n)
+			r.move(0, l, left, l.n)
+			fillPad(l.as[left:l.n])
+		}
+		l.n, r.n = left, total-left
+		p.setKey(si, r.key(0))
+		return false
+	}
+	l.move(l.n, r, 0, r.n)
+	l.n += r.n
+	l.next = r.next
+	if r.next != nil {
+		r.next.prev = l
+	} else {
+		t.tail = l
+	}
+	r.prev, r.next = nil, nil
+	p.removeKid(si)
+	t.leaves--
+	return true
+}
+
+// rebalanceInners merges r into l, or evens them out, where l and r are
+// p.kids[si] and p.kids[si+1]. It reports whether they were merged.
+func (t *Tree) rebalanceInners(l, r *inner, p *inner, si int) bool {
+	if total := l.n + r.n; total > innerMergeMax {
+		left := total / 2
+		if l.n < left {
+			// Rotate c children from the front of r to the end of l.
+			c := left - l.n
+			l.setKey(l.n-1, p.key(si))
+			l.moveKeys(l.n, r, 0, c-1)
+			copy(l.kids[l.n:left], r.kids[:c])
+			p.setKey(si, r.key(c-1))
+			r.moveKeys(0, r, c, r.n-1)
+			fillPad(r.as[r.n-1-c : r.n-1])
+			copy(r.kids[:], r.kids[c:r.n])
+			clear(r.kids[r.n-c : r.n])
+		} else {
+			// Rotate c children from the end of l to the front of r.
+			c := l.n - left
+			r.moveKeys(c, r, 0, r.n-1)
+			copy(r.kids[c:], r.kids[:r.n])
+			r.setKey(c-1, p.key(si))
+			r.moveKeys(0, l, left, l.n-1)
+			copy(r.kids[:c], l.kids[left:l.n])
+			p.setKey(si, l.key(left-1))
+			fillPad(l.as[left-1 : l.n-1])
+			clear(l.kids[left:l.n])
+		}
+		l.n, r.n = left, total-left
+		return false
+	}
+	l.setKey(l.n-1, p.key(si))
+	l.moveKeys(l.n, r, 0, r.n-1)
+	copy(l.kids[l.n:], r.kids[:r.n])
+	l.n += r.n
+	p.removeKid(si)
+	t.inners--
+	return true
+}
+
+// Iter is a cursor over a tree's entries. Any mutation of the tree
+// invalidates it; using an invalidated Iter does not panic but yields
+// unspecified entries.
+type Iter struct {
+	l *leaf
+	i int
+}
+
+// SeekGE returns an Iter at the first entry >= k.
+func (t *Tree) SeekGE(k Key) Iter {
+	l := t.findLeaf(k)
+	i := l.lowerBound(k)
+	if i == l.n {
+		// Every entry of the following leaf is >= its separator > k.
+		return Iter{l: l.next}
+	}
+	return Iter{l: l, i: i}
+}
+
+// SeekLE returns an Iter at the last entry <= k.
+func (t *Tree) SeekLE(k Key) Iter {
+	l := t.findLeaf(k)
+	i := l.upperBound(k) - 1
+	if i < 0 {
+		if l = l.prev; l == nil {
+			return Iter{}
+		}
+		i = l.n - 1
+	}
+	return Iter{l: l, i: i}
+}
+
+// First returns an Iter at the smallest entry.
+func (t *Tree) First() Iter {
+	if t.head.n == 0 {
+		return Iter{}
+	}
+	return Iter{l: t.head}
+}
+
+// Last returns an Iter at the largest entry.
+func (t *Tree) Last() Iter {
+	if t.tail.n == 0 {
+		return Iter{}
+	}
+	return Iter{l: t.tail, i: t.tail.n - 1}
+}
+
+// Valid reports whether the Iter is at an entry.
+func (it *Iter) Valid() bool { return it.l != nil }
+
+// Key returns the current entry's key, or the zero Key if not Valid.
+func (it *Iter) Key() Key {
+	if it.l == nil {
+		return Key{}
+	}
+	return it.l.key(it.i)
+}
+
+// Value returns the current entry's value, or 0 if not Valid.
+func (it *Iter) Value() uint32 {
+	if it.l == nil {
+		return 0
+	}
+	return it.l.vals[it.i]
+}
+
+// Next moves to the next larger entry; past the largest, Valid is false.
+func (it *Iter) Next() {
+	if it.l == nil {
+		return
+	}
+	it.i++
+	if it.i >= it.l.n {
+		it.l, it.i = it.l.next, 0
+	}
+}
+
+// Prev moves to the next smaller entry; past the smallest, Valid is false.
+func (it *Iter) Prev() {
+	if it.l == nil {
+		return
+	}
+	it.i--
+	if it.i < 0 {
+		if it.l = it.l.prev; it.l != nil {
+			it.i = it.l.n - 1
+		} else {
+			it.i = 0
+		}
+	}
+}

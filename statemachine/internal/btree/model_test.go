@@ -1,0 +1,182 @@
+package btree
+
+import (
+	"fmt"
+	"slices"
+)
+
+// model is the reference implementation: a sorted slice of entries.
+type model struct {
+	es []entry
+}
+
+type entry struct {
+	k Key
+	v uint32
+}
+
+func (m *model) find(k Key) (int, bool) {
+	return slices.BinarySearchFunc(m.es, k, func(e entry, k Key) int { return e.k.Compare(k) })
+}
+
+func (m *model) set(k Key, v uint32) bool {
+	i, ok := m.find(k)
+	if ok {
+		m.es[i].v = v
+		return true
+	}
+	m.es = slices.Insert(m.es, i, entry{k, v})
+	return false
+}
+
+func (m *model) get(k Key) (uint32, bool) {
+	if i, ok := m.find(k); ok {
+		return m.es[i].v, true
+	}
+	return 0, false
+}
+
+func (m *model) delete(k Key) (uint32, bool) {
+	i, ok := m.find(k)
+	if !ok {
+		return 0, false
+	}
+	v := m.es[i].v
+	m.es = slices.Delete(m.es, i, i+1)
+	return v, true
+}
+
+// seekGE returns the index of the first entry >= k (len if none).
+func (m *model) seekGE(k Key) int {
+	i, _ := m.find(k)
+	return i
+}
+
+// seekLE returns the index of the last entry <= k (-1 if none).
+func (m *model) seekLE(k Key) int {
+	i, ok := m.find(k)
+	if ok {
+		return i
+	}
+	return i - 1
+}
+
+// harness applies each operation to a tree and the model and compares.
+type harness struct {
+	t *Tree
+	m model
+}
+
+func newHarness() *harness { return &harness{t: New()} }
+
+func (h *harness) set(k Key, v uint32) error {
+	got, want := h.t.Set(k, v), h.m.set(k, v)
+	if got != want {
+		return fmt.Errorf("Set(%v): replaced %v, want %v", k, got, want)
+	}
+	return nil
+}
+
+func (h *harness) get(k Key) error {
+	gv, gok := h.t.Get(k)
+	wv, wok := h.m.get(k)
+	if gv != wv || gok != wok {
+		return fmt.Errorf("Get(%v) = %d, %v; want %d, %v", k, gv, gok, wv, wok)
+	}
+	return nil
+}
+
+func (h *harness) delete(k Key) error {
+	gv, gok := h.t.Delete(k)
+	wv, wok := h.m.delete(k)
+	if gv != wv || gok != wok {
+		return fmt.Errorf("Delete(%v) = %d, %v; want %d, %v", k, gv, gok, wv, wok)
+	}
+	return nil
+}
+
+func (h *harness) minMax() error {
+	k, v, ok := h.t.Min()
+	if len(h.m.es) == 0 {
+		if ok || k != (Key{}) || v != 0 {
+			return fmt.Errorf("Min of empty tree = %v, %d, %v", k, v, ok)
+		}
+	} else if e := h.m.es[0]; !ok || k != e.k || v != e.v {
+		return fmt.Errorf("Min = %v, %d, %v; want %v, %d", k, v, ok, e.k, e.v)
+	}
+	k, v, ok = h.t.Max()
+	if len(h.m.es) == 0 {
+		if ok || k != (Key{}) || v != 0 {
+			return fmt.Errorf("Max of empty tree = %v, %d, %v", k, v, ok)
+		}
+	} else if e := h.m.es[len(h.m.es)-1]; !ok || k != e.k || v != e.v {
+		return fmt.Errorf("Max = %v, %d, %v; want %v, %d", k, v, ok, e.k, e.v)
+	}
+	return nil
+}
+
+// checkIter compares it against the model from index i over steps moves
+// in direction dir (+1 Next, -1 Prev).
+func (h *harness) checkIter(what string, it Iter, i, dir, steps int) error {
+	for s := 0; ; s++ {
+		if i < 0 || i >= len(h.m.es) {
+			if it.Valid() || it.Key() != (Key{}) || it.Value() != 0 {
+				return fmt.Errorf("%s: step %d: valid at %v, want end", what, s, it.Key())
+			}
+			return nil
+		}
+		if !it.Valid() {
+			return fmt.Errorf("%s: step %d: invalid, want %v", what, s, h.m.es[i].k)
+		}
+		if e := h.m.es[i]; it.Key() != e.k || it.Value() != e.v {
+			return fmt.Errorf("%s: step %d: at %v=%d, want %v=%d", what, s, it.Key(), it.Value(), e.k, e.v)
+		}
+		if s == steps {
+			return nil
+		}
+		if dir > 0 {
+			it.Next()
+		} else {
+			it.Prev()
+		}
+		i += dir
+	}
+}
+
+func (h *harness) seekGE(k Key, steps int) error {
+	return h.checkIter(fmt.Sprintf("SeekGE(%v)", k), h.t.SeekGE(k), h.m.seekGE(k), +1, steps)
+}
+
+func (h *harness) seekLE(k Key, steps int) error {
+	return h.checkIter(fmt.Sprintf("SeekLE(%v)", k), h.t.SeekLE(k), h.m.seekLE(k), -1, steps)
+}
+
+func (h *harness) firstLast(steps int) error {
+	if err := h.checkIter("First", h.t.First(), 0, +1, steps); err != nil {
+		return err
+	}
+	return h.checkIter("Last", h.t.Last(), len(h.m.es)-1, -1, steps)
+}
+
+func (h *harness) clear() {
+	h.t.Clear()
+	h.m.es = h.m.es[:0]
+}
+
+func (h *harness) check() error {
+	if err := h.t.checkInvariants(); err != nil {
+		return err
+	}
+	if h.t.Len() != len(h.m.es) {
+		return fmt.Errorf("Len = %d, want %d", h.t.Len(), len(h.m.es))
+	}
+	return nil
+}
+
+// checkAll compares every entry in both directions.
+func (h *harness) checkAll() error {
+	if err := h.check(); err != nil {
+		return err
+	}
+	return h.firstLast(len(h.m.es))
+}

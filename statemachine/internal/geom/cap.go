@@ -1,0 +1,180 @@
+package geom
+
+import (
+	"math"
+
+	"github.com/golang/geo/r3"
+	"github.com/golang/geo/s1"
+	"github.com/golang/geo/s2"
+)
+
+const (
+	// capMarginMM widens a cap for its covering and its prefilter. It exceeds
+	// the diagonal of a leaf cell (< 15 mm), the rounding of DistanceMM
+	// (0.5 mm) and the error of the haversine formula away from the antipode
+	// (well under 1 mm) together.
+	capMarginMM = 100
+
+	// fullCapAngle: a cap (with margin) at least this wide covers the whole
+	// sphere for our purposes. It stops within ~64 m of the antipode, where
+	// the haversine formula is least precise.
+	fullCapAngle = math.Pi - 1e-5
+
+	// minWidthDeriv is s2.MinWidthMetric.Deriv: two points of one cube face
+	// whose s (or t) coordinates differ by d are at least d*minWidthDeriv
+	// radians apart (for small d).
+	minWidthDeriv = 2 * math.Sqrt2 / 3
+
+	// stBoxMaxAngle is the largest cap (radians) covered through its (s,t)
+	// bounding box; wider caps use vertex neighbours.
+	stBoxMaxAngle = 0.1
+)
+
+// Cap is a prepared radius query: the points within radiusMM of a center.
+// It is a value; its methods do not modify it and are safe for concurrent
+// use.
+type Cap struct {
+	latNano, lonNano int64
+	radiusMM         uint64
+	cosLat           float64   // cosine of the center's latitude
+	center           r3.Vector // unit vector of the center
+	angle            float64   // radius plus capMarginMM, radians
+	chord2           float64   // squared chord length of angle
+	full             bool      // angle >= fullCapAngle: everything may match
+}
+
+// NewCap prepares the radius query of the points within radiusMM millimetres
+// of (latNano, lonNano). The caller has validated the inputs (coordinates on
+// the globe, 1 <= radiusMM <= 40,000,000,000); other inputs give some Cap
+// without panicking.
+func NewCap(latNano, lonNano int64, radiusMM uint64) Cap {
+	c := Cap{
+		latNano:  latNano,
+		lonNano:  lonNano,
+		radiusMM: radiusMM,
+		cosLat:   math.Cos(float64(latNano) * nanoToRad),
+		center:   pointFromNano(latNano, lonNano),
+	}
+	c.angle = (float64(radiusMM) + capMarginMM) / earthRadiusMM
+	if c.angle >= fullCapAngle {
+		c.full = true
+		c.angle = math.Pi
+		c.chord2 = 4
+	} else {
+		ch := 2 * math.Sin(c.angle/2)
+		c.chord2 = ch * ch
+	}
+	return c
+}
+
+// Contains reports whether DistanceMM(center, point) <= radiusMM, and
+// returns that distance in millimetres. This rule (the rounded millimetre
+// distance is at most the radius) is the definition of inclusion.
+func (c *Cap) Contains(latNano, lonNano int64) (distanceMM uint64, ok bool) {
+	d := haversineMM(c.latNano, c.lonNano, c.cosLat, latNano, lonNano)
+	return d, d <= c.radiusMM
+}
+
+// MayContainLeaf is a cheap prefilter on a leaf cell id: false means that no
+// point whose LeafCell is leaf lies within the radius (by Contains). It
+// compares the chord from the cap's center to the leaf cell's center with
+// the radius plus a margin of 10 cm, without trigonometry. It is false for
+// an invalid cell id.
+func (c *Cap) MayContainLeaf(leaf uint64) bool {
+	if c.full {
+		return true
+	}
+	id := s2.CellID(leaf)
+	if !id.IsValid() {
+		return false
+	}
+	p := id.Point()
+	dx, dy, dz := p.X-c.center.X, p.Y-c.center.Y, p.Z-c.center.Z
+	return dx*dx+dy*dy+dz*dz <= c.chord2
+}
+
+// Ranges returns sorted, disjoint leaf-cell-id ranges, adjacent ones merged,
+// whose union holds the LeafCell of every point within the radius.
+//
+// A cap of radius under about 640 km that lies within one cube face is
+// covered by the cells that meet its (s,t) bounding box, at the level where
+// that box spans 3 to 5 cells a side (at most 25 cells, usually 9 to 16,
+// merged into fewer ranges: 5 for a 1 km cap). Other caps use the 3 or 4 cells around the nearest
+// cell vertex at the level where cells are twice as wide as the cap (as
+// s2.Cap.CellUnionBound) or the six cube faces, keeping, for caps wider than
+// about 12 km, only the children of those cells that meet the cap. A cap of
+// about half the circumference (20,015 km) or more gets one range of every
+// leaf cell.
+func (c *Cap) Ranges() []CellRange {
+	if c.full {
+		return []CellRange{{firstLeaf, lastLeaf}}
+	}
+	var buf [25]s2.CellID
+	return rangesOf(appendCapCells(buf[:0], c.center, c.angle, 1))
+}
+
+// appendCapCells appends to dst cells whose union contains the cap of the
+// given center (unit vector) and angle (radians, < pi). extra is how many
+// levels below the level where the cap's (s,t) box spans at most 3 cells
+// the covering goes (0 or 1): at most (2^(extra+1)+1)^2 cells.
+func appendCapCells(dst []s2.CellID, center r3.Vector, angle float64, extra int) []s2.CellID {
+	if angle < stBoxMaxAngle {
+		if cells, ok := appendCapCellsST(dst, center, angle, extra); ok {
+			return cells
+		}
+	}
+	// The level where cells are at least twice as wide as the cap's radius:
+	// the four cells around the cell vertex nearest to the center cover it.
+	// Below level 0, the six faces do.
+	level := s2.MinWidthMetric.MaxLevel(angle) - 1
+	var cells []s2.CellID
+	if level < 0 {
+		cells = []s2.CellID{
+			s2.CellIDFromFace(0), s2.CellIDFromFace(1), s2.CellIDFromFace(2),
+			s2.CellIDFromFace(3), s2.CellIDFromFace(4), s2.CellIDFromFace(5),
+		}
+	} else {
+		f, s, t := faceST(center)
+		cells = cellIDFromFaceIJ(f, stToIJ(s), stToIJ(t)).VertexNeighbors(level)
+	}
+	if level >= 8 {
+		return append(dst, cells...)
+	}
+	// A wide cap: its cells are few and their scans long, so it pays to keep
+	// only the children that meet the cap.
+	sc := s2.CapFromCenterAngle(s2.Point{Vector: center}, s1.Angle(angle))
+	for _, id := range cells {
+		for _, k := range id.Children() {
+			if sc.IntersectsCell(s2.CellFromCellID(k)) {
+				dst = append(dst, k)
+			}
+		}
+	}
+	return dst
+}
+
+// appendCapCellsST covers a small cap by the cells that meet its (s,t)
+// bounding box on the center's face; ok is false when that box leaves the
+// face.
+func appendCapCellsST(dst []s2.CellID, center r3.Vector, angle float64, extra int) (cells []s2.CellID, ok bool) {
+	f, s, t := faceST(center)
+	// Half the side of the (s,t) box: the cap's radius over the smallest
+	// rate at which angle grows with s or t, with 1% to spare (the rate is
+	// exact only for small boxes) plus a little for rounding.
+	r := angle/minWidthDeriv*1.01 + 1e-15
+	if !(s-r > 0 && s+r < 1 && t-r > 0 && t+r < 1) {
+		return dst, false
+	}
+	// The finest level whose cells are at least r wide in (s,t), then extra
+	// levels below it.
+	level := min(max(-math.Ilogb(r)-1, 0)+extra, maxLevel)
+	n := float64(int(1) << level)
+	i0, i1 := int((s-r)*n), int((s+r)*n)
+	j0, j1 := int((t-r)*n), int((t+r)*n)
+	return appendFaceIJBlock(dst, f, level, i0, i1, j0, j1), true
+}
+
+// stToIJ is the leaf coordinate of s, as in package s2.
+func stToIJ(s float64) int {
+	return min(max(int(math.Floor(maxSize*s)), 0), maxSize-1)
+}

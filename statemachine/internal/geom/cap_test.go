@@ -1,0 +1,174 @@
+package geom
+
+import (
+	"math"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// drawCenter draws a cap center, often at a pole, on the antimeridian, or on
+// the equator.
+func drawCenter(t *rapid.T) (int64, int64) {
+	lat := rapid.Int64Range(-maxLatNano, maxLatNano).Draw(t, "lat")
+	lon := rapid.Int64Range(-maxLonNano, maxLonNano).Draw(t, "lon")
+	switch rapid.IntRange(0, 7).Draw(t, "special") {
+	case 0:
+		lat = maxLatNano
+	case 1:
+		lat = -maxLatNano
+	case 2:
+		lon = maxLonNano
+	case 3:
+		lon = -maxLonNano
+	case 4:
+		lat = maxLatNano - rapid.Int64Range(0, 1e9).Draw(t, "near pole")
+	case 5:
+		lat = 0
+	}
+	return lat, lon
+}
+
+// drawRadius draws a radius in mm from the scales of real queries.
+func drawRadius(t *rapid.T) uint64 {
+	scales := []float64{1, 10, 1e3, 1e6, 1e8, 5e9, 2e10, 4e10}
+	s := rapid.SampledFrom(scales).Draw(t, "scale")
+	r := uint64(s * rapid.Float64Range(0.5, 1.5).Draw(t, "factor"))
+	if rapid.Bool().Draw(t, "log uniform") {
+		r = uint64(math.Pow(10, rapid.Float64Range(0, math.Log10(4e10)).Draw(t, "log r")))
+	}
+	return min(max(r, 1), 40_000_000_000)
+}
+
+// Every point that Contains accepts has its leaf cell in Ranges and passes
+// MayContainLeaf; Contains agrees with DistanceMM.
+func TestCapCoversContainedPoints(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		lat, lon := drawCenter(t)
+		radius := drawRadius(t)
+		cp := NewCap(lat, lon, radius)
+		rs := cp.Ranges()
+		checkRanges(t, rs)
+		theta := float64(radius) / earthRadiusMM
+		for k := 0; k < 50; k++ {
+			var pLat, pLon int64
+			switch rapid.IntRange(0, 3).Draw(t, "kind") {
+			case 0: // anywhere
+				pLat = rapid.Int64Range(-maxLatNano, maxLatNano).Draw(t, "pLat")
+				pLon = rapid.Int64Range(-maxLonNano, maxLonNano).Draw(t, "pLon")
+			case 1: // inside
+				pLat, pLon = destination(lat, lon, theta*rapid.Float64Range(0, 1).Draw(t, "f"), rapid.Float64Range(-math.Pi, math.Pi).Draw(t, "beta"))
+			default: // at the rim
+				f := 1 + rapid.Float64Range(-1e-6, 1e-6).Draw(t, "rim")
+				pLat, pLon = destination(lat, lon, theta*f, rapid.Float64Range(-math.Pi, math.Pi).Draw(t, "beta"))
+			}
+			d, ok := cp.Contains(pLat, pLon)
+			if d != DistanceMM(lat, lon, pLat, pLon) || d != DistanceMM(pLat, pLon, lat, lon) {
+				t.Fatalf("Contains distance %d, DistanceMM %d", d, DistanceMM(lat, lon, pLat, pLon))
+			}
+			if ok != (d <= radius) {
+				t.Fatalf("Contains ok=%v for distance %d radius %d", ok, d, radius)
+			}
+			if !ok {
+				continue
+			}
+			leaf := LeafCell(pLat, pLon)
+			if !cp.MayContainLeaf(leaf) {
+				t.Fatalf("MayContainLeaf rejects (%d, %d) at %d mm, radius %d", pLat, pLon, d, radius)
+			}
+			if !inRanges(rs, leaf) {
+				t.Fatalf("(%d, %d) at %d mm (radius %d) is not in ranges %x", pLat, pLon, d, radius, rs)
+			}
+		}
+	})
+}
+
+// MayContainLeaf rejects points well outside the radius, and Ranges are
+// sized to the query.
+func TestCapTightness(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		lat, lon := drawCenter(t)
+		radius := uint64(math.Pow(10, rapid.Float64Range(3, 9).Draw(t, "log r"))) // 1 m .. 1000 km
+		cp := NewCap(lat, lon, radius)
+		theta := float64(radius) / earthRadiusMM
+		pLat, pLon := destination(lat, lon, theta*1.01+1e-6, rapid.Float64Range(-math.Pi, math.Pi).Draw(t, "beta"))
+		if cp.MayContainLeaf(LeafCell(pLat, pLon)) {
+			t.Fatalf("MayContainLeaf accepts a point at %d mm, radius %d", DistanceMM(lat, lon, pLat, pLon), radius)
+		}
+		rs := cp.Ranges()
+		if len(rs) > 25 {
+			t.Fatalf("%d ranges", len(rs))
+		}
+		// The covered area is a small multiple of the cap's area.
+		var leaves float64
+		for _, r := range rs {
+			leaves += float64((r.Max-r.Min)/2 + 1)
+		}
+		leafArea := 4 * math.Pi / (6 * math.Pow(4, 30)) // average, steradians
+		capArea := 4 * math.Pi * math.Pow(math.Sin(theta/2), 2)
+		if ratio := leaves * leafArea / capArea; ratio > 40 {
+			t.Fatalf("ranges cover %.1f times the cap's area (%d ranges)", ratio, len(rs))
+		}
+	})
+}
+
+func TestCapWholeEarth(t *testing.T) {
+	for _, r := range []uint64{20_015_115_000, 30_000_000_000, 40_000_000_000} {
+		cp := NewCap(deg(10), deg(20), r)
+		rs := cp.Ranges()
+		if len(rs) != 1 || rs[0].Min != firstLeaf || rs[0].Max != lastLeaf {
+			t.Fatalf("radius %d: ranges %x", r, rs)
+		}
+		if !cp.MayContainLeaf(LeafCell(deg(-10), deg(-160))) {
+			t.Fatalf("radius %d: antipode rejected", r)
+		}
+		if _, ok := cp.Contains(deg(-10), deg(-160)); !ok {
+			t.Fatalf("radius %d: antipode not contained", r)
+		}
+	}
+	// Just short of half the circumference: the antipode is outside.
+	cp := NewCap(0, 0, 20_015_000_000)
+	if _, ok := cp.Contains(0, deg(180)); ok {
+		t.Fatal("antipode inside")
+	}
+	if _, ok := cp.Contains(0, deg(179)); !ok {
+		t.Fatal("179 degrees away is not inside")
+	}
+	if !inRanges(cp.Ranges(), LeafCell(0, deg(179))) {
+		t.Fatal("179 degrees away is not in ranges")
+	}
+}
+
+func TestCapInvalidLeaf(t *testing.T) {
+	cp := NewCap(0, 0, 1000)
+	for _, id := range []uint64{0, 2, ^uint64(0), 7 << 61} {
+		if cp.MayContainLeaf(id) {
+			t.Fatalf("MayContainLeaf(%x) = true", id)
+		}
+	}
+}
+
+func BenchmarkCapRanges1km(b *testing.B) {
+	cp := NewCap(deg(38.11), deg(13.36), 1_000_000)
+	n := 0
+	for b.Loop() {
+		n += len(cp.Ranges())
+	}
+	b.ReportMetric(float64(n)/float64(b.N), "ranges")
+}
+
+func BenchmarkCapContains(b *testing.B) {
+	cp := NewCap(deg(38.11), deg(13.36), 1_000_000)
+	lat, lon := deg(38.115), deg(13.365)
+	for b.Loop() {
+		cp.Contains(lat, lon)
+	}
+}
+
+func BenchmarkCapMayContainLeaf(b *testing.B) {
+	cp := NewCap(deg(38.11), deg(13.36), 1_000_000)
+	leaf := LeafCell(deg(38.115), deg(13.365))
+	for b.Loop() {
+		cp.MayContainLeaf(leaf)
+	}
+}

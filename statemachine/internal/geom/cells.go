@@ -1,0 +1,171 @@
+package geom
+
+import (
+	"math"
+
+	"github.com/golang/geo/r3"
+	"github.com/golang/geo/s2"
+)
+
+// This file holds the cube-face arithmetic of S2 that package s2 does not
+// export: a point's face and (s,t) coordinates, and the cell id of a face
+// and (i,j) leaf coordinates. They follow package s2 exactly (quadratic
+// projection, the same Hilbert curve); the tests check them against it.
+
+const (
+	maxLevel = 30
+	maxSize  = 1 << maxLevel // leaf cells per face side
+
+	lookupBits = 4
+	swapMask   = 1
+	invertMask = 2
+)
+
+// lookupPos maps 4 bits of i, 4 bits of j and 2 bits of orientation
+// ("iiiijjjjoo") to 8 bits of Hilbert position and 2 bits of orientation
+// ("ppppppppoo"), as in package s2.
+var lookupPos [1 << (2*lookupBits + 2)]uint16
+
+func init() {
+	for o := 0; o < 4; o++ {
+		initLookupPos(0, 0, 0, o, 0, o)
+	}
+}
+
+func initLookupPos(level, i, j, origOrientation, pos, orientation int) {
+	if level == lookupBits {
+		ij := i<<lookupBits + j
+		lookupPos[ij<<2+origOrientation] = uint16(pos<<2 + orientation)
+		return
+	}
+	// posToIJ and posToOrientation of package s2.
+	posToIJ := [4][4]int{{0, 1, 3, 2}, {0, 2, 3, 1}, {3, 2, 0, 1}, {3, 1, 0, 2}}
+	posToOrientation := [4]int{swapMask, 0, 0, invertMask | swapMask}
+	level++
+	i <<= 1
+	j <<= 1
+	pos <<= 2
+	r := posToIJ[orientation]
+	for k := 0; k < 4; k++ {
+		initLookupPos(level, i+r[k]>>1, j+r[k]&1, origOrientation, pos+k, orientation^posToOrientation[k])
+	}
+}
+
+// cellIDFromFaceIJ is the leaf cell of face f (0..5) at leaf coordinates
+// (i, j), each in [0, maxSize).
+func cellIDFromFaceIJ(f, i, j int) s2.CellID {
+	return cellIDFromFaceIJLevel(f, i, j, maxLevel)
+}
+
+// cellIDFromFaceIJLevel is the cell at the given level of face f at
+// coordinates (i, j) of that level, each in [0, 2^level).
+func cellIDFromFaceIJLevel(f, i, j, level int) s2.CellID {
+	var one [1]s2.CellID
+	return appendFaceIJBlock(one[:0], f, level, i, i, j, j)[0]
+}
+
+// appendFaceIJBlock appends the cells at the given level of face f whose
+// coordinates of that level are i0 <= i <= i1 and j0 <= j <= j1 (each in
+// [0, 2^level)), in row order.
+func appendFaceIJBlock(dst []s2.CellID, f, level, i0, i1, j0, j1 int) []s2.CellID {
+	const mask = 1<<lookupBits - 1
+	shift := maxLevel - level
+	lsb := uint64(1) << (2 * shift)
+	// Nibble k of the leaf coordinates gives position bits 8k..8k+7; those
+	// below the level's (the lowest 2*shift) do not matter.
+	kMin := shift / 4
+	// Nibbles shared by the whole block are looked up once.
+	n := uint64(f) << (2 * maxLevel)
+	bits := f & swapMask
+	I0, J0 := i0<<shift, j0<<shift
+	I1, J1 := i1<<shift, j1<<shift
+	k := 7
+	for ; k >= kMin; k-- {
+		s := k * lookupBits
+		if I0>>s != I1>>s || J0>>s != J1>>s {
+			break
+		}
+		bits += (I0 >> s & mask) << (lookupBits + 2)
+		bits += (J0 >> s & mask) << 2
+		bits = int(lookupPos[bits])
+		n |= uint64(bits>>2) << (2 * s)
+		bits &= swapMask | invertMask
+	}
+	for i := i0; i <= i1; i++ {
+		for j := j0; j <= j1; j++ {
+			I, J := i<<shift, j<<shift
+			nn, bb := n, bits
+			for kk := k; kk >= kMin; kk-- {
+				s := kk * lookupBits
+				bb += (I >> s & mask) << (lookupBits + 2)
+				bb += (J >> s & mask) << 2
+				bb = int(lookupPos[bb])
+				nn |= uint64(bb>>2) << (2 * s)
+				bb &= swapMask | invertMask
+			}
+			dst = append(dst, s2.CellID((nn*2+1)&-lsb|lsb))
+		}
+	}
+	return dst
+}
+
+// faceST returns the cube face of p (its largest component, as in package s2)
+// and p's (s,t) coordinates on that face, each in [0,1]. p need not be unit.
+func faceST(p r3.Vector) (face int, s, t float64) {
+	ax, ay, az := math.Abs(p.X), math.Abs(p.Y), math.Abs(p.Z)
+	var u, v float64
+	switch {
+	case ax > ay && ax > az:
+		if p.X >= 0 {
+			face, u, v = 0, p.Y/p.X, p.Z/p.X
+		} else {
+			face, u, v = 3, p.Z/p.X, p.Y/p.X
+		}
+	case ay > az:
+		if p.Y >= 0 {
+			face, u, v = 1, -p.X/p.Y, p.Z/p.Y
+		} else {
+			face, u, v = 4, p.Z/p.Y, -p.X/p.Y
+		}
+	default:
+		if p.Z >= 0 {
+			face, u, v = 2, -p.X/p.Z, -p.Y/p.Z
+		} else {
+			face, u, v = 5, -p.Y/p.Z, -p.X/p.Z
+		}
+	}
+	return face, uvToST(u), uvToST(v)
+}
+
+// uvToST is the inverse of the quadratic projection, as in package s2.
+func uvToST(u float64) float64 {
+	if u >= 0 {
+		return 0.5 * math.Sqrt(1+3*u)
+	}
+	return 1 - 0.5*math.Sqrt(1-3*u)
+}
+
+// stToUV is the quadratic projection, as in package s2.
+func stToUV(s float64) float64 {
+	if s >= 0.5 {
+		return (1 / 3.) * (4*s*s - 1)
+	}
+	return (1 / 3.) * (1 - 4*(1-s)*(1-s))
+}
+
+// faceUVToXYZ is the (not unit) point of face f at (u, v), as in package s2.
+func faceUVToXYZ(f int, u, v float64) r3.Vector {
+	switch f {
+	case 0:
+		return r3.Vector{X: 1, Y: u, Z: v}
+	case 1:
+		return r3.Vector{X: -u, Y: 1, Z: v}
+	case 2:
+		return r3.Vector{X: -u, Y: -v, Z: 1}
+	case 3:
+		return r3.Vector{X: -1, Y: -v, Z: -u}
+	case 4:
+		return r3.Vector{X: v, Y: -1, Z: -u}
+	}
+	return r3.Vector{X: v, Y: u, Z: -1}
+}

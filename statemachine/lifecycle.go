@@ -1,0 +1,121 @@
+package statemachine
+
+import "github.com/geoevent/geoevent/core"
+
+// DeleteEntities erases the listed entities with their whole history. An id
+// that is not stored, or whose entity has expired, counts as not found (an
+// expired entity's data is erased all the same). A repeated id counts once
+// as deleted, then as not found. Any zero id fails the request before
+// anything is erased.
+func (sm *StateMachine) DeleteEntities(opTS uint64, req *core.DeleteRequest) (core.DeleteReply, error) {
+	if err := checkIDList(req.EntityIDs); err != nil {
+		return core.DeleteReply{}, err
+	}
+	var reply core.DeleteReply
+	for _, id := range req.EntityIDs {
+		slot, e, ok := sm.lookup(id, opTS)
+		if e != nil {
+			sm.remove(slot, e)
+		}
+		if ok {
+			reply.Deleted++
+		} else {
+			reply.NotFound++
+		}
+	}
+	return reply, nil
+}
+
+// checkIDList enforces the limits of a list of entity ids: 1 to 10,000
+// ids, none zero.
+func checkIDList(ids []core.Uint128) error {
+	switch {
+	case len(ids) == 0:
+		return core.Errorf(core.EmptyRequest, "entity_ids is empty")
+	case len(ids) > core.MaxBatchIDs:
+		return core.Errorf(core.BatchTooLarge, "%d entity ids; at most %d are allowed", len(ids), core.MaxBatchIDs)
+	}
+	for i, id := range ids {
+		if id.IsZero() {
+			return core.Errorf(core.InvalidEntityID, "entity_ids[%d] is zero", i)
+		}
+	}
+	return nil
+}
+
+// visibleEntity finds an entity for a TTL operation: 101 for a zero id,
+// 3 ENTITY_NOT_FOUND when it is not stored or has expired.
+func (sm *StateMachine) visibleEntity(id core.Uint128, t uint64) (uint32, *entity, error) {
+	if id.IsZero() {
+		return 0, nil, core.Errorf(core.InvalidEntityID, "entity_id is zero")
+	}
+	slot, e, ok := sm.lookup(id, t)
+	if !ok {
+		return 0, nil, core.Errorf(core.EntityNotFound, "entity %s not found", id)
+	}
+	return slot, e, nil
+}
+
+// TTLSet sets the entity's expiry to opTS + TTLSeconds (0 = never expires).
+func (sm *StateMachine) TTLSet(opTS uint64, req *core.TTLSetRequest) (core.TTLSetReply, error) {
+	slot, e, err := sm.visibleEntity(req.EntityID, opTS)
+	if err != nil {
+		return core.TTLSetReply{}, err
+	}
+	var at uint64
+	if req.TTLSeconds != 0 {
+		at = core.AddSecondsNS(opTS, uint64(req.TTLSeconds))
+	}
+	sm.setExpiry(slot, e, at)
+	return core.TTLSetReply{ExpiresAtNS: at}, nil
+}
+
+// TTLExtend moves a finite expiry later by ExtendBySeconds; an entity that
+// never expires gets 106 NO_TTL_SET.
+func (sm *StateMachine) TTLExtend(opTS uint64, req *core.TTLExtendRequest) (core.TTLExtendReply, error) {
+	slot, e, err := sm.visibleEntity(req.EntityID, opTS)
+	if err != nil {
+		return core.TTLExtendReply{}, err
+	}
+	if e.expiresAt == 0 {
+		return core.TTLExtendReply{}, core.Errorf(core.NoTTLSet, "entity %s has no TTL to extend", req.EntityID)
+	}
+	prev := e.expiresAt
+	sm.setExpiry(slot, e, core.AddSecondsNS(prev, uint64(req.ExtendBySeconds)))
+	return core.TTLExtendReply{PreviousExpiresAtNS: prev, NewExpiresAtNS: e.expiresAt}, nil
+}
+
+// TTLClear makes the entity never expire and reports the expiry it had.
+func (sm *StateMachine) TTLClear(opTS uint64, req *core.TTLClearRequest) (core.TTLClearReply, error) {
+	slot, e, err := sm.visibleEntity(req.EntityID, opTS)
+	if err != nil {
+		return core.TTLClearReply{}, err
+	}
+	prev := e.expiresAt
+	sm.setExpiry(slot, e, 0)
+	return core.TTLClearReply{PreviousExpiresAtNS: prev, HadTTL: prev != 0}, nil
+}
+
+// CleanupExpired removes entities that have expired at opTS, soonest expiry
+// first, examining at most MaxEntries entries of the expiry index (0 = the
+// default 10,000). Scanned counts the expired entities examined (each is
+// removed); Removed counts their events.
+func (sm *StateMachine) CleanupExpired(opTS uint64, req *core.CleanupRequest) (core.CleanupReply, error) {
+	budget := req.MaxEntries
+	switch {
+	case budget == 0:
+		budget = core.DefaultCleanupLimit
+	case budget > core.MaxCleanupLimit:
+		return core.CleanupReply{}, core.Errorf(core.InvalidArgument, "max_entries %d exceeds %d", budget, core.MaxCleanupLimit)
+	}
+	var reply core.CleanupReply
+	for reply.Scanned < budget {
+		k, slot, ok := sm.expiry.Min()
+		if !ok || k.A > opTS {
+			break
+		}
+		reply.Scanned++
+		reply.Removed += uint32(sm.remove(slot, sm.store.at(slot)))
+	}
+	return reply, nil
+}

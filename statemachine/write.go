@@ -1,0 +1,175 @@
+package statemachine
+
+import (
+	"sort"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// Insert applies an insert batch at operation time opTS: every event is
+// added to its entity's history. See [StateMachine.write].
+func (sm *StateMachine) Insert(opTS uint64, req *core.InsertRequest) (core.InsertReply, error) {
+	return sm.write(opTS, req.Events, false)
+}
+
+// Upsert applies an upsert batch at operation time opTS: each event replaces
+// the event it names (its timestamp, or without one the entity's latest) or
+// is inserted where there is none. See [StateMachine.write].
+func (sm *StateMachine) Upsert(opTS uint64, req *core.InsertRequest) (core.InsertReply, error) {
+	return sm.write(opTS, req.Events, true)
+}
+
+// write runs a batch all-or-nothing. A batch-level error (empty, too large,
+// an event without its leader-assigned cell) writes nothing. Otherwise every
+// event is validated first; if any fails, nothing is written and the reply
+// carries every event's code with Committed false.
+//
+// Timestamps: an event with TimestampNS 0 gets a fresh one. Fresh timestamps
+// are base, base+1, ... in batch order with base = max(opTS, lastTS+1,
+// largest client timestamp in the batch + 1), so they are strictly
+// increasing across operations and never collide with a stored event or a
+// client timestamp of the same batch.
+func (sm *StateMachine) write(opTS uint64, events []core.GeoEvent, upsert bool) (core.InsertReply, error) {
+	switch {
+	case len(events) == 0:
+		return core.InsertReply{}, core.Errorf(core.EmptyRequest, "the batch has no events")
+	case len(events) > core.MaxBatchEvents:
+		return core.InsertReply{}, core.Errorf(core.BatchTooLarge, "the batch has %d events; at most %d are allowed", len(events), core.MaxBatchEvents)
+	}
+
+	results := make([]core.EventResult, len(events))
+	failed := false
+	base := max(opTS, sm.lastTS+1)
+	var batchKeys map[eventKey]struct{} // client-timestamped insert keys seen so far, made on first use
+	for i := range events {
+		ev := &events[i]
+		results[i].Index = uint32(i)
+		code := ev.Validate()
+		if code.Code == 0 && !validLeaf(ev.CellID) {
+			return core.InsertReply{}, core.Errorf(core.InternalError, "event %d has no valid leaf cell id; the leader must assign cells", i)
+		}
+		if code.Code == 0 && ev.TimestampNS != 0 {
+			switch {
+			case ev.TimestampNS > opTS && ev.TimestampNS-opTS > core.MaxFutureSkewNS:
+				code = core.TimestampInFuture
+			case !upsert:
+				k := eventKey{ev.EntityID, ev.TimestampNS}
+				_, dup := batchKeys[k]
+				if dup || sm.hasEvent(k, opTS) {
+					code = core.EventExists
+				} else {
+					if batchKeys == nil {
+						batchKeys = make(map[eventKey]struct{})
+					}
+					batchKeys[k] = struct{}{}
+				}
+			}
+			if code.Code == 0 && ev.TimestampNS >= base {
+				base = ev.TimestampNS + 1
+			}
+		}
+		if code.Code != 0 {
+			results[i].Code = code.Code
+			failed = true
+		}
+	}
+	if failed {
+		return core.InsertReply{Committed: false, Results: results}, nil
+	}
+
+	next := base
+	for i := range events {
+		sm.lastTS = max(sm.lastTS, events[i].TimestampNS) // client timestamps
+		ev := events[i]                                   // a copy: the request is not modified
+		fresh := ev.TimestampNS == 0
+		if fresh {
+			ev.TimestampNS = next
+			next++
+		}
+		results[i].TimestampNS = ev.TimestampNS
+		results[i].Updated = sm.put(opTS, &ev, upsert && fresh)
+	}
+	if next > base {
+		sm.lastTS = max(sm.lastTS, next-1) // fresh timestamps
+	}
+	return core.InsertReply{Committed: true, Results: results}, nil
+}
+
+type eventKey struct {
+	id core.Uint128
+	ts uint64
+}
+
+// hasEvent reports whether a visible entity holds an event at exactly k.ts.
+func (sm *StateMachine) hasEvent(k eventKey, t uint64) bool {
+	_, e, ok := sm.lookup(k.id, t)
+	if !ok {
+		return false
+	}
+	_, found := e.find(k.ts)
+	return found
+}
+
+// find locates timestamp ts in the entity's events: index len(older) is the
+// latest event. found is false when no event has that timestamp, and then i
+// is where it would go among older.
+func (e *entity) find(ts uint64) (i int, found bool) {
+	if ts == e.latest.TimestampNS {
+		return len(e.older), true
+	}
+	if ts > e.latest.TimestampNS {
+		return len(e.older), false
+	}
+	i = sort.Search(len(e.older), func(j int) bool { return e.older[j].TimestampNS >= ts })
+	return i, i < len(e.older) && e.older[i].TimestampNS == ts
+}
+
+// put stores one validated event whose timestamp is set. replaceLatest is
+// set for an upsert whose event had no timestamp of its own: it replaces the
+// entity's latest event. Otherwise an event at the same timestamp is replaced
+// (only upserts get here with one) and a new timestamp is added to the
+// history. put reports whether an existing event was replaced ("updated").
+func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, replaceLatest bool) (updated bool) {
+	slot, e, ok := sm.lookup(ev.EntityID, opTS)
+	if e != nil && !ok {
+		sm.remove(slot, e) // expired data never comes back
+		e = nil
+	}
+	if e == nil {
+		sm.create(ev)
+		return false
+	}
+	if replaceLatest {
+		sm.replaceLatest(slot, e, ev)
+		return true
+	}
+	i, found := e.find(ev.TimestampNS)
+	switch {
+	case found && i == len(e.older):
+		sm.replaceLatest(slot, e, ev)
+		return true
+	case found:
+		e.older[i] = *ev
+		return true
+	case ev.TimestampNS > e.latest.TimestampNS:
+		e.older = append(e.older, e.latest)
+		sm.replaceLatest(slot, e, ev)
+		sm.events++
+		return false
+	default:
+		e.older = append(e.older, core.GeoEvent{})
+		copy(e.older[i+1:], e.older[i:])
+		e.older[i] = *ev
+		sm.events++
+		return false
+	}
+}
+
+// replaceLatest makes ev the entity's latest event in place of the current
+// one, moving its index keys and resetting its expiry from ev's TTL.
+func (sm *StateMachine) replaceLatest(slot uint32, e *entity, ev *core.GeoEvent) {
+	sm.unindexLatest(e)
+	e.latest = *ev
+	sm.indexLatest(slot, e)
+	sm.setExpiry(slot, e, ev.ExpiresAtNS())
+}
