@@ -84,7 +84,15 @@ type spatialScan struct {
 	result       core.QueryResult
 }
 
+// firstPageCap is the capacity results start with: most pages are small,
+// and growing from nothing copies every event several times.
+const firstPageCap = 64
+
 func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
+	s.result.Events = make([]core.GeoEvent, 0, min(s.limit, firstPageCap))
+	if s.withDistance {
+		s.result.DistancesMM = make([]uint64, 0, min(s.limit, firstPageCap))
+	}
 	var last btree.Key
 	for _, r := range reg.Ranges() {
 		if hasAfter && after.A > r.Max {
