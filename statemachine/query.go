@@ -94,6 +94,7 @@ func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
 		s.result.DistancesMM = make([]uint64, 0, min(s.limit, firstPageCap))
 	}
 	var last btree.Key
+	var chunk [scanChunk]candidate
 	for _, r := range reg.Ranges() {
 		if hasAfter && after.A > r.Max {
 			continue
@@ -105,33 +106,67 @@ func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
 				it.Next()
 			}
 		}
-		for ; it.Valid() && it.Key().A <= r.Max; it.Next() {
-			// The key alone rules most candidates out; only then is the
-			// entity (a cache miss) read.
-			if !reg.MayContainLeaf(it.Key().A) {
-				continue
+		for it.Valid() && it.Key().A <= r.Max {
+			// Gather a chunk of candidates by their keys alone (the
+			// prefilter rules most out without reading the entity)...
+			n := 0
+			for ; n < len(chunk) && it.Valid() && it.Key().A <= r.Max; it.Next() {
+				if reg.MayContainLeaf(it.Key().A) {
+					chunk[n] = candidate{it.Key(), it.Value()}
+					n++
+				}
 			}
-			e := s.sm.store.at(it.Value())
-			if !e.visible(s.t) || (s.group.Set && e.latest.GroupID != s.group.ID) {
-				continue
+			// ...then read their entities: first a pass of independent
+			// loads, so that the cache misses overlap instead of queueing
+			// behind each candidate's checks...
+			s.sm.touch(chunk[:n])
+			// ...then the checks, in key order.
+			for _, c := range chunk[:n] {
+				e := s.sm.store.at(c.slot)
+				if !e.visible(s.t) || (s.group.Set && e.latest.GroupID != s.group.ID) {
+					continue
+				}
+				d, ok := reg.contains(&e.latest)
+				if !ok {
+					continue
+				}
+				if len(s.result.Events) == s.limit {
+					s.result.HasMore = true
+					s.result.Cursor = encodeCursor(s.kind, last)
+					return
+				}
+				s.result.Events = append(s.result.Events, e.latest)
+				if s.withDistance {
+					s.result.DistancesMM = append(s.result.DistancesMM, d)
+				}
+				last = c.key
 			}
-			d, ok := reg.contains(&e.latest)
-			if !ok {
-				continue
-			}
-			if len(s.result.Events) == s.limit {
-				s.result.HasMore = true
-				s.result.Cursor = encodeCursor(s.kind, last)
-				return
-			}
-			s.result.Events = append(s.result.Events, e.latest)
-			if s.withDistance {
-				s.result.DistancesMM = append(s.result.DistancesMM, d)
-			}
-			last = it.Key()
 		}
 	}
 }
+
+// scanChunk is how many candidates a scan gathers before reading their
+// entities.
+const scanChunk = 32
+
+type candidate struct {
+	key  btree.Key
+	slot uint32
+}
+
+// touch loads one word of each candidate's entity. The loads do not depend
+// on each other, so the processor overlaps their cache misses; the checks
+// that follow then find the entities in cache. The sum only keeps the
+// compiler from dropping the loads.
+func (sm *StateMachine) touch(cs []candidate) {
+	var sum uint64
+	for _, c := range cs {
+		sum += sm.store.at(c.slot).expiresAt
+	}
+	touchSink = sum
+}
+
+var touchSink uint64
 
 // GetLatest returns the entity's latest visible event.
 func (sm *StateMachine) GetLatest(opTS uint64, id core.Uint128) (core.LatestResult, error) {
