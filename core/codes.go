@@ -50,7 +50,13 @@ var (
 	InvalidTimeRange   = CodeInfo{107, "INVALID_TIME_RANGE", 400, false}
 	InvalidArgument    = CodeInfo{108, "INVALID_ARGUMENT", 400, false}
 
-	// State, 200-299.
+	// State, 200-299. Codes 201-204 and 212 are ours: the session protocol
+	// of the binary client and backpressure.
+	SessionExpired       = CodeInfo{201, "SESSION_EXPIRED", 400, false} // unknown or evicted session: register again
+	RequestInFlight      = CodeInfo{202, "REQUEST_IN_FLIGHT", 400, false}
+	StaleRequest         = CodeInfo{203, "STALE_REQUEST", 400, false} // request number below the session's last
+	WrongCluster         = CodeInfo{204, "WRONG_CLUSTER", 400, false}
+	ClusterBusy          = CodeInfo{212, "CLUSTER_BUSY", 503, true}            // queues full: retry with backoff
 	ClusterUnavailable   = CodeInfo{211, "CLUSTER_UNAVAILABLE", 503, true}     // spec
 	FollowerReadOnly     = CodeInfo{213, "FOLLOWER_READ_ONLY", 400, false}     // spec
 	StaleFollower        = CodeInfo{214, "STALE_FOLLOWER", 503, true}          // spec
@@ -89,7 +95,8 @@ var Codes = []CodeInfo{
 	AltitudeOutOfRange, VelocityOutOfRange, HeadingOutOfRange, TimestampInFuture, ReservedBytesNotZero,
 	InvalidCoordinates, InvalidEntityID, InvalidRadius, EmptyRequest, PolygonTooComplex,
 	InvalidPolygon, InvalidCursor, InvalidEvent, NoTTLSet, InvalidTimeRange, InvalidArgument,
-	ClusterUnavailable, FollowerReadOnly, StaleFollower, PrimaryUnreachable, ReplicationTimeout,
+	SessionExpired, RequestInFlight, StaleRequest, WrongCluster,
+	ClusterUnavailable, ClusterBusy, FollowerReadOnly, StaleFollower, PrimaryUnreachable, ReplicationTimeout,
 	ConflictDetected, GeoShardMismatch, NotShardLeader, ShardUnavailable, ReshardingInProgress,
 	InvalidShardCount, ShardMigrationFailed,
 	BatchTooLarge, QueryResultTooLarge,

@@ -1,0 +1,75 @@
+package core
+
+// The IO and Clock interfaces are everything a replica does to the world.
+// A replica is a pure reaction to inputs (a message, a tick, a storage
+// completion); it calls these to act and learns the outcome only from a
+// later input. Production (package io) plugs real sockets, files and clocks
+// in; the simulator (package sim) plugs simulated ones in and replays a seed
+// exactly. Every method returns at once and never fails: failures come back
+// as inputs (or, for a dead connection, as silence).
+
+// ConnID names one client connection, chosen by the IO layer. A reply sent
+// to a connection that has closed is dropped.
+type ConnID uint64
+
+// LogEntry is one record of the replicated log. Data is the replica's own
+// encoding (see package replica); storage treats it as opaque bytes.
+type LogEntry struct {
+	Index uint64
+	Term  uint64
+	Data  []byte
+}
+
+// HardState is what must be durable before a replica answers: its current
+// term, its vote in that term (NoVote for none) and the commit index it
+// knows.
+type HardState struct {
+	Term   uint64
+	Vote   uint32
+	Commit uint64
+}
+
+// NoVote is HardState.Vote when the replica has voted for nobody.
+const NoVote = ^uint32(0)
+
+// IO is how a replica acts.
+type IO interface {
+	// SendClient queues one frame for a client connection. It never
+	// blocks: a slow or dead connection loses frames, and its client
+	// retries.
+	SendClient(conn ConnID, frame []byte)
+
+	// AppendLog queues entries to be written after those appended before.
+	// When Index is not the next index, storage first discards every entry
+	// from Index on. Nothing is durable until a Synced input says so.
+	AppendLog(entries []LogEntry)
+	// SaveHardState queues the hard state; it is durable with the next
+	// Synced input.
+	SaveHardState(hs HardState)
+	// Sync asks storage to make everything queued durable. It is answered
+	// by one Synced input carrying the last log index made durable.
+	Sync()
+
+	// SaveSnapshot durably writes a snapshot of the state after applying
+	// index (whose entry has the given term) and then may discard log
+	// entries up to and including index; later entries are kept. It is
+	// answered by a SnapshotSaved input. data is not modified afterwards
+	// and may be kept without copying.
+	SaveSnapshot(index, term uint64, data []byte)
+}
+
+// Clock is time as a replica reads it.
+type Clock interface {
+	// MonotonicNS is nanoseconds since an arbitrary start; it never goes
+	// back. Timeouts are measured with it.
+	MonotonicNS() uint64
+	// RealtimeNS is the wall clock, nanoseconds since the Unix epoch. It
+	// may jump; the leader uses it only as a floor for event timestamps.
+	RealtimeNS() uint64
+}
+
+// Rand is a seeded source of randomness (election jitter, eviction ties).
+// The simulator seeds it from the run's seed.
+type Rand interface {
+	Uint64() uint64
+}

@@ -1,0 +1,199 @@
+package replica
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// memIO is an in-memory core.IO: a log whose entries become durable only
+// when the test completes a Sync, client frames collected per connection,
+// and a crash that loses everything not synced.
+type memIO struct {
+	durable     []core.LogEntry // survives a crash
+	written     []core.LogEntry // appended, not yet synced
+	hard        core.HardState
+	pendingHard *core.HardState
+	syncs       int // Sync calls not yet completed
+	snapshot    []byte
+	snapIndex   uint64
+	snapTerm    uint64
+	sent        map[core.ConnID][][]byte
+}
+
+func newMemIO() *memIO { return &memIO{sent: map[core.ConnID][][]byte{}} }
+
+func (m *memIO) SendClient(conn core.ConnID, frame []byte) {
+	m.sent[conn] = append(m.sent[conn], slices.Clone(frame))
+}
+
+func (m *memIO) AppendLog(entries []core.LogEntry) {
+	for _, e := range entries {
+		e.Data = slices.Clone(e.Data)
+		m.written = append(m.written, e)
+	}
+}
+
+func (m *memIO) SaveHardState(hs core.HardState) { m.pendingHard = &hs }
+func (m *memIO) Sync()                           { m.syncs++ }
+
+func (m *memIO) SaveSnapshot(index, term uint64, data []byte) {
+	m.snapshot, m.snapIndex, m.snapTerm = slices.Clone(data), index, term
+	// Storage discards the log before the snapshot.
+	n := 0
+	for n < len(m.durable) && m.durable[n].Index <= index {
+		n++
+	}
+	m.durable = m.durable[n:]
+}
+
+// completeSync makes everything written durable and returns the last index.
+func (m *memIO) completeSync() uint64 {
+	m.syncs--
+	m.durable = append(m.durable, m.written...)
+	m.written = nil
+	if m.pendingHard != nil {
+		m.hard, m.pendingHard = *m.pendingHard, nil
+	}
+	if len(m.durable) == 0 {
+		return m.snapIndex
+	}
+	return m.durable[len(m.durable)-1].Index
+}
+
+// crash loses what was not synced and returns what a restart recovers.
+func (m *memIO) crash() Recovered {
+	m.written, m.pendingHard, m.syncs = nil, nil, 0
+	m.sent = map[core.ConnID][][]byte{}
+	return Recovered{
+		HardState: m.hard, Snapshot: m.snapshot, SnapshotIndex: m.snapIndex, SnapshotTerm: m.snapTerm,
+		Entries: slices.Clone(m.durable),
+	}
+}
+
+// fakeClock is a clock the test moves.
+type fakeClock struct{ mono, real uint64 }
+
+func (c *fakeClock) MonotonicNS() uint64 { return c.mono }
+func (c *fakeClock) RealtimeNS() uint64  { return c.real }
+
+var testCluster = core.Uint128{Hi: 0xc1, Lo: 0x05}
+
+// node is a replica with its IO and clock.
+type node struct {
+	t     *testing.T
+	r     *Replica
+	io    *memIO
+	clock *fakeClock
+	cfg   Config
+}
+
+func newNode(t *testing.T, cfg Config) *node {
+	t.Helper()
+	cfg.Cluster = testCluster
+	n := &node{t: t, io: newMemIO(), clock: &fakeClock{mono: 1, real: 1_700_000_000_000_000_000}, cfg: cfg}
+	r, err := New(cfg, n.io, n.clock, Recovered{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.r = r
+	n.settle()
+	return n
+}
+
+// settle completes Syncs until none is in flight.
+func (n *node) settle() {
+	for n.io.syncs > 0 {
+		n.r.Synced(n.io.completeSync())
+	}
+}
+
+// restart crashes the node (losing unsynced writes) and starts it again.
+func (n *node) restart() {
+	n.t.Helper()
+	rec := n.io.crash()
+	r, err := New(n.cfg, n.io, n.clock, rec)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.r = r
+	n.settle()
+}
+
+// replies decodes every frame sent to conn since the last call.
+func (n *node) replies(conn core.ConnID) []reply {
+	n.t.Helper()
+	var out []reply
+	for _, f := range n.io.sent[conn] {
+		h, p, rest, err := core.DecodeFrame(f)
+		if err != nil || len(rest) != 0 {
+			n.t.Fatalf("bad frame from the replica: %v", err)
+		}
+		out = append(out, decodeReply(n.t, h, p))
+	}
+	n.io.sent[conn] = nil
+	return out
+}
+
+type reply struct {
+	h       core.Header
+	session uint64
+	op      core.Operation
+	value   any
+	err     *core.Error
+}
+
+func decodeReply(t *testing.T, h core.Header, p []byte) reply {
+	t.Helper()
+	rp := reply{h: h}
+	var err error
+	switch h.Type {
+	case core.MsgRegisterReply:
+		rp.session, err = core.DecodeRegisterReply(p)
+	case core.MsgReply:
+		rp.op, rp.value, rp.err, err = core.DecodeReplyMessage(p)
+	case core.MsgError:
+		rp.err, err = core.DecodeErrorMessage(p)
+	default:
+		t.Fatalf("unexpected message type %v", h.Type)
+	}
+	if err != nil {
+		t.Fatalf("undecodable %v payload: %v", h.Type, err)
+	}
+	return rp
+}
+
+// register opens a session on conn and returns its id.
+func (n *node) register(conn core.ConnID) uint64 {
+	n.t.Helper()
+	n.r.Receive(conn, core.Header{Type: core.MsgRegister}, core.AppendRegister(nil, testCluster))
+	n.settle()
+	rs := n.replies(conn)
+	if len(rs) != 1 || rs[0].h.Type != core.MsgRegisterReply {
+		n.t.Fatalf("register: %+v", rs)
+	}
+	return rs[0].session
+}
+
+// send submits a request without settling.
+func (n *node) send(conn core.ConnID, session uint64, request uint32, op core.Operation, req any) {
+	n.t.Helper()
+	p, err := core.AppendRequestMessage(nil, op, req)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.r.Receive(conn, core.Header{ClientID: session, Request: request, Type: core.MsgRequest}, p)
+}
+
+// call submits a request, settles, and returns the one reply.
+func (n *node) call(conn core.ConnID, session uint64, request uint32, op core.Operation, req any) reply {
+	n.t.Helper()
+	n.send(conn, session, request, op, req)
+	n.settle()
+	rs := n.replies(conn)
+	if len(rs) != 1 {
+		n.t.Fatalf("%v: %d replies", op, len(rs))
+	}
+	return rs[0]
+}

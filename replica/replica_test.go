@@ -1,0 +1,311 @@
+package replica
+
+import (
+	"testing"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+func ev(id uint64, lat, lon int64) core.GeoEvent {
+	return core.GeoEvent{EntityID: core.Uint128{Lo: id}, LatNano: lat, LonNano: lon}
+}
+
+func insertReq(evs ...core.GeoEvent) *core.InsertRequest { return &core.InsertRequest{Events: evs} }
+
+func latest(t *testing.T, n *node, conn core.ConnID, session uint64, id uint64) (core.GeoEvent, bool) {
+	t.Helper()
+	rp := n.call(conn, session, 0, core.OpGetLatest, &core.Uint128{Lo: id})
+	if rp.err != nil {
+		t.Fatalf("get latest: %v", rp.err)
+	}
+	lr := rp.value.(*core.LatestResult)
+	return lr.Event, lr.Found
+}
+
+func TestWriteThenRead(t *testing.T) {
+	n := newNode(t, Config{})
+	s := n.register(1)
+	rp := n.call(1, s, 1, core.OpInsert, insertReq(ev(7, 38_100_000_000, 13_360_000_000)))
+	if rp.err != nil || !rp.value.(*core.InsertReply).Committed {
+		t.Fatalf("insert: %+v", rp)
+	}
+	got, found := latest(t, n, 1, s, 7)
+	if !found || got.LatNano != 38_100_000_000 || got.CellID == 0 {
+		t.Fatalf("latest: %+v %v", got, found)
+	}
+	if got.TimestampNS < n.clock.real {
+		t.Fatalf("timestamp %d is below the clock %d", got.TimestampNS, n.clock.real)
+	}
+}
+
+func TestNoReplyBeforeDurable(t *testing.T) {
+	n := newNode(t, Config{})
+	s := n.register(1)
+	n.send(1, s, 1, core.OpInsert, insertReq(ev(7, 1, 1)))
+	if rs := n.replies(1); len(rs) != 0 {
+		t.Fatalf("answered before the entry was durable: %+v", rs)
+	}
+	// A crash now loses the write, which was never acknowledged.
+	n.restart()
+	s2 := n.register(2)
+	if _, found := latest(t, n, 2, s2, 7); found {
+		t.Fatal("an unsynced, unacknowledged write survived a crash that lost it")
+	}
+}
+
+func TestAcknowledgedWritesSurviveRestart(t *testing.T) {
+	n := newNode(t, Config{})
+	s := n.register(1)
+	for i := uint64(1); i <= 20; i++ {
+		if rp := n.call(1, s, uint32(i), core.OpUpsert, insertReq(ev(i, int64(i)*1000, 5))); rp.err != nil {
+			t.Fatal(rp.err)
+		}
+	}
+	before := n.r.Digest()
+	n.restart()
+	if n.r.Digest() != before {
+		t.Fatal("state after restart differs")
+	}
+	// The session survived too: a retry of the last request is deduplicated.
+	rp := n.call(1, s, 20, core.OpUpsert, insertReq(ev(20, 20_000, 5)))
+	if rp.err != nil || n.r.Digest() != before {
+		t.Fatalf("retry after restart: %+v", rp)
+	}
+}
+
+func TestDuplicateRequestGetsCachedReply(t *testing.T) {
+	n := newNode(t, Config{})
+	s := n.register(1)
+	first := n.call(1, s, 1, core.OpInsert, insertReq(ev(7, 1, 1)))
+	digest := n.r.Digest()
+	again := n.call(2, s, 1, core.OpInsert, insertReq(ev(7, 1, 1))) // a retry on another connection
+	if again.err != nil || first.value.(*core.InsertReply).Results[0] != again.value.(*core.InsertReply).Results[0] {
+		t.Fatalf("retry: %+v vs %+v", again, first)
+	}
+	if n.r.Digest() != digest {
+		t.Fatal("a retried insert ran twice")
+	}
+	if rp := n.call(1, s, 0, core.OpUpsert, insertReq(ev(7, 1, 1))); rp.err == nil || rp.err.Code != core.StaleRequest.Code {
+		t.Fatalf("older request number: %+v", rp)
+	}
+}
+
+func TestRetryWhileInFlightIsAnsweredOnce(t *testing.T) {
+	n := newNode(t, Config{})
+	s := n.register(1)
+	n.send(1, s, 1, core.OpInsert, insertReq(ev(7, 1, 1)))
+	n.send(2, s, 1, core.OpInsert, insertReq(ev(7, 1, 1))) // the client timed out and retried elsewhere
+	n.send(2, s, 2, core.OpInsert, insertReq(ev(8, 1, 1))) // a second request while one is in flight
+	n.settle()
+	r1, r2 := n.replies(1), n.replies(2)
+	if len(r1) != 0 || len(r2) != 2 {
+		t.Fatalf("replies: conn1 %d, conn2 %d", len(r1), len(r2))
+	}
+	if r2[0].err == nil || r2[0].err.Code != core.RequestInFlight.Code {
+		t.Fatalf("second request in flight: %+v", r2[0])
+	}
+	if r2[1].err != nil || !r2[1].value.(*core.InsertReply).Committed {
+		t.Fatalf("retried request: %+v", r2[1])
+	}
+}
+
+func TestGroupCommit(t *testing.T) {
+	n := newNode(t, Config{})
+	var sessions []uint64
+	for c := core.ConnID(1); c <= 50; c++ {
+		sessions = append(sessions, n.register(c))
+	}
+	n.send(1, sessions[0], 1, core.OpInsert, insertReq(ev(1, 1, 1))) // starts a Sync
+	for i, s := range sessions[1:] {
+		n.send(core.ConnID(i+2), s, 1, core.OpInsert, insertReq(ev(uint64(i+2), 1, 1)))
+	}
+	if n.io.syncs != 1 {
+		t.Fatalf("%d syncs in flight, want 1", n.io.syncs)
+	}
+	n.r.Synced(n.io.completeSync()) // the first; the 49 queued go out together
+	if n.io.syncs != 1 || len(n.io.written) != 49 {
+		t.Fatalf("after the first sync: %d syncs, %d entries written", n.io.syncs, len(n.io.written))
+	}
+	if len(n.replies(1)) != 1 || len(n.replies(2)) != 0 {
+		t.Fatal("only the first write is durable, so only it may be answered")
+	}
+	n.settle()
+	for c := core.ConnID(2); c <= 50; c++ {
+		if rs := n.replies(c); len(rs) != 1 || rs[0].err != nil {
+			t.Fatalf("conn %d: %+v", c, rs)
+		}
+	}
+}
+
+func TestSessionEviction(t *testing.T) {
+	n := newNode(t, Config{MaxSessions: 2})
+	a, b := n.register(1), n.register(2)
+	n.call(2, b, 1, core.OpInsert, insertReq(ev(1, 1, 1))) // b is now more recent than a
+	n.register(3)                                          // evicts a
+	rp := n.call(1, a, 1, core.OpInsert, insertReq(ev(2, 1, 1)))
+	if rp.err == nil || rp.err.Code != core.SessionExpired.Code {
+		t.Fatalf("evicted session: %+v", rp)
+	}
+	if rp := n.call(2, b, 2, core.OpInsert, insertReq(ev(3, 1, 1))); rp.err != nil {
+		t.Fatalf("kept session: %+v", rp)
+	}
+}
+
+func TestBackpressure(t *testing.T) {
+	n := newNode(t, Config{MaxPendingEntries: 3})
+	var sessions []uint64
+	for c := core.ConnID(1); c <= 5; c++ {
+		sessions = append(sessions, n.register(c))
+	}
+	for i, s := range sessions {
+		n.send(core.ConnID(i+1), s, 1, core.OpInsert, insertReq(ev(uint64(i+1), 1, 1)))
+	}
+	busy := 0
+	for c := core.ConnID(1); c <= 5; c++ {
+		for _, rp := range n.replies(c) {
+			if rp.err != nil && rp.err.Code == core.ClusterBusy.Code && rp.err.Retryable {
+				busy++
+			}
+		}
+	}
+	if busy != 2 {
+		t.Fatalf("%d writes refused as busy, want 2", busy)
+	}
+	n.settle()
+}
+
+func TestSnapshotAndRecovery(t *testing.T) {
+	n := newNode(t, Config{SnapshotEvery: 5})
+	s := n.register(1)
+	for i := uint64(1); i <= 12; i++ {
+		n.call(1, s, uint32(i), core.OpUpsert, insertReq(ev(i, int64(i)*1000, 5)))
+	}
+	if n.io.snapshot == nil {
+		t.Fatal("no snapshot taken")
+	}
+	if len(n.io.durable) >= 14 {
+		t.Fatalf("the log was not compacted: %d entries", len(n.io.durable))
+	}
+	before := n.r.Digest()
+	n.restart()
+	if n.r.Digest() != before {
+		t.Fatal("snapshot + log replay gives another state")
+	}
+	if rp := n.call(1, s, 13, core.OpUpsert, insertReq(ev(13, 1, 1))); rp.err != nil {
+		t.Fatalf("session lost across a snapshot: %v", rp.err)
+	}
+}
+
+func TestTimestampsIncreaseWhenTheClockGoesBack(t *testing.T) {
+	n := newNode(t, Config{})
+	s := n.register(1)
+	var last uint64
+	for i := uint32(1); i <= 5; i++ {
+		n.clock.real -= 1_000_000_000 // the wall clock jumps back a second each time
+		rp := n.call(1, s, i, core.OpInsert, insertReq(ev(1, 1, 1), ev(2, 2, 2)))
+		for _, res := range rp.value.(*core.InsertReply).Results {
+			if res.TimestampNS <= last {
+				t.Fatalf("timestamp %d after %d", res.TimestampNS, last)
+			}
+			last = res.TimestampNS
+		}
+	}
+	// Still after a restart.
+	n.restart()
+	s2 := n.register(2)
+	rp := n.call(2, s2, 1, core.OpInsert, insertReq(ev(3, 1, 1)))
+	if ts := rp.value.(*core.InsertReply).Results[0].TimestampNS; ts <= last {
+		t.Fatalf("after restart: timestamp %d after %d", ts, last)
+	}
+}
+
+func TestWrongClusterAndUnknownSession(t *testing.T) {
+	n := newNode(t, Config{})
+	n.r.Receive(1, core.Header{Type: core.MsgRegister}, core.AppendRegister(nil, core.Uint128{Lo: 99}))
+	if rs := n.replies(1); len(rs) != 1 || rs[0].err == nil || rs[0].err.Code != core.WrongCluster.Code {
+		t.Fatalf("wrong cluster: %+v", rs)
+	}
+	if rp := n.call(1, 12345, 1, core.OpStats, nil); rp.err == nil || rp.err.Code != core.SessionExpired.Code {
+		t.Fatalf("unknown session: %+v", rp)
+	}
+}
+
+func TestPeriodicCleanup(t *testing.T) {
+	n := newNode(t, Config{CleanupEveryNS: 1_000_000_000})
+	s := n.register(1)
+	e := ev(1, 1, 1)
+	e.TTLSeconds = 1
+	n.call(1, s, 1, core.OpInsert, insertReq(e))
+	n.clock.real += 2_000_000_000
+	n.clock.mono += 2_000_000_000
+	n.r.Tick()
+	n.settle()
+	rp := n.call(1, s, 0, core.OpStats, nil)
+	if st := rp.value.(*core.Stats); st.EntityCount != 0 {
+		t.Fatalf("stats after cleanup: %+v", st)
+	}
+	if n.r.sm.Stats(0).EntityCount != 0 { // judged at time 0 nothing has expired: the entity must be gone
+		t.Fatal("the periodic cleanup did not remove the expired entity")
+	}
+}
+
+func TestTimestampsIncreaseAfterSnapshotRestart(t *testing.T) {
+	n := newNode(t, Config{SnapshotEvery: 1000})
+	s := n.register(1)
+	var last uint64
+	for i := uint32(1); i <= 4; i++ {
+		rp := n.call(1, s, i, core.OpInsert, insertReq(ev(1, 1, 1)))
+		last = rp.value.(*core.InsertReply).Results[0].TimestampNS
+	}
+	// Compact the whole log into the snapshot, then restart with the wall
+	// clock an hour behind.
+	n.io.SaveSnapshot(n.r.applied, n.r.appliedTerm, n.r.encodeState())
+	n.clock.real -= 3_600_000_000_000
+	n.restart()
+	rp := n.call(1, s, 5, core.OpInsert, insertReq(ev(2, 1, 1)))
+	if ts := rp.value.(*core.InsertReply).Results[0].TimestampNS; ts <= last {
+		t.Fatalf("after a snapshot restart: timestamp %d after %d", ts, last)
+	}
+	// Every entry's own timestamp (the time operations are judged at, TTL
+	// expiry included) increases across the restart too.
+	prev := uint64(0)
+	if len(n.io.durable) != 2 {
+		t.Fatalf("%d entries after the restart, want the no-op and the insert", len(n.io.durable))
+	}
+	for _, e := range n.io.durable {
+		d, err := decodeEntry(e.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.timestamp <= prev || d.timestamp <= last-4 {
+			t.Fatalf("entry %d has timestamp %d after %d (last event %d)", e.Index, d.timestamp, prev, last)
+		}
+		prev = d.timestamp
+	}
+}
+
+// TestDuplicateEntryInLogAppliesOnce: a request can reach the log twice (a
+// client retry that a new leader appended again); applying runs it once.
+func TestDuplicateEntryInLogAppliesOnce(t *testing.T) {
+	n := newNode(t, Config{})
+	s := n.register(1)
+	n.call(1, s, 1, core.OpInsert, insertReq(ev(7, 1, 1)))
+	rec := n.io.crash()
+	var dup core.LogEntry
+	for _, e := range rec.Entries {
+		if d, _ := decodeEntry(e.Data); d.kind == kindOperation && d.session == s {
+			dup = e
+		}
+	}
+	dup.Index = rec.Entries[len(rec.Entries)-1].Index + 1
+	rec.Entries = append(rec.Entries, dup)
+	r, err := New(n.cfg, n.io, n.clock, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.r = r
+	n.settle()
+	if st := n.r.sm.Stats(0); st.EventCount != 1 {
+		t.Fatalf("%d events after a duplicated log entry, want 1", st.EventCount)
+	}
+}
