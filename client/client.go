@@ -1,0 +1,213 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// Client is a GeoEvent client: a pool of sessions over the binary protocol.
+// It is safe for concurrent use; up to Options.PoolSize calls run in
+// parallel and further calls wait for a free session.
+type Client struct {
+	addrs []string
+	opts  Options
+
+	pool     chan *session
+	sessions []*session
+
+	closeCtx context.Context
+	closeFn  context.CancelCauseFunc
+
+	mu     sync.Mutex
+	closed bool
+	calls  sync.WaitGroup
+}
+
+// New makes a client for the replicas at addresses (host:port). It does not
+// connect: each session connects and registers on its first use.
+func New(addresses []string, opts Options) (*Client, error) {
+	if len(addresses) == 0 {
+		return nil, errors.New("geoevent client: no addresses")
+	}
+	for _, a := range addresses {
+		if a == "" {
+			return nil, errors.New("geoevent client: empty address")
+		}
+	}
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	c := &Client{
+		addrs: append([]string(nil), addresses...),
+		opts:  opts,
+		pool:  make(chan *session, opts.PoolSize),
+	}
+	c.closeCtx, c.closeFn = context.WithCancelCause(context.Background())
+	for i := range opts.PoolSize {
+		s := &session{c: c, addr: i % len(addresses)}
+		c.sessions = append(c.sessions, s)
+		c.pool <- s
+	}
+	return c, nil
+}
+
+// Close interrupts calls in flight (they fail with ErrClosed as their
+// reason), waits for them to return and closes every connection. Later calls
+// fail with ErrClosed. Close is idempotent.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.closeFn(ErrClosed)
+	c.calls.Wait()
+	for _, s := range c.sessions {
+		s.closeConn()
+	}
+	return nil
+}
+
+// begin registers a call, or fails when the client is closed.
+func (c *Client) begin() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	c.calls.Add(1)
+	return nil
+}
+
+// call runs one operation with retries (see the package documentation) and
+// returns the decoded reply value.
+func (c *Client) call(ctx context.Context, op core.Operation, req any) (any, error) {
+	if err := c.begin(); err != nil {
+		return nil, err
+	}
+	defer c.calls.Done()
+
+	payload, err := core.AppendRequestMessage(nil, op, req)
+	if err != nil {
+		return nil, err // the request cannot be encoded: the caller's error
+	}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(c.closeCtx, func() { cancel(ErrClosed) })
+	defer stop()
+	totalDL := time.Now().Add(c.opts.TotalTimeout)
+	ctx, cancelTotal := context.WithDeadlineCause(ctx, totalDL, ErrTotalTimeout)
+	defer cancelTotal()
+
+	var s *session
+	select {
+	case s = <-c.pool:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("geoevent client: waiting for a session: %w", context.Cause(ctx))
+	}
+	defer func() { c.pool <- s }()
+
+	st := callState{op: op, payload: payload}
+	retries := 0
+	for {
+		st.attempts++
+		reply, err := s.attempt(ctx, &st)
+		if err == nil {
+			return reply, nil
+		}
+		if ctx.Err() != nil {
+			return nil, &RetryError{Attempts: st.attempts, Err: err, Reason: context.Cause(ctx)}
+		}
+		var ce *core.Error
+		if errors.As(err, &ce) {
+			switch {
+			case ce.Code == core.SessionExpired.Code:
+				// The session is gone (evicted, or unknown to this
+				// cluster): register a new one and resend once, at once.
+				// The new session has no record of this request, so a
+				// write whose reply was lost before the eviction may be
+				// applied twice (SPEC.md: a new client id loses dedupe).
+				s.id = 0 // the next attempt or call registers again
+				if st.reregistered || c.opts.DisableRetries {
+					return nil, err
+				}
+				st.reregistered = true
+				continue
+			case rotates(ce.Code):
+				s.closeConn()
+				s.next()
+			case ce.Retryable || ce.Code == core.RequestInFlight.Code:
+			default:
+				return nil, err // validation, limits and other final answers
+			}
+		}
+		// A connection error or timeout (the session has closed the
+		// connection and moved to the next address), or a retryable code.
+		if c.opts.DisableRetries {
+			return nil, err
+		}
+		if retries >= c.opts.MaxRetries {
+			return nil, &RetryError{Attempts: st.attempts, Err: err}
+		}
+		if reason := sleep(ctx, c.backoff(retries), totalDL); reason != nil {
+			return nil, &RetryError{Attempts: st.attempts, Err: err, Reason: reason}
+		}
+		retries++
+	}
+}
+
+// rotates reports whether a code means "this replica cannot serve you; try
+// another": no primary or no quorum known here.
+func rotates(c core.Code) bool {
+	switch c {
+	case core.ClusterUnavailable.Code, core.StaleFollower.Code, core.PrimaryUnreachable.Code, core.NotShardLeader.Code:
+		return true
+	}
+	return false
+}
+
+// backoff is the wait before retry number retry (0 for the first):
+// min(MaxBackoff, BaseBackoff*2^retry) plus a jitter uniform in
+// [0, BaseBackoff/2].
+func (c *Client) backoff(retry int) time.Duration {
+	d := c.opts.MaxBackoff
+	if retry < 62 {
+		if b := c.opts.BaseBackoff << retry; b > 0 && b>>retry == c.opts.BaseBackoff && b < d {
+			d = b
+		}
+	}
+	if j := int64(c.opts.BaseBackoff / 2); j > 0 {
+		d += time.Duration(rand.Int64N(j + 1))
+	}
+	return d
+}
+
+// sleep waits d, or returns the reason the call must stop: the context ends
+// first, or its deadline lies before the wait would end (then waiting is
+// pointless and the call gives up at once; totalDL tells whether that
+// deadline is the call's TotalTimeout or the caller's).
+func sleep(ctx context.Context, d time.Duration, totalDL time.Time) error {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+		if dl.Equal(totalDL) {
+			return ErrTotalTimeout
+		}
+		return context.DeadlineExceeded
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}

@@ -1,0 +1,95 @@
+// Package client is the Go SDK of GeoEvent over its binary protocol: TCP
+// connections carrying the frames of package core (core.AppendFrame,
+// core.ReadFrame).
+//
+// # Sessions
+//
+// A Client holds Options.PoolSize sessions. A session is one TCP connection
+// and one server-side session: on first use it connects to a replica
+// (session i starts at address i modulo the number of addresses) and sends
+// MsgRegister with Options.Cluster; the MsgRegisterReply gives its session
+// id. Each request carries that id as its client id and a request number
+// one above the session's previous one, starting at 1. A session carries one
+// request at a time: a call checks a session out of the pool for its whole
+// duration (retries included), so PoolSize sessions allow PoolSize calls in
+// parallel, and further calls wait for a free session, or for their context.
+//
+// # Retries
+//
+// Every call follows SPEC.md's client-side retry defaults:
+//
+//   - A call is retried at most Options.MaxRetries times (default 5), after
+//     a connection error (dial, write, read, a frame that is malformed or
+//     fails its checksum, a reply that does not answer the request), an
+//     attempt that timed out (Options.RequestTimeout, default 30 s), or a
+//     result code whose Retryable flag is set in core's code table (for
+//     example 211 CLUSTER_UNAVAILABLE, 212 CLUSTER_BUSY, 216
+//     REPLICATION_TIMEOUT). 202 REQUEST_IN_FLIGHT is retried too: it means
+//     an earlier request of the session that the client gave up on is still
+//     running, and it clears once that request finishes.
+//   - Before retry number k (k = 0, 1, ...) the client waits
+//     min(MaxBackoff, BaseBackoff*2^k) plus a jitter uniform in
+//     [0, BaseBackoff/2] (defaults 100 ms and 1600 ms).
+//   - A call never outlives Options.TotalTimeout (default 30 s) or its
+//     context: when the next wait would end past either deadline, the call
+//     gives up at once; a cancelled context aborts a blocked read or write.
+//   - Any other code is returned at once as a *core.Error, notably
+//     validation errors (100-199), resource limits (300-399), protocol
+//     codes (1-99) and 204 WRONG_CLUSTER. Use errors.As to get it.
+//   - A call that runs out of retries, or that TotalTimeout, its context or
+//     Close stops, returns a *RetryError: it says how many attempts were
+//     made and wraps the last attempt's error and the reason
+//     (ErrTotalTimeout, the context's cause, ErrClosed). A call stopped
+//     while it waits for a free session, before any attempt, returns an
+//     error wrapping that reason.
+//   - Options.DisableRetries sends each request once and returns its error
+//     as it is (after a 201 the session still registers again, on the next
+//     call).
+//
+// A retry resends the same request with the same session id and request
+// number, so the server recognises it and answers a write that was already
+// applied from its session cache instead of applying it twice. After a
+// connection error or a timeout the connection is closed (a late reply must
+// not be mistaken for another's) and the session reconnects to the next
+// address in the list, round robin, and resends with its session id and
+// request number; answers 211 CLUSTER_UNAVAILABLE, 214 STALE_FOLLOWER, 215
+// PRIMARY_UNREACHABLE and 220 NOT_SHARD_LEADER also move the session to the
+// next address.
+//
+// When the server answers 201 SESSION_EXPIRED (the session was evicted or
+// is unknown), the session registers again (a new session id; request
+// numbers restart at 1) and resends the request once, at once. The new
+// session knows nothing of the old one's requests: if an earlier attempt of
+// this request was applied before the eviction and its reply was lost, the
+// resend applies it a second time. This is the spec's rule that a new client
+// id loses dedupe protection, and it concerns only that one request. A
+// second 201 in the same call is returned (and the next call registers
+// again).
+//
+// A write whose call fails with a connection error, a timeout or a
+// *RetryError may or may not have been applied (SPEC.md: "after a timeout
+// the operation may have committed"). Upsert is the mode for retrying such
+// writes at the application level.
+//
+// # Large batches
+//
+// Insert and Upsert send a batch of at most Options.MaxBatchEvents events
+// (default 10,000, the spec's limit) as one request, which the server
+// commits atomically. A larger batch is split into consecutive chunks of at
+// most MaxBatchEvents events, sent one after the other, each its own call
+// with its own retries and TotalTimeout. Atomicity then holds per chunk,
+// not for the whole batch: the merged reply's Results carry each event's
+// index in the caller's batch, and Committed is true only when every chunk
+// committed. A chunk that fails (an error, or Committed false because
+// events failed validation) stops the rest: the call returns the merged
+// reply of the chunks sent (the committed ones and the failed one's
+// per-event results, if any) together with a *BatchError that says which
+// events were committed.
+//
+// # Robustness
+//
+// Nothing the server sends makes the client panic: a frame that is
+// malformed, fails its checksum, has an unexpected type, answers another
+// request or carries an undecodable payload closes that connection and
+// counts as a connection error.
+package client

@@ -1,0 +1,78 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// Options configures a Client. Zero values take the defaults of SPEC.md
+// "Client-side retry defaults".
+type Options struct {
+	Cluster        core.Uint128  // required: the cluster id sent in Register
+	PoolSize       int           // parallel sessions (connections); default 1
+	MaxRetries     int           // retries after the first attempt; default 5
+	BaseBackoff    time.Duration // default 100 ms
+	MaxBackoff     time.Duration // default 1600 ms
+	TotalTimeout   time.Duration // default 30 s: one call, across its retries
+	ConnectTimeout time.Duration // default 5 s: one dial
+	RequestTimeout time.Duration // default 30 s: one attempt
+	DisableRetries bool          // send each request once
+	MaxBatchEvents int           // default 10,000: larger Insert/Upsert batches are split
+}
+
+// Defaults.
+const (
+	DefaultPoolSize       = 1
+	DefaultMaxRetries     = 5
+	DefaultBaseBackoff    = 100 * time.Millisecond
+	DefaultMaxBackoff     = 1600 * time.Millisecond
+	DefaultTotalTimeout   = 30 * time.Second
+	DefaultConnectTimeout = 5 * time.Second
+	DefaultRequestTimeout = 30 * time.Second
+	DefaultMaxBatchEvents = core.MaxBatchEvents
+)
+
+func (o *Options) setDefaults() error {
+	if o.Cluster.IsZero() {
+		return errors.New("geoevent client: Options.Cluster is required")
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"PoolSize", int64(o.PoolSize)}, {"MaxRetries", int64(o.MaxRetries)},
+		{"BaseBackoff", int64(o.BaseBackoff)}, {"MaxBackoff", int64(o.MaxBackoff)},
+		{"TotalTimeout", int64(o.TotalTimeout)}, {"ConnectTimeout", int64(o.ConnectTimeout)},
+		{"RequestTimeout", int64(o.RequestTimeout)}, {"MaxBatchEvents", int64(o.MaxBatchEvents)},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("geoevent client: Options.%s is negative", f.name)
+		}
+	}
+	def := func(p *time.Duration, d time.Duration) {
+		if *p == 0 {
+			*p = d
+		}
+	}
+	if o.PoolSize == 0 {
+		o.PoolSize = DefaultPoolSize
+	}
+	if o.MaxRetries == 0 {
+		o.MaxRetries = DefaultMaxRetries
+	}
+	if o.MaxBatchEvents == 0 {
+		o.MaxBatchEvents = DefaultMaxBatchEvents
+	}
+	def(&o.BaseBackoff, DefaultBaseBackoff)
+	def(&o.MaxBackoff, DefaultMaxBackoff)
+	def(&o.TotalTimeout, DefaultTotalTimeout)
+	def(&o.ConnectTimeout, DefaultConnectTimeout)
+	def(&o.RequestTimeout, DefaultRequestTimeout)
+	if o.MaxBackoff < o.BaseBackoff {
+		o.MaxBackoff = o.BaseBackoff
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"math"
+	"net"
+	"time"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// session is one connection and its server-side session. It belongs to one
+// call at a time (it is checked out of the pool), so it needs no lock;
+// Close touches it only after every call has returned.
+type session struct {
+	c    *Client
+	addr int // index in c.addrs of the replica to (re)connect to
+
+	conn net.Conn
+	br   *bufio.Reader
+	wbuf []byte
+	rbuf []byte
+
+	id      uint64 // session id; 0 = register before the next request
+	lastReq uint32 // last request number used in this session
+}
+
+// callState is what one call keeps across its attempts.
+type callState struct {
+	op           core.Operation
+	payload      []byte // the MsgRequest payload, encoded once
+	session      uint64 // the session the request number belongs to
+	req          uint32 // the request number, the same on every retry
+	attempts     int
+	reregistered bool
+}
+
+// next moves the session to the next address, round robin.
+func (s *session) next() { s.addr = (s.addr + 1) % len(s.c.addrs) }
+
+func (s *session) closeConn() {
+	if s.conn != nil {
+		_ = s.conn.Close()
+		s.conn, s.br = nil, nil
+	}
+}
+
+// fail closes the connection after a connection error, moves to the next
+// address and returns the error, wrapped.
+func (s *session) fail(op string, err error) error {
+	if ce, ok := err.(*core.Error); ok {
+		// A frame that core refused: not an answer of the server, so it
+		// must not look like one to errors.As.
+		err = protocolf("%s", ce.Error())
+	}
+	addr := s.c.addrs[s.addr]
+	s.closeConn()
+	s.next()
+	return &connError{addr: addr, op: op, err: err}
+}
+
+// attempt sends the call's request once (connecting and registering first
+// when needed) and reads its answer. A *core.Error return is the server's
+// answer on a healthy connection; any other error has closed the connection.
+func (s *session) attempt(ctx context.Context, st *callState) (any, error) {
+	actx, cancel := context.WithTimeout(ctx, s.c.opts.RequestTimeout)
+	defer cancel()
+	if s.conn == nil {
+		if err := s.dial(actx); err != nil {
+			return nil, err
+		}
+	}
+	conn := s.conn
+	dl, _ := actx.Deadline() // always set: RequestTimeout > 0
+	if err := conn.SetDeadline(dl); err != nil {
+		return nil, s.fail("set deadline on", err)
+	}
+	// Cancelling the context aborts a blocked read or write at once.
+	stop := context.AfterFunc(actx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer func() {
+		if !stop() && s.conn == conn {
+			// The deadline may have been moved into the past after the
+			// exchange finished: do not reuse the connection.
+			s.closeConn()
+		}
+	}()
+
+	// A new call on a session whose request numbers ran out opens a new
+	// session; a retry keeps its session and number.
+	if s.id == 0 || (st.session != s.id && s.lastReq == math.MaxUint32) {
+		if err := s.register(); err != nil {
+			return nil, err
+		}
+	}
+	if st.session != s.id {
+		s.lastReq++
+		st.session, st.req = s.id, s.lastReq
+	}
+	h := core.Header{ClientID: s.id, Request: st.req, Type: core.MsgRequest}
+	s.wbuf = core.AppendFrame(s.wbuf[:0], h, st.payload)
+	if _, err := conn.Write(s.wbuf); err != nil {
+		return nil, s.fail("write to", err)
+	}
+	rh, p, err := s.read()
+	if err != nil {
+		return nil, err
+	}
+	switch rh.Type {
+	case core.MsgReply:
+		if rh.Request != st.req || rh.ClientID != s.id {
+			return nil, s.fail("read from", protocolf("reply to session %d request %d, want session %d request %d", rh.ClientID, rh.Request, s.id, st.req))
+		}
+		op, reply, opErr, err := core.DecodeReplyMessage(p)
+		switch {
+		case err != nil:
+			return nil, s.fail("read from", err)
+		case op != st.op:
+			return nil, s.fail("read from", protocolf("reply for operation %s, want %s", op, st.op))
+		case opErr != nil:
+			return nil, opErr
+		case reply == nil:
+			return nil, s.fail("read from", protocolf("empty %s reply", op))
+		}
+		return reply, nil
+	case core.MsgError:
+		if rh.Request != st.req {
+			return nil, s.fail("read from", protocolf("error for request %d, want %d", rh.Request, st.req))
+		}
+		e, err := core.DecodeErrorMessage(p)
+		if err != nil {
+			return nil, s.fail("read from", err)
+		}
+		return nil, e
+	}
+	return nil, s.fail("read from", protocolf("unexpected %s frame", rh.Type))
+}
+
+func (s *session) dial(ctx context.Context) error {
+	d := net.Dialer{Timeout: s.c.opts.ConnectTimeout}
+	addr := s.c.addrs[s.addr]
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		s.next()
+		return &connError{addr: addr, op: "connect to", err: err}
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	s.conn = conn
+	s.br = bufio.NewReaderSize(conn, 64<<10)
+	return nil
+}
+
+// register opens a new session on the connection: request numbers restart.
+func (s *session) register() error {
+	s.wbuf = core.AppendFrame(s.wbuf[:0], core.Header{Type: core.MsgRegister}, core.AppendRegister(nil, s.c.opts.Cluster))
+	if _, err := s.conn.Write(s.wbuf); err != nil {
+		return s.fail("write to", err)
+	}
+	h, p, err := s.read()
+	if err != nil {
+		return err
+	}
+	switch h.Type {
+	case core.MsgRegisterReply:
+		id, err := core.DecodeRegisterReply(p)
+		if err != nil {
+			return s.fail("read from", err)
+		}
+		if id == 0 {
+			return s.fail("read from", protocolf("session id 0"))
+		}
+		s.id, s.lastReq = id, 0
+		return nil
+	case core.MsgError:
+		e, err := core.DecodeErrorMessage(p)
+		if err != nil {
+			return s.fail("read from", err)
+		}
+		return e
+	}
+	return s.fail("read from", protocolf("unexpected %s frame in answer to register", h.Type))
+}
+
+// read reads one frame. Any failure, a bad frame included, closes the
+// connection.
+func (s *session) read() (core.Header, []byte, error) {
+	if s.rbuf == nil {
+		s.rbuf = make([]byte, 64<<10)
+	}
+	h, p, err := core.ReadFrame(s.br, s.rbuf)
+	if err != nil {
+		return h, nil, s.fail("read from", err)
+	}
+	return h, p, nil
+}
