@@ -1,0 +1,81 @@
+package store
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// noSync makes syncFile and syncDir do nothing. Only tests that simulate
+// crashes by editing files themselves set it, to run thousands of recoveries
+// quickly; it is never set outside tests.
+var noSync bool
+
+// onSync, when set (by tests only), is told of every file and directory
+// fsync: "file <path>" or "dir <path>".
+var onSync func(what string)
+
+// syncFile fdatasyncs f (fsync where fdatasync is unavailable).
+func syncFile(f *os.File) error {
+	if onSync != nil {
+		onSync("file " + f.Name())
+	}
+	if noSync {
+		return nil
+	}
+	return fdatasync(f)
+}
+
+// syncDir fsyncs directory dir, making the creation, renaming and removal of
+// its entries durable.
+func syncDir(dir string) error {
+	if onSync != nil {
+		onSync("dir " + dir)
+	}
+	if noSync {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("store: open directory for fsync: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("store: fsync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// writeFileAtomic replaces dir/name with data: it writes dir/name.tmp,
+// fsyncs it, renames it over dir/name and fsyncs dir. After a crash dir/name
+// holds either the old or the new contents, whole.
+func writeFileAtomic(dir, name string, data []byte) (err error) {
+	path := filepath.Join(dir, name)
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("store: create %s: %w", tmp, err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return fmt.Errorf("store: write %s: %w", tmp, err)
+	}
+	if err = syncFile(f); err != nil {
+		return fmt.Errorf("store: fsync %s: %w", tmp, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("store: close %s: %w", tmp, err)
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("store: rename %s: %w", tmp, err)
+	}
+	return syncDir(dir)
+}

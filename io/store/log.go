@@ -1,0 +1,948 @@
+// Package store is GeoEvent's synchronous file layer: the Raft log in
+// segment files, the hard state (term, vote, commit) and snapshots, all in
+// one data directory, with checksums on everything and fsync wherever
+// durability is promised. It is not safe for concurrent use; the event loop
+// calls it from one disk goroutine.
+//
+// # Files in the data directory
+//
+//	log-<first index, 20 digits>.seg                  log segments
+//	log-<first index, 20 digits>.seg.tmp              a segment being created (removed by OpenLog)
+//	hardstate, hardstate.tmp                          hard state and its replacement in progress
+//	snapshot-<index, 20 digits>-<term, 20 digits>.snap         snapshots
+//	snapshot-<index, 20 digits>-<term, 20 digits>.snap.tmp     a snapshot being written (ignored; removed by SaveSnapshot)
+//
+// All integers are little-endian. Every checksum is CRC-32C (Castagnoli).
+//
+// # Log segment
+//
+// A segment is a 24-byte header followed by records, back to back, up to the
+// end of the file:
+//
+//	offset size field
+//	     0    8 magic "GEOLOG01"
+//	     8    8 first index: the index of the segment's first record (equals the file name's)
+//	    16    4 reserved, zero
+//	    20    4 CRC-32C of bytes 0..19
+//
+// A record (RecordHeaderSize = 24 bytes, then the data):
+//
+//	offset size field
+//	     0    4 data length n, at most MaxDataBytes (16 MiB + 64)
+//	     4    4 CRC-32C of bytes 0..3, then bytes 8..23+n (length, index, term, data)
+//	     8    8 index (>= 1)
+//	    16    8 term
+//	    24    n data
+//
+// # Invariants
+//
+//   - Segments, in file name order, hold contiguous indexes: a segment's first
+//     index is the previous segment's first index plus its record count, and
+//     the records within a segment have consecutive indexes from its first
+//     index. Terms never decrease.
+//   - A segment file exists under its final name only with a complete, fsynced
+//     header: it is written as .tmp, fsynced and renamed.
+//   - Only the last segment receives appends. Before a new segment is created
+//     the current one is fsynced and the directory fsynced, so every segment
+//     but the last is complete and durable, and only the newest segment's
+//     directory entry can be missing after a crash. Damage anywhere but the
+//     tail of the last segment is therefore corruption, never a torn write.
+//   - Only the last segment may be empty (header only): after Reset, or after a
+//     crash right after a segment was created.
+//   - A torn tail is what a crash leaves at the end of the last segment: an
+//     incomplete or checksum-failing record with no valid record after it.
+//     OpenLog truncates it. A bad record followed by a valid one (an index in
+//     the range that could follow), or damage in any other segment, stops
+//     OpenLog with a Corruption error naming the file and the byte offset.
+//   - Removals keep the log contiguous at every step a crash could interrupt:
+//     TruncateAfter and Reset delete segments newest first, CompactBefore
+//     oldest first, and each fsyncs the directory before it truncates a file
+//     or creates a new one.
+//
+// The hard state and snapshot formats are documented in hardstate.go and
+// snapshot.go.
+package store
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+const (
+	segmentMagic      = "GEOLOG01"
+	segmentHeaderSize = 24
+
+	// DefaultSegmentBytes is the segment size used when LogOptions leaves it 0.
+	DefaultSegmentBytes = 64 << 20
+
+	writeBufferSize = 256 << 10
+	scanBufferSize  = 1 << 20
+)
+
+var (
+	// ErrCompacted: the requested index lies before the log's first entry.
+	ErrCompacted = errors.New("store: index compacted away")
+	// ErrOutOfRange: the requested index lies after the log's last entry.
+	ErrOutOfRange = errors.New("store: index beyond the end of the log")
+	// ErrClosed: the log has been closed.
+	ErrClosed = errors.New("store: log closed")
+)
+
+// LogOptions tunes a Log.
+type LogOptions struct {
+	// SegmentBytes: start a new segment once the current one holds at least
+	// this many bytes (0 means DefaultSegmentBytes). A segment exceeds it by
+	// at most one record.
+	SegmentBytes int64
+}
+
+// RecoveryInfo reports what OpenLog found.
+type RecoveryInfo struct {
+	FirstIndex, LastIndex uint64 // as FirstIndex() and LastIndex() report after opening
+	TruncatedBytes        int64  // size of the torn tail cut off, 0 when none
+	TruncatedFile         string // the segment it was cut from, "" when none
+}
+
+type termRun struct{ start, term uint64 }
+
+type segment struct {
+	first   uint64
+	path    string
+	offsets []int64   // offsets[i]: byte offset of the record with index first+i
+	terms   []termRun // runs of equal term, ascending start
+	size    int64     // end of the last record, counting bytes still in the write buffer
+	f       *os.File  // the active segment's write handle, or a lazily opened read handle
+}
+
+func (s *segment) count() uint64 { return uint64(len(s.offsets)) }
+func (s *segment) end() uint64   { return s.first + s.count() } // index after the last
+
+func (s *segment) addTerm(index, term uint64) {
+	if n := len(s.terms); n == 0 || s.terms[n-1].term != term {
+		s.terms = append(s.terms, termRun{index, term})
+	}
+}
+
+func (s *segment) term(index uint64) uint64 {
+	k := sort.Search(len(s.terms), func(i int) bool { return s.terms[i].start > index })
+	return s.terms[k-1].term
+}
+
+// cut keeps the first keep records.
+func (s *segment) cut(keep uint64) {
+	if keep < s.count() {
+		s.size = s.offsets[keep]
+	}
+	s.offsets = s.offsets[:keep]
+	end := s.first + keep
+	k := sort.Search(len(s.terms), func(i int) bool { return s.terms[i].start >= end })
+	s.terms = s.terms[:k]
+}
+
+func (s *segment) closeFile() error {
+	if s.f == nil {
+		return nil
+	}
+	err := s.f.Close()
+	s.f = nil
+	return err
+}
+
+// Log is the replicated log on disk. See the package comment for the format.
+type Log struct {
+	dir      string
+	segBytes int64
+	segs     []*segment // ascending; the last is the active one
+	w        *os.File   // active segment's handle (== segs[last].f), nil when there are no segments
+	bw       *bufio.Writer
+	next     uint64 // LastIndex()+1
+	lastTerm uint64 // term of the last entry (0 when empty)
+
+	syncedSize int64 // bytes of the active segment known durable
+	dirDirty   bool  // an entry of dir was created since the last directory fsync
+	err        error // sticky: set by a failed write or fsync
+	closed     bool
+	hdr        [RecordHeaderSize]byte
+}
+
+func segmentName(first uint64) string { return fmt.Sprintf("log-%020d.seg", first) }
+
+// parseSegmentName returns the first index in a segment file name. isSeg
+// reports whether name looks like a segment file at all.
+func parseSegmentName(name string) (first uint64, isSeg, ok bool) {
+	if !strings.HasPrefix(name, "log-") || !strings.HasSuffix(name, ".seg") {
+		return 0, false, false
+	}
+	digits := name[len("log-") : len(name)-len(".seg")]
+	if len(digits) != 20 {
+		return 0, true, false
+	}
+	v, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || v == 0 {
+		return 0, true, false
+	}
+	return v, true, true
+}
+
+func segmentHeader(first uint64) []byte {
+	h := make([]byte, segmentHeaderSize)
+	copy(h, segmentMagic)
+	binary.LittleEndian.PutUint64(h[8:16], first)
+	binary.LittleEndian.PutUint32(h[20:24], crc32.Checksum(h[0:20], castagnoli))
+	return h
+}
+
+// OpenLog opens (creating if absent) the log in dir. It scans every segment,
+// verifying every record's checksum and that indexes are contiguous. A torn
+// tail (an incomplete or checksum-failing record at the end of the last
+// segment with no valid record after it) is truncated and reported in
+// RecoveryInfo. Any other damage returns a Corruption error naming the file and
+// the byte offset. Leftover .tmp segment files are removed. Before returning
+// it fsyncs the last segment and the directory, so whatever it reports as the
+// log is durable (the previous process may have died with writes in the page
+// cache only).
+func OpenLog(dir string, opts LogOptions) (*Log, RecoveryInfo, error) {
+	if opts.SegmentBytes <= 0 {
+		opts.SegmentBytes = DefaultSegmentBytes
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, RecoveryInfo{}, fmt.Errorf("store: create log directory: %w", err)
+	}
+	names, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, RecoveryInfo{}, fmt.Errorf("store: read log directory: %w", err)
+	}
+	l := &Log{dir: dir, segBytes: opts.SegmentBytes, next: 1}
+	for _, de := range names {
+		name := de.Name()
+		if strings.HasPrefix(name, "log-") && strings.HasSuffix(name, ".seg.tmp") {
+			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+				return nil, RecoveryInfo{}, fmt.Errorf("store: remove leftover %s: %w", name, err)
+			}
+			continue
+		}
+		first, isSeg, ok := parseSegmentName(name)
+		if !isSeg {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		if !ok || !de.Type().IsRegular() {
+			return nil, RecoveryInfo{}, corruptAt(path, 0, "not a valid segment file name or not a regular file")
+		}
+		l.segs = append(l.segs, &segment{first: first, path: path})
+	}
+	sort.Slice(l.segs, func(i, j int) bool { return l.segs[i].first < l.segs[j].first })
+
+	var info RecoveryInfo
+	if err := l.scan(&info); err != nil {
+		l.closeFiles()
+		return nil, RecoveryInfo{}, err
+	}
+	if l.w != nil {
+		if err := syncFile(l.w); err != nil {
+			l.closeFiles()
+			return nil, RecoveryInfo{}, fmt.Errorf("store: fsync %s: %w", l.w.Name(), err)
+		}
+	}
+	if err := syncDir(dir); err != nil {
+		l.closeFiles()
+		return nil, RecoveryInfo{}, err
+	}
+	l.bw = bufio.NewWriterSize(writerOrDiscard(l.w), writeBufferSize)
+	info.FirstIndex, info.LastIndex = l.FirstIndex(), l.LastIndex()
+	return l, info, nil
+}
+
+func writerOrDiscard(f *os.File) io.Writer {
+	if f == nil {
+		return io.Discard
+	}
+	return f
+}
+
+// scan reads every segment, builds the in-memory index and truncates a torn
+// tail. It leaves the last segment open for appending.
+func (l *Log) scan(info *RecoveryInfo) error {
+	sc := &scanner{buf: make([]byte, scanBufferSize)}
+	for i, s := range l.segs {
+		last := i == len(l.segs)-1
+		var err error
+		if last {
+			s.f, err = os.OpenFile(s.path, os.O_RDWR|os.O_APPEND, 0)
+		} else {
+			s.f, err = os.Open(s.path)
+		}
+		if err != nil {
+			return fmt.Errorf("store: open segment: %w", err)
+		}
+		if i > 0 && s.first != l.next {
+			prev := l.segs[i-1]
+			return corruptAt(s.path, 8, "first index %d does not follow %s, which ends at index %d: a segment is missing or overlaps",
+				s.first, filepath.Base(prev.path), prev.end()-1)
+		}
+		if err := l.scanSegment(sc, s, last, info); err != nil {
+			return err
+		}
+		l.next = s.end()
+		if !last {
+			if err := s.closeFile(); err != nil {
+				return fmt.Errorf("store: close segment: %w", err)
+			}
+		}
+	}
+	if n := len(l.segs); n > 0 {
+		l.w = l.segs[n-1].f
+		l.syncedSize = l.segs[n-1].size
+	}
+	return nil
+}
+
+func (l *Log) scanSegment(sc *scanner, s *segment, last bool, info *RecoveryInfo) error {
+	st, err := s.f.Stat()
+	if err != nil {
+		return fmt.Errorf("store: stat segment: %w", err)
+	}
+	fileSize := st.Size()
+	sc.reset(s.f)
+	h, err := sc.window(0, segmentHeaderSize)
+	if err != nil {
+		return fmt.Errorf("store: read %s: %w", s.path, err)
+	}
+	switch {
+	case len(h) < segmentHeaderSize:
+		return corruptAt(s.path, int64(len(h)), "segment header is %d bytes, need %d", len(h), segmentHeaderSize)
+	case string(h[0:8]) != segmentMagic:
+		return corruptAt(s.path, 0, "bad segment magic %q", h[0:8])
+	case binary.LittleEndian.Uint32(h[20:24]) != crc32.Checksum(h[0:20], castagnoli):
+		return corruptAt(s.path, 0, "segment header (bytes 0-23) checksum mismatch")
+	case binary.LittleEndian.Uint32(h[16:20]) != 0:
+		return corruptAt(s.path, 16, "segment header reserved field is not zero")
+	case binary.LittleEndian.Uint64(h[8:16]) != s.first:
+		return corruptAt(s.path, 8, "segment header says first index %d, file name says %d", binary.LittleEndian.Uint64(h[8:16]), s.first)
+	}
+	pos := int64(segmentHeaderSize)
+	s.size = pos
+	for {
+		b, err := sc.window(pos, RecordHeaderSize)
+		if err != nil {
+			return fmt.Errorf("store: read %s: %w", s.path, err)
+		}
+		if len(b) == 0 {
+			return nil // clean end
+		}
+		if need := recordNeed(b); len(b) < need {
+			if b, err = sc.window(pos, need); err != nil {
+				return fmt.Errorf("store: read %s: %w", s.path, err)
+			}
+		}
+		e, n, derr := DecodeRecord(b)
+		if derr != nil {
+			return l.badRecord(s, last, pos, fileSize, derr, info)
+		}
+		if want := s.end(); e.Index != want {
+			return corruptAt(s.path, pos, "record has index %d, expected %d", e.Index, want)
+		}
+		if e.Term < l.lastTerm {
+			return corruptAt(s.path, pos, "record %d has term %d, below the previous record's term %d", e.Index, e.Term, l.lastTerm)
+		}
+		s.offsets = append(s.offsets, pos)
+		s.addTerm(e.Index, e.Term)
+		l.lastTerm = e.Term
+		pos += int64(n)
+		s.size = pos
+	}
+}
+
+// badRecord decides what the bad record at pos in s is: a torn tail (last
+// segment, no valid record after it), which it truncates, or corruption.
+func (l *Log) badRecord(s *segment, last bool, pos, fileSize int64, derr error, info *RecoveryInfo) error {
+	if !last {
+		return corruptAt(s.path, pos, "%s, in a segment that is not the last", reason(derr))
+	}
+	found, at, index, err := findValidRecord(s.f, pos+1, fileSize, s.end(), pos)
+	if err != nil {
+		return fmt.Errorf("store: read %s: %w", s.path, err)
+	}
+	if found {
+		return corruptAt(s.path, pos, "%s, yet a valid record (index %d) follows at byte %d", reason(derr), index, at)
+	}
+	if err := s.f.Truncate(pos); err != nil {
+		return fmt.Errorf("store: truncate torn tail of %s: %w", s.path, err)
+	}
+	if err := syncFile(s.f); err != nil {
+		return fmt.Errorf("store: fsync %s: %w", s.path, err)
+	}
+	info.TruncatedBytes = fileSize - pos
+	info.TruncatedFile = s.path
+	return nil
+}
+
+// findValidRecord looks for a record with a valid checksum starting anywhere
+// in [from, size) of f whose index could follow a bad record at badPos that
+// should have had index want: want <= index <= want + (size-badPos)/24. The
+// cheap checks on the length and index fields reject almost every position
+// before a checksum is computed.
+func findValidRecord(f *os.File, from, size int64, want uint64, badPos int64) (found bool, at int64, index uint64, err error) {
+	maxIndex := want + uint64((size-badPos)/RecordHeaderSize)
+	sc := &scanner{buf: make([]byte, scanBufferSize)}
+	sc.reset(f)
+	for p := from; p+RecordHeaderSize <= size; p++ {
+		b, err := sc.window(p, RecordHeaderSize)
+		if err != nil {
+			return false, 0, 0, err
+		}
+		if len(b) < RecordHeaderSize {
+			break
+		}
+		n := binary.LittleEndian.Uint32(b[0:4])
+		idx := binary.LittleEndian.Uint64(b[8:16])
+		if n > MaxDataBytes || idx < want || idx > maxIndex || p+RecordHeaderSize+int64(n) > size {
+			continue
+		}
+		if b, err = sc.window(p, RecordHeaderSize+int(n)); err != nil {
+			return false, 0, 0, err
+		}
+		if e, _, derr := DecodeRecord(b); derr == nil {
+			return true, p, e.Index, nil
+		}
+	}
+	return false, 0, 0, nil
+}
+
+// scanner reads a file forward through a buffer that grows to hold the
+// largest record asked for.
+type scanner struct {
+	f   *os.File
+	buf []byte
+	off int64 // file offset of buf[0]
+	n   int   // valid bytes in buf
+	eof bool
+}
+
+func (sc *scanner) reset(f *os.File) { sc.f, sc.off, sc.n, sc.eof = f, 0, 0, false }
+
+// window returns the file's bytes from pos on, as many as are buffered but
+// at least need of them unless the file ends first. pos must not go back
+// before the previous call's pos.
+func (sc *scanner) window(pos int64, need int) ([]byte, error) {
+	if pos < sc.off || pos > sc.off+int64(sc.n) {
+		sc.off, sc.n, sc.eof = pos, 0, false
+	}
+	start := int(pos - sc.off)
+	if sc.n-start >= need || sc.eof {
+		return sc.buf[start:sc.n], nil
+	}
+	sc.n = copy(sc.buf, sc.buf[start:sc.n])
+	sc.off = pos
+	if need > len(sc.buf) {
+		nb := make([]byte, max(need, 2*len(sc.buf)))
+		copy(nb, sc.buf[:sc.n])
+		sc.buf = nb
+	}
+	for sc.n < len(sc.buf) {
+		m, err := sc.f.ReadAt(sc.buf[sc.n:], sc.off+int64(sc.n))
+		sc.n += m
+		if err == io.EOF {
+			sc.eof = true
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return sc.buf[:sc.n], nil
+}
+
+func (l *Log) closeFiles() {
+	for _, s := range l.segs {
+		s.closeFile()
+	}
+	l.w = nil
+}
+
+func (l *Log) usable() error {
+	if l.closed {
+		return ErrClosed
+	}
+	return l.err
+}
+
+// fail makes err sticky: after a failed write or fsync the state of the file
+// is unknown (the kernel may have dropped the dirty pages), so the log
+// refuses all further work; the process must restart and recover.
+func (l *Log) fail(err error) error {
+	if l.err == nil {
+		l.err = fmt.Errorf("store: log unusable after an I/O error (restart to recover): %w", err)
+	}
+	return l.err
+}
+
+func (l *Log) empty() bool {
+	return len(l.segs) == 0 || (len(l.segs) == 1 && l.segs[0].count() == 0)
+}
+
+// firstIdx is the first index the log holds or, when empty, would hold next.
+func (l *Log) firstIdx() uint64 {
+	if len(l.segs) == 0 {
+		return l.next
+	}
+	return l.segs[0].first
+}
+
+// FirstIndex returns the index of the first entry, 0 when the log is empty.
+func (l *Log) FirstIndex() uint64 {
+	if l.empty() {
+		return 0
+	}
+	return l.segs[0].first
+}
+
+// LastIndex returns the index of the last entry. An empty log returns one
+// less than the index it was Reset to (0 for a new log).
+func (l *Log) LastIndex() uint64 { return l.next - 1 }
+
+// Append buffers entries at the end of the log. The first entry's Index must
+// be LastIndex()+1 or, when the log is empty, any index >= 1 (a log Reset to n
+// may thus start elsewhere than n). Indexes must be consecutive, terms must not
+// decrease, and Data must be at most MaxDataBytes. Invalid input changes
+// nothing. Entries are not durable until Sync, but are readable at once.
+// Append does not keep e.Data. Rolling to a new segment fsyncs the full one.
+func (l *Log) Append(entries []Entry) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	next, term := l.next, l.lastTerm
+	if l.empty() {
+		next, term = entries[0].Index, 0
+	}
+	for i, e := range entries {
+		switch {
+		case e.Index == 0:
+			return fmt.Errorf("store: append: entry %d has index 0", i)
+		case e.Index != next:
+			return fmt.Errorf("store: append: entry %d has index %d, expected %d", i, e.Index, next)
+		case e.Term < term:
+			return fmt.Errorf("store: append: entry %d (index %d) has term %d, below the previous term %d", i, e.Index, e.Term, term)
+		case len(e.Data) > MaxDataBytes:
+			return fmt.Errorf("store: append: entry %d (index %d) has %d data bytes, above the limit %d", i, e.Index, len(e.Data), MaxDataBytes)
+		}
+		next, term = e.Index+1, e.Term
+	}
+	if l.empty() && entries[0].Index != l.next {
+		if err := l.restartAt(entries[0].Index); err != nil {
+			return l.fail(err)
+		}
+	}
+	for _, e := range entries {
+		if err := l.appendOne(e); err != nil {
+			return l.fail(err)
+		}
+	}
+	return nil
+}
+
+// restartAt drops the empty log's segment, if any, so that the log can start
+// at index first.
+func (l *Log) restartAt(first uint64) error {
+	if len(l.segs) > 0 {
+		s := l.segs[0]
+		l.bw.Reset(io.Discard)
+		s.closeFile()
+		l.w = nil
+		l.segs = nil
+		if err := os.Remove(s.path); err != nil {
+			return fmt.Errorf("store: remove %s: %w", s.path, err)
+		}
+		if err := syncDir(l.dir); err != nil {
+			return err
+		}
+		l.dirDirty = false
+	}
+	l.next = first
+	return nil
+}
+
+func (l *Log) appendOne(e Entry) error {
+	if l.w == nil {
+		if err := l.createSegment(e.Index); err != nil {
+			return err
+		}
+	} else if s := l.segs[len(l.segs)-1]; s.size >= l.segBytes && s.count() > 0 {
+		if err := l.roll(e.Index); err != nil {
+			return err
+		}
+	}
+	s := l.segs[len(l.segs)-1]
+	putRecordHeader(l.hdr[:], e)
+	if _, err := l.bw.Write(l.hdr[:]); err != nil {
+		return fmt.Errorf("store: write %s: %w", s.path, err)
+	}
+	if len(e.Data) > l.bw.Available() {
+		// Large data goes straight to the file: no copy through the buffer.
+		if err := l.bw.Flush(); err != nil {
+			return fmt.Errorf("store: write %s: %w", s.path, err)
+		}
+		if _, err := l.w.Write(e.Data); err != nil {
+			return fmt.Errorf("store: write %s: %w", s.path, err)
+		}
+	} else if _, err := l.bw.Write(e.Data); err != nil {
+		return fmt.Errorf("store: write %s: %w", s.path, err)
+	}
+	s.offsets = append(s.offsets, s.size)
+	s.addTerm(e.Index, e.Term)
+	s.size += int64(RecordHeaderSize + len(e.Data))
+	l.next, l.lastTerm = e.Index+1, e.Term
+	return nil
+}
+
+// roll makes the full active segment durable (data and directory entry) and
+// starts a new one at first.
+func (l *Log) roll(first uint64) error {
+	if err := l.syncActive(); err != nil {
+		return err
+	}
+	if l.dirDirty {
+		if err := syncDir(l.dir); err != nil {
+			return err
+		}
+		l.dirDirty = false
+	}
+	// The full segment keeps its handle for reads; appends go to the new one.
+	l.w = nil
+	return l.createSegment(first)
+}
+
+// createSegment creates segment first via a fsynced .tmp file and a rename,
+// and makes it the active segment. Its directory entry is durable at the next
+// directory fsync.
+func (l *Log) createSegment(first uint64) (err error) {
+	path := filepath.Join(l.dir, segmentName(first))
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("store: create segment: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(segmentHeader(first)); err != nil {
+		return fmt.Errorf("store: write %s: %w", tmp, err)
+	}
+	if err = syncFile(f); err != nil {
+		return fmt.Errorf("store: fsync %s: %w", tmp, err)
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("store: rename %s: %w", tmp, err)
+	}
+	l.dirDirty = true
+	l.segs = append(l.segs, &segment{first: first, path: path, size: segmentHeaderSize, f: f})
+	l.w = f
+	l.bw.Reset(f)
+	l.syncedSize = segmentHeaderSize
+	l.next = first
+	return nil
+}
+
+// syncActive writes out the buffer and fdatasyncs the active segment if it
+// holds bytes not yet durable.
+func (l *Log) syncActive() error {
+	if l.w == nil {
+		return nil
+	}
+	s := l.segs[len(l.segs)-1]
+	if err := l.bw.Flush(); err != nil {
+		return fmt.Errorf("store: write %s: %w", s.path, err)
+	}
+	if s.size > l.syncedSize {
+		if err := syncFile(l.w); err != nil {
+			return fmt.Errorf("store: fsync %s: %w", s.path, err)
+		}
+		l.syncedSize = s.size
+	}
+	return nil
+}
+
+// Sync makes everything appended so far durable: it writes out the buffer,
+// fdatasyncs the active segment and, when a segment file was created since
+// the last directory fsync, fsyncs the directory. With nothing pending it
+// does nothing.
+func (l *Log) Sync() error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if err := l.syncActive(); err != nil {
+		return l.fail(err)
+	}
+	if l.dirDirty {
+		if err := syncDir(l.dir); err != nil {
+			return l.fail(err)
+		}
+		l.dirDirty = false
+	}
+	return nil
+}
+
+// flush writes the buffer out to the active segment so that reads see it.
+func (l *Log) flush() error {
+	if l.bw.Buffered() == 0 {
+		return nil
+	}
+	if err := l.bw.Flush(); err != nil {
+		return l.fail(fmt.Errorf("store: write %s: %w", l.segs[len(l.segs)-1].path, err))
+	}
+	return nil
+}
+
+// removeLast deletes the last segment's file.
+func (l *Log) removeLast() error {
+	s := l.segs[len(l.segs)-1]
+	if s.f == l.w {
+		l.bw.Reset(io.Discard)
+		l.w = nil
+	}
+	s.closeFile()
+	l.segs = l.segs[:len(l.segs)-1]
+	if err := os.Remove(s.path); err != nil {
+		return fmt.Errorf("store: remove %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// TruncateAfter removes the entries with Index > index (a leader overwriting
+// a follower's log). It is durable on return. Segments are removed newest
+// first and the directory fsynced before the segment holding index is cut,
+// so a crash leaves a prefix of the old log. An index before the first entry
+// empties the log as Reset(index+1) does.
+func (l *Log) TruncateAfter(index uint64) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if index+1 >= l.next {
+		return nil
+	}
+	if l.empty() || index < l.segs[0].first {
+		return l.Reset(index + 1)
+	}
+	if err := l.flush(); err != nil {
+		return err
+	}
+	removed := false
+	for l.segs[len(l.segs)-1].first > index {
+		if err := l.removeLast(); err != nil {
+			return l.fail(err)
+		}
+		removed = true
+	}
+	if removed || l.dirDirty {
+		if err := syncDir(l.dir); err != nil {
+			return l.fail(err)
+		}
+		l.dirDirty = false
+	}
+	s := l.segs[len(l.segs)-1]
+	if l.w == nil {
+		// s was complete and durable; it becomes the active segment.
+		s.closeFile()
+		f, err := os.OpenFile(s.path, os.O_RDWR|os.O_APPEND, 0)
+		if err != nil {
+			return l.fail(fmt.Errorf("store: open segment: %w", err))
+		}
+		s.f, l.w = f, f
+		l.bw.Reset(f)
+		l.syncedSize = s.size
+	}
+	if keep := index - s.first + 1; keep < s.count() {
+		s.cut(keep)
+		if err := l.w.Truncate(s.size); err != nil {
+			return l.fail(fmt.Errorf("store: truncate %s: %w", s.path, err))
+		}
+		if err := syncFile(l.w); err != nil {
+			return l.fail(fmt.Errorf("store: fsync %s: %w", s.path, err))
+		}
+		l.syncedSize = s.size
+	}
+	l.next = index + 1
+	l.lastTerm = s.term(index)
+	return nil
+}
+
+// CompactBefore deletes, oldest first, whole segments all of whose entries
+// have Index < index (after a snapshot at index-1 or later). The log keeps
+// every entry >= index, and possibly some below it; the last segment is never
+// deleted. It is durable (directory fsynced) on return.
+func (l *Log) CompactBefore(index uint64) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	removed := false
+	for len(l.segs) > 1 && l.segs[1].first <= index {
+		s := l.segs[0]
+		s.closeFile()
+		if err := os.Remove(s.path); err != nil {
+			return l.fail(fmt.Errorf("store: remove %s: %w", s.path, err))
+		}
+		l.segs = l.segs[1:]
+		removed = true
+	}
+	if removed {
+		if err := syncDir(l.dir); err != nil {
+			return l.fail(err)
+		}
+		l.dirDirty = false
+	}
+	return nil
+}
+
+// Reset drops every entry and restarts the (empty) log at nextIndex, after a
+// snapshot beyond the log's end has been installed: LastIndex() becomes
+// nextIndex-1. It is durable on return. Segments are deleted newest first and
+// the directory fsynced before the new empty segment is created, so a crash
+// leaves a prefix of the old log or an empty log (LastIndex 0); the caller
+// holds the snapshot and calls Reset again.
+func (l *Log) Reset(nextIndex uint64) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if nextIndex == 0 {
+		return fmt.Errorf("store: reset: index 0")
+	}
+	if l.empty() && len(l.segs) == 1 && l.segs[0].first == nextIndex {
+		return l.Sync() // already there; make its directory entry durable
+	}
+	l.bw.Reset(io.Discard)
+	for len(l.segs) > 0 {
+		if err := l.removeLast(); err != nil {
+			return l.fail(err)
+		}
+	}
+	if err := syncDir(l.dir); err != nil {
+		return l.fail(err)
+	}
+	l.dirDirty = false
+	if err := l.createSegment(nextIndex); err != nil {
+		return l.fail(err)
+	}
+	if err := syncDir(l.dir); err != nil {
+		return l.fail(err)
+	}
+	l.dirDirty = false
+	l.lastTerm = 0
+	return nil
+}
+
+func (l *Log) segmentFor(index uint64) *segment {
+	k := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].first > index })
+	return l.segs[k-1]
+}
+
+// Term returns the term of the entry at index. Term(0) is 0. An index before
+// the first entry returns ErrCompacted, after the last ErrOutOfRange.
+func (l *Log) Term(index uint64) (uint64, error) {
+	if l.closed {
+		return 0, ErrClosed
+	}
+	switch {
+	case index == 0:
+		return 0, nil
+	case index >= l.next:
+		return 0, ErrOutOfRange
+	case index < l.firstIdx():
+		return 0, ErrCompacted
+	}
+	return l.segmentFor(index).term(index), nil
+}
+
+// Entries returns the entries [from, to), read from disk (the page cache in
+// practice) and verified against their checksums; entries appended but not
+// yet synced are included. The entries of one segment share one buffer.
+// from < FirstIndex returns ErrCompacted, to > LastIndex()+1 ErrOutOfRange.
+func (l *Log) Entries(from, to uint64) ([]Entry, error) {
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
+	switch {
+	case from > to:
+		return nil, fmt.Errorf("store: entries: from %d > to %d", from, to)
+	case to > l.next:
+		return nil, ErrOutOfRange
+	case from < l.firstIdx():
+		return nil, ErrCompacted
+	case from == to:
+		return nil, nil
+	}
+	if err := l.flush(); err != nil {
+		return nil, err
+	}
+	out := make([]Entry, 0, to-from)
+	k := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].first > from }) - 1
+	for index := from; index < to; k++ {
+		s := l.segs[k]
+		hi := min(to, s.end())
+		start := s.offsets[index-s.first]
+		end := s.size
+		if hi < s.end() {
+			end = s.offsets[hi-s.first]
+		}
+		f, err := l.readHandle(s)
+		if err != nil {
+			return nil, err
+		}
+		buf := make([]byte, end-start)
+		if n, err := f.ReadAt(buf, start); n < len(buf) {
+			if err == io.EOF {
+				return nil, corruptAt(s.path, start+int64(n), "segment ends before the records the log indexed")
+			}
+			return nil, fmt.Errorf("store: read %s: %w", s.path, err)
+		}
+		for p := 0; index < hi; index++ {
+			e, n, err := DecodeRecord(buf[p:])
+			if err != nil {
+				return nil, corruptAt(s.path, start+int64(p), "%s", reason(err))
+			}
+			if e.Index != index {
+				return nil, corruptAt(s.path, start+int64(p), "record has index %d, expected %d", e.Index, index)
+			}
+			out = append(out, e)
+			p += n
+		}
+	}
+	return out, nil
+}
+
+func (l *Log) readHandle(s *segment) (*os.File, error) {
+	if s.f == nil {
+		f, err := os.Open(s.path)
+		if err != nil {
+			return nil, fmt.Errorf("store: open segment: %w", err)
+		}
+		s.f = f
+	}
+	return s.f, nil
+}
+
+// Close syncs what was appended and closes the files. The log is unusable
+// afterwards.
+func (l *Log) Close() error {
+	if l.closed {
+		return ErrClosed
+	}
+	err := l.Sync()
+	l.closeFiles()
+	l.closed = true
+	return err
+}

@@ -1,0 +1,301 @@
+package store
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// buildLog writes entries 1..n (term 1) with the given segment size, syncs
+// and closes, and returns the directory and the entries.
+func buildLog(t *testing.T, n int, segBytes int64) (string, []Entry) {
+	t.Helper()
+	dir := t.TempDir()
+	l, _ := mustOpen(t, dir, segBytes)
+	es := mkEntries(1, n, 1, 60)
+	mustAppendSync(t, l, es)
+	mustClose(t, l)
+	return dir, es
+}
+
+// TestTornTailEveryCut cuts the last record at every byte of its length, in
+// a one-segment log and where the torn record is the only one of the last
+// segment: reopening yields exactly the entries before it, reports the cut
+// and accepts appends that survive the next reopen.
+func TestTornTailEveryCut(t *testing.T) {
+	fastSync(t)
+	for _, tc := range []struct {
+		name     string
+		segBytes int64
+	}{{"one segment", 1 << 20}, {"alone in the last segment", 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pristine, es := buildLog(t, 8, tc.segBytes)
+			files := segFiles(t, pristine)
+			last := files[len(files)-1]
+			offs := recordOffsets(t, last)
+			start, size := offs[len(offs)-1], fileSize(t, last)
+			if tc.segBytes < 1<<20 && (len(files) < 2 || len(offs) != 1) {
+				t.Fatalf("setup: %d segments, %d records in the last", len(files), len(offs))
+			}
+			for cut := start; cut < size; cut++ {
+				dir := copyDir(t, pristine)
+				path := filepath.Join(dir, filepath.Base(last))
+				if err := os.Truncate(path, cut); err != nil {
+					t.Fatal(err)
+				}
+				l, info := mustOpen(t, dir, tc.segBytes)
+				if info.LastIndex != 7 || info.TruncatedBytes != cut-start || (cut > start && info.TruncatedFile != path) {
+					t.Fatalf("cut at %d: info %+v", cut, info)
+				}
+				checkLog(t, l, es[:7])
+				if got := fileSize(t, path); got != start {
+					t.Fatalf("cut at %d: file is %d bytes after recovery, want %d", cut, got, start)
+				}
+				e := Entry{Index: 8, Term: 2, Data: []byte("after the tear")}
+				mustAppendSync(t, l, []Entry{e})
+				mustClose(t, l)
+				l, info = mustOpen(t, dir, tc.segBytes)
+				if info.TruncatedBytes != 0 {
+					t.Fatalf("second recovery truncated %d bytes", info.TruncatedBytes)
+				}
+				checkLog(t, l, append(es[:7:7], e))
+				mustClose(t, l)
+			}
+		})
+	}
+}
+
+// TestTornTailGarbage appends garbage of many kinds after the last record:
+// recovery drops it and keeps every entry.
+func TestTornTailGarbage(t *testing.T) {
+	fastSync(t)
+	pristine, es := buildLog(t, 6, 1<<20)
+	rng := rand.New(rand.NewPCG(1, 2))
+	huge := make([]byte, 40)
+	binary.LittleEndian.PutUint32(huge, 0xffffffff)
+	// A record header for index 7 whose data never arrived.
+	hdrOnly := appendRecord(nil, Entry{Index: 7, Term: 1, Data: make([]byte, 100)})[:RecordHeaderSize]
+	// A complete record for index 7 with one data byte wrong.
+	badSum := appendRecord(nil, Entry{Index: 7, Term: 1, Data: []byte("abcdef")})
+	badSum[len(badSum)-1] ^= 1
+	garbages := [][]byte{{0}, make([]byte, 23), make([]byte, 24), make([]byte, 4096), huge, hdrOnly, badSum}
+	for n := 1; n < 300; n += 17 {
+		g := make([]byte, n)
+		for i := range g {
+			g[i] = byte(rng.Uint32())
+		}
+		garbages = append(garbages, g)
+	}
+	for i, g := range garbages {
+		dir := copyDir(t, pristine)
+		path := segFiles(t, dir)[0]
+		size := fileSize(t, path)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(g); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		l, info := mustOpen(t, dir, 1<<20)
+		if info.TruncatedBytes != int64(len(g)) || info.TruncatedFile != path {
+			t.Fatalf("garbage %d: info %+v", i, info)
+		}
+		if fileSize(t, path) != size {
+			t.Fatalf("garbage %d: not truncated", i)
+		}
+		checkLog(t, l, es)
+		mustAppendSync(t, l, mkEntries(7, 2, 1, 60))
+		checkLog(t, l, append(es[:6:6], mkEntries(7, 2, 1, 60)...))
+		mustClose(t, l)
+	}
+}
+
+// TestTornLastRecordChecksum: a last record with a bad checksum and nothing
+// after it is a torn write: it is dropped.
+func TestTornLastRecordChecksum(t *testing.T) {
+	fastSync(t)
+	pristine, es := buildLog(t, 6, 1<<20)
+	path0 := segFiles(t, pristine)[0]
+	offs := recordOffsets(t, path0)
+	start, size := offs[len(offs)-1], fileSize(t, path0)
+	for off := start; off < size; off++ {
+		dir := copyDir(t, pristine)
+		path := filepath.Join(dir, filepath.Base(path0))
+		flipByte(t, path, off, 0x40)
+		l, info := mustOpen(t, dir, 1<<20)
+		if info.TruncatedBytes != size-start {
+			t.Fatalf("flip at %d: info %+v", off, info)
+		}
+		checkLog(t, l, es[:5])
+		mustClose(t, l)
+	}
+}
+
+// TestCorruptMiddleRecord flips every byte of a record that has valid
+// records after it: OpenLog must refuse, naming the file and the record's
+// offset.
+func TestCorruptMiddleRecord(t *testing.T) {
+	fastSync(t)
+	pristine, _ := buildLog(t, 6, 1<<20)
+	path0 := segFiles(t, pristine)[0]
+	offs := recordOffsets(t, path0)
+	start, end := offs[2], offs[3]
+	for off := start; off < end; off++ {
+		for _, x := range []byte{0x01, 0xff} {
+			dir := copyDir(t, pristine)
+			path := filepath.Join(dir, filepath.Base(path0))
+			flipByte(t, path, off, x)
+			_, _, err := OpenLog(dir, LogOptions{})
+			wantCorruption(t, err, path, start)
+			if fileSize(t, path) != fileSize(t, path0) {
+				t.Fatalf("flip at %d: a corrupt log was modified", off)
+			}
+		}
+	}
+}
+
+// TestCorruptHugeLength: a middle record declaring 4 GiB of data is
+// corruption (and no 4 GiB allocation); at the tail it is a torn write.
+func TestCorruptHugeLength(t *testing.T) {
+	pristine, es := buildLog(t, 6, 1<<20)
+	path0 := segFiles(t, pristine)[0]
+	offs := recordOffsets(t, path0)
+	for _, k := range []int{1, 5} {
+		dir := copyDir(t, pristine)
+		path := filepath.Join(dir, filepath.Base(path0))
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt([]byte{0xff, 0xff, 0xff, 0xff}, offs[k]); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		l, _, err := OpenLog(dir, LogOptions{})
+		if k == 5 {
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkLog(t, l, es[:5])
+			l.Close()
+			continue
+		}
+		wantCorruption(t, err, path, offs[k])
+	}
+}
+
+// TestCorruptNonLastSegment: damage at the end of a segment that is not the
+// last is corruption, even where it would be a torn tail in the last one.
+func TestCorruptNonLastSegment(t *testing.T) {
+	pristine, _ := buildLog(t, 20, 200)
+	files := segFiles(t, pristine)
+	if len(files) < 3 {
+		t.Fatalf("setup: %d segments", len(files))
+	}
+	victim := files[len(files)-2]
+	offs := recordOffsets(t, victim)
+	lastRec := offs[len(offs)-1]
+
+	dir := copyDir(t, pristine)
+	path := filepath.Join(dir, filepath.Base(victim))
+	flipByte(t, path, fileSize(t, path)-1, 0x10)
+	_, _, err := OpenLog(dir, LogOptions{SegmentBytes: 200})
+	wantCorruption(t, err, path, lastRec)
+
+	dir = copyDir(t, pristine)
+	path = filepath.Join(dir, filepath.Base(victim))
+	if err := os.Truncate(path, fileSize(t, path)-3); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = OpenLog(dir, LogOptions{SegmentBytes: 200})
+	wantCorruption(t, err, path, lastRec)
+
+	// A bad record in the first segment.
+	dir = copyDir(t, pristine)
+	path = filepath.Join(dir, filepath.Base(files[0]))
+	first := recordOffsets(t, files[0])[0]
+	flipByte(t, path, first+RecordHeaderSize, 0x01)
+	_, _, err = OpenLog(dir, LogOptions{SegmentBytes: 200})
+	wantCorruption(t, err, path, first)
+}
+
+// TestCorruptSegmentHeader flips every header byte of the first and the
+// last segment.
+func TestCorruptSegmentHeader(t *testing.T) {
+	pristine, _ := buildLog(t, 20, 200)
+	files := segFiles(t, pristine)
+	for _, victim := range []string{files[0], files[len(files)-1]} {
+		for off := int64(0); off < segmentHeaderSize; off++ {
+			dir := copyDir(t, pristine)
+			path := filepath.Join(dir, filepath.Base(victim))
+			flipByte(t, path, off, 0x04)
+			_, _, err := OpenLog(dir, LogOptions{SegmentBytes: 200})
+			wantCorruption(t, err, path, -1)
+		}
+		// A header cut short.
+		dir := copyDir(t, pristine)
+		path := filepath.Join(dir, filepath.Base(victim))
+		if err := os.Truncate(path, 10); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := OpenLog(dir, LogOptions{SegmentBytes: 200})
+		wantCorruption(t, err, path, 10)
+	}
+}
+
+// TestMissingMiddleSegment: an index gap between segments is corruption.
+func TestMissingMiddleSegment(t *testing.T) {
+	pristine, _ := buildLog(t, 20, 200)
+	files := segFiles(t, pristine)
+	if len(files) < 3 {
+		t.Fatalf("setup: %d segments", len(files))
+	}
+	dir := copyDir(t, pristine)
+	if err := os.Remove(filepath.Join(dir, filepath.Base(files[1]))); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := OpenLog(dir, LogOptions{SegmentBytes: 200})
+	wantCorruption(t, err, filepath.Join(dir, filepath.Base(files[2])), 8)
+}
+
+// TestSegmentNameMismatch: a segment renamed (an overlap or a foreign file)
+// disagrees with its header.
+func TestSegmentNameMismatch(t *testing.T) {
+	pristine, _ := buildLog(t, 20, 200)
+	files := segFiles(t, pristine)
+	dir := copyDir(t, pristine)
+	lastName := filepath.Base(files[len(files)-1])
+	first, _, _ := parseSegmentName(lastName)
+	newPath := filepath.Join(dir, segmentName(first+1000))
+	if err := os.Rename(filepath.Join(dir, lastName), newPath); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := OpenLog(dir, LogOptions{SegmentBytes: 200})
+	wantCorruption(t, err, newPath, 8)
+
+	dir = copyDir(t, pristine)
+	bad := filepath.Join(dir, "log-12.seg")
+	if err := os.WriteFile(bad, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = OpenLog(dir, LogOptions{SegmentBytes: 200})
+	wantCorruption(t, err, bad, 0)
+}
+
+// TestReadDetectsLaterCorruption: a record damaged after OpenLog verified it
+// is reported by Entries, not returned.
+func TestReadDetectsLaterCorruption(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := mustOpen(t, dir, 1<<20)
+	defer l.Close()
+	mustAppendSync(t, l, mkEntries(1, 5, 1, 60))
+	path := segFiles(t, dir)[0]
+	offs := recordOffsets(t, path)
+	flipByte(t, path, offs[2]+RecordHeaderSize, 0x01)
+	_, err := l.Entries(1, 6)
+	wantCorruption(t, err, path, offs[2])
+}
