@@ -1,0 +1,265 @@
+// Command bench is GeoEvent's load generator. It drives a running cluster
+// over the binary protocol with the Go client and prints throughput and
+// latency percentiles, with a progress line every few seconds.
+//
+//	go run ./cmd/bench --addresses 127.0.0.1:3000 --cluster <id> --op insert --batch 10000 --concurrency 4 --duration 20s
+//
+// Operations (--op): insert (new entities, --batch events per request),
+// upsert (move existing entities), radius (1 km queries), latest (get latest
+// of one entity), mixed (--mix shares, e.g. upsert=80,radius=10,latest=10).
+// Entities are uniform in a 2 x 2 degree box around lat 38.11, lon 13.36;
+// run insert first (or --preload) so that reads find data.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/geoevent/geoevent/client"
+	"github.com/geoevent/geoevent/core"
+)
+
+type config struct {
+	addresses   []string
+	cluster     core.Uint128
+	op          string
+	mix         map[string]int
+	entities    int
+	batch       int
+	concurrency int
+	duration    time.Duration
+	preload     bool
+	progress    time.Duration
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	if err := run(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) (config, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	addrs := fs.String("addresses", "127.0.0.1:3000", "replica addresses, comma-separated")
+	cluster := fs.String("cluster", "", "cluster id (UUID or decimal), as printed by `replica dev`")
+	op := fs.String("op", "insert", "insert, upsert, radius, latest or mixed")
+	mix := fs.String("mix", "upsert=80,radius=10,latest=10", "shares for --op mixed")
+	entities := fs.Int("entities", 1_000_000, "entity ids in use")
+	batch := fs.Int("batch", 10_000, "events per insert/upsert request")
+	conc := fs.Int("concurrency", 4, "parallel sessions")
+	dur := fs.Duration("duration", 20*time.Second, "how long to run")
+	preload := fs.Bool("preload", false, "insert every entity once before measuring")
+	progress := fs.Duration("progress", 5*time.Second, "progress line interval (0 = none)")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	cfg := config{addresses: strings.Split(*addrs, ","), op: *op, entities: *entities, batch: *batch,
+		concurrency: *conc, duration: *dur, preload: *preload, progress: *progress}
+	id, err := core.ParseID(*cluster, true)
+	if err != nil || id.IsZero() {
+		return cfg, fmt.Errorf("--cluster: give the cluster id that `replica dev` printed")
+	}
+	cfg.cluster = id
+	switch {
+	case cfg.entities < 1, cfg.batch < 1, cfg.concurrency < 1, cfg.duration <= 0:
+		return cfg, errors.New("--entities, --batch, --concurrency and --duration must be positive")
+	}
+	cfg.mix = map[string]int{cfg.op: 1}
+	if cfg.op == "mixed" {
+		cfg.mix = map[string]int{}
+		for _, part := range strings.Split(*mix, ",") {
+			name, share, ok := strings.Cut(part, "=")
+			n, err := strconv.Atoi(share)
+			if !ok || err != nil || n < 0 {
+				return cfg, fmt.Errorf("--mix: bad part %q", part)
+			}
+			cfg.mix[name] = n
+		}
+	}
+	for name := range cfg.mix {
+		if !slices.Contains([]string{"insert", "upsert", "radius", "latest"}, name) {
+			return cfg, fmt.Errorf("unknown operation %q", name)
+		}
+	}
+	return cfg, nil
+}
+
+// recorder collects latencies of completed operations.
+type recorder struct {
+	mu        sync.Mutex
+	latencies []time.Duration
+	ops       atomic.Int64
+	events    atomic.Int64
+	errors    atomic.Int64
+}
+
+func (r *recorder) add(d time.Duration, events int) {
+	r.ops.Add(1)
+	r.events.Add(int64(events))
+	r.mu.Lock()
+	r.latencies = append(r.latencies, d)
+	r.mu.Unlock()
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))]
+}
+
+func run(cfg config) error {
+	c, err := client.New(cfg.addresses, client.Options{Cluster: cfg.cluster, PoolSize: cfg.concurrency})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if cfg.preload {
+		if err := preload(ctx, c, cfg); err != nil {
+			return err
+		}
+	}
+	var names []string
+	total := 0
+	for name, share := range cfg.mix {
+		names = append(names, name)
+		total += share
+	}
+	slices.Sort(names)
+	if total == 0 {
+		return errors.New("--mix shares are all zero")
+	}
+
+	rec := &recorder{}
+	var nextNew atomic.Uint64
+	nextNew.Store(uint64(cfg.entities) + 1)
+	deadline := time.Now().Add(cfg.duration)
+	start := time.Now()
+	stop := make(chan struct{})
+	if cfg.progress > 0 {
+		go func() {
+			tick := time.NewTicker(cfg.progress)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+					el := time.Since(start).Seconds()
+					fmt.Printf("  %5.0fs  %9.0f ops/s  %11.0f events/s  errors %d\n", el, float64(rec.ops.Load())/el, float64(rec.events.Load())/el, rec.errors.Load())
+				}
+			}
+		}()
+	}
+	var wg sync.WaitGroup
+	for w := 0; w < cfg.concurrency; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 42))
+			for time.Now().Before(deadline) {
+				pick := r.IntN(total)
+				op := names[0]
+				for _, n := range names {
+					if pick < cfg.mix[n] {
+						op = n
+						break
+					}
+					pick -= cfg.mix[n]
+				}
+				t0 := time.Now()
+				events, err := one(ctx, c, cfg, op, r, &nextNew)
+				if err != nil {
+					rec.errors.Add(1)
+					continue
+				}
+				rec.add(time.Since(t0), events)
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(stop)
+	el := time.Since(start)
+	slices.Sort(rec.latencies)
+	fmt.Printf("op=%s concurrency=%d batch=%d duration=%s\n", cfg.op, cfg.concurrency, cfg.batch, el.Round(time.Millisecond))
+	fmt.Printf("ops/s %.0f  events/s %.0f  errors %d\n", float64(rec.ops.Load())/el.Seconds(), float64(rec.events.Load())/el.Seconds(), rec.errors.Load())
+	fmt.Printf("latency p50 %s  p99 %s  p999 %s  max %s\n",
+		percentile(rec.latencies, 0.50), percentile(rec.latencies, 0.99), percentile(rec.latencies, 0.999), percentile(rec.latencies, 1))
+	return nil
+}
+
+func point(r *rand.Rand) (int64, int64) {
+	return 37_110_000_000 + r.Int64N(2_000_000_000), 12_360_000_000 + r.Int64N(2_000_000_000)
+}
+
+func events(r *rand.Rand, n int, id func(i int) uint64) []core.GeoEvent {
+	evs := make([]core.GeoEvent, n)
+	for i := range evs {
+		lat, lon := point(r)
+		evs[i] = core.GeoEvent{EntityID: core.Uint128{Hi: 1, Lo: id(i)}, LatNano: lat, LonNano: lon}
+	}
+	return evs
+}
+
+// one runs one operation and returns how many events it wrote or read.
+func one(ctx context.Context, c *client.Client, cfg config, op string, r *rand.Rand, nextNew *atomic.Uint64) (int, error) {
+	switch op {
+	case "insert":
+		first := nextNew.Add(uint64(cfg.batch)) - uint64(cfg.batch)
+		rep, err := c.Insert(ctx, events(r, cfg.batch, func(i int) uint64 { return first + uint64(i) }))
+		if err == nil && !rep.Committed {
+			err = errors.New("batch not committed")
+		}
+		return cfg.batch, err
+	case "upsert":
+		rep, err := c.Upsert(ctx, events(r, cfg.batch, func(int) uint64 { return 1 + uint64(r.IntN(cfg.entities)) }))
+		if err == nil && !rep.Committed {
+			err = errors.New("batch not committed")
+		}
+		return cfg.batch, err
+	case "radius":
+		lat, lon := point(r)
+		res, err := c.QueryRadius(ctx, &core.RadiusQuery{Center: core.Coordinate{LatNano: lat, LonNano: lon}, RadiusMM: 1_000_000})
+		if err != nil {
+			return 0, err
+		}
+		return len(res.Events), nil
+	default: // latest
+		_, err := c.GetLatest(ctx, core.Uint128{Hi: 1, Lo: 1 + uint64(r.IntN(cfg.entities))})
+		return 1, err
+	}
+}
+
+// preload inserts entities 1..cfg.entities with upserts of cfg.batch.
+func preload(ctx context.Context, c *client.Client, cfg config) error {
+	r := rand.New(rand.NewPCG(7, 7))
+	t0 := time.Now()
+	for first := 1; first <= cfg.entities; first += cfg.batch {
+		n := min(cfg.batch, cfg.entities-first+1)
+		if _, err := c.Upsert(ctx, events(r, n, func(i int) uint64 { return uint64(first + i) })); err != nil {
+			return fmt.Errorf("preload: %w", err)
+		}
+		if cfg.progress > 0 && (first-1)/cfg.batch%100 == 0 {
+			fmt.Printf("  preload %d/%d entities\n", first-1, cfg.entities)
+		}
+	}
+	fmt.Printf("preloaded %d entities in %s\n", cfg.entities, time.Since(t0).Round(time.Millisecond))
+	return nil
+}

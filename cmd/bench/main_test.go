@@ -1,0 +1,20 @@
+package main
+
+import "testing"
+
+func TestParseFlags(t *testing.T) {
+	cfg, err := parseFlags([]string{"--cluster", "1", "--op", "mixed", "--mix", "upsert=3,radius=1"})
+	if err != nil || cfg.mix["upsert"] != 3 || cfg.mix["radius"] != 1 {
+		t.Fatalf("%+v %v", cfg, err)
+	}
+	for _, bad := range [][]string{
+		{"--op", "insert"}, // no cluster
+		{"--cluster", "1", "--op", "nope"},
+		{"--cluster", "1", "--op", "mixed", "--mix", "upsert"},
+		{"--cluster", "1", "--batch", "0"},
+	} {
+		if _, err := parseFlags(bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
