@@ -5,5 +5,11 @@ go 1.26
 require (
 	github.com/golang/geo v0.0.0-20260818125358-b200a1149890
 	github.com/google/uuid v1.6.0
+	go.uber.org/zap v1.28.0
 	pgregory.net/rapid v1.3.0
+)
+
+require (
+	github.com/anishathalye/porcupine v1.3.1 // indirect
+	go.uber.org/multierr v1.10.0 // indirect
 )

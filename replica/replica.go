@@ -83,7 +83,19 @@ type Replica struct {
 	lastCleanupNS uint64
 	sinceSnapshot uint64
 
+	// termStart is the index of this term's first entry (the no-op). Until
+	// it is applied the applied state may lack acknowledged writes of
+	// earlier terms, so client frames wait in held.
+	termStart uint64
+	held      []heldFrame
+
 	failed error // set when the replica cannot go on (a damaged log entry)
+}
+
+type heldFrame struct {
+	conn    core.ConnID
+	h       core.Header
+	payload []byte
 }
 
 type waiter struct {
@@ -131,7 +143,7 @@ func New(cfg Config, io core.IO, clock core.Clock, rec Recovered) (*Replica, err
 	r.commit = max(r.commit, min(rec.HardState.Commit, r.lastIndex))
 	r.term = rec.HardState.Term + 1
 	r.io.SaveHardState(core.HardState{Term: r.term, Vote: cfg.ReplicaIndex, Commit: r.commit})
-	r.appendEntry(entry{kind: kindNoop, timestamp: r.nextTimestamp()})
+	r.termStart = r.appendEntry(entry{kind: kindNoop, timestamp: r.nextTimestamp()})
 	return r, nil
 }
 
@@ -210,6 +222,13 @@ func (r *Replica) applyCommitted() {
 		}
 	}
 	r.unapplied = r.unapplied[n:]
+	if len(r.held) > 0 && r.applied >= r.termStart {
+		held := r.held
+		r.held = nil
+		for _, f := range held {
+			r.Receive(f.conn, f.h, f.payload)
+		}
+	}
 	if r.sinceSnapshot >= r.cfg.SnapshotEvery {
 		r.sinceSnapshot = 0
 		r.io.SaveSnapshot(r.applied, r.appliedTerm, r.encodeState())
@@ -252,6 +271,16 @@ func (r *Replica) sendError(conn core.ConnID, h core.Header, info core.CodeInfo,
 func (r *Replica) Receive(conn core.ConnID, h core.Header, payload []byte) {
 	if r.failed != nil {
 		r.sendError(conn, h, core.ClusterUnavailable, "the replica has stopped: %v", r.failed)
+		return
+	}
+	if r.applied < r.termStart {
+		// Not caught up with its own log yet: answering now could miss
+		// acknowledged writes (or sessions) of earlier terms.
+		if len(r.held) >= r.cfg.MaxPendingEntries {
+			r.sendError(conn, h, core.ClusterBusy, "the replica is recovering; retry")
+			return
+		}
+		r.held = append(r.held, heldFrame{conn, h, bytes.Clone(payload)})
 		return
 	}
 	switch h.Type {

@@ -309,3 +309,29 @@ func TestDuplicateEntryInLogAppliesOnce(t *testing.T) {
 		t.Fatalf("%d events after a duplicated log entry, want 1", st.EventCount)
 	}
 }
+
+// TestNoAnswerBeforeCaughtUp: after a restart, the recovered entries apply
+// only once the new term's no-op is durable; a read that arrives before
+// must wait for them rather than miss acknowledged writes.
+func TestNoAnswerBeforeCaughtUp(t *testing.T) {
+	n := newNode(t, Config{})
+	s := n.register(1)
+	n.call(1, s, 1, core.OpInsert, insertReq(ev(7, 1, 1)))
+	rec := n.io.crash()
+	r, err := New(n.cfg, n.io, n.clock, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.r = r
+	// The no-op's Sync is in flight; a read and a write arrive now.
+	n.send(1, s, 0, core.OpGetLatest, &core.Uint128{Lo: 7})
+	n.send(1, s, 2, core.OpInsert, insertReq(ev(8, 1, 1)))
+	if rs := n.replies(1); len(rs) != 0 {
+		t.Fatalf("answered before catching up: %+v", rs)
+	}
+	n.settle()
+	rs := n.replies(1)
+	if len(rs) != 2 || rs[0].err != nil || !rs[0].value.(*core.LatestResult).Found || rs[1].err != nil {
+		t.Fatalf("after catching up: %+v", rs)
+	}
+}

@@ -1,0 +1,280 @@
+// Command replica is the GeoEvent server: one replica of a cluster.
+//
+//	replica format --cluster ID --replica I --replica-count N --data DIR
+//	replica start  --data DIR --addresses A0,A1,...  [--http HOST:PORT]
+//	replica dev    [--data DIR] [--http HOST:PORT] [--addresses HOST:PORT]
+//
+// format makes DIR the data directory of replica I of cluster ID (a UUID or
+// a decimal id) with N replicas; it refuses a directory that is not empty.
+// start serves the replica whose data is in DIR: --addresses lists every
+// replica's binary-protocol address in replica order, and this replica
+// listens on its own entry. dev is a one-replica cluster for development: it
+// formats DIR (default ./geoevent-data) with a random cluster id when it is
+// empty, then serves it on 127.0.0.1:3000. SIGINT and SIGTERM stop the
+// server cleanly (exit code 0).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/geoevent/geoevent/core"
+	geoio "github.com/geoevent/geoevent/io"
+)
+
+const usage = `usage:
+  replica format --cluster ID --replica I --replica-count N --data DIR
+  replica start  --data DIR --addresses A0,A1,...  [--http HOST:PORT]
+  replica dev    [--data DIR] [--http HOST:PORT] [--addresses HOST:PORT]
+
+format  make DIR the data directory of replica I (0-based) of the cluster ID
+        (a UUID or a decimal id) of N replicas; DIR must be new or empty.
+start   serve the replica in DIR; --addresses lists every replica's
+        binary-protocol address in replica order, and replica I listens on
+        the I-th.
+dev     a one-replica cluster for development: formats DIR (default
+        ./geoevent-data) with a random cluster id when it is empty, and
+        serves the binary protocol on --addresses (default 127.0.0.1:3000).
+
+Run "replica COMMAND -h" for a command's flags.
+`
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // the command failed
+	exitUsage = 2 // bad command line
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "format":
+		return format(args[1:], stdout, stderr)
+	case "start":
+		return start(args[1:], stderr)
+	case "dev":
+		return dev(args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "replica: unknown command %q\n\n%s", args[0], usage)
+	return exitUsage
+}
+
+// parse parses a command's flags; every name in required must be given.
+// When it returns false the command exits with code.
+func parse(fset *flag.FlagSet, args []string, stderr io.Writer, required ...string) (code int, ok bool) {
+	fset.SetOutput(stderr)
+	if err := fset.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, false
+		}
+		return exitUsage, false // the flag package printed the error and the flags
+	}
+	if fset.NArg() > 0 {
+		fmt.Fprintf(stderr, "replica %s: unexpected argument %q\n", fset.Name(), fset.Arg(0))
+		return exitUsage, false
+	}
+	set := map[string]bool{}
+	fset.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, name := range required {
+		if !set[name] {
+			fmt.Fprintf(stderr, "replica %s: --%s is required\n", fset.Name(), name)
+			return exitUsage, false
+		}
+	}
+	return exitOK, true
+}
+
+func format(args []string, stdout, stderr io.Writer) int {
+	fset := flag.NewFlagSet("format", flag.ContinueOnError)
+	cluster := fset.String("cluster", "", "the cluster `ID`: a UUID or a decimal id, not zero; every replica of the cluster gets the same")
+	index := fset.Uint("replica", 0, "this replica's index `I`, 0 .. N-1")
+	count := fset.Uint("replica-count", 0, "the number of replicas `N` (1 in this version; 3 and 5 come with replication)")
+	data := fset.String("data", "", "the data directory `DIR` (created if absent; must be empty)")
+	if code, ok := parse(fset, args, stderr, "cluster", "replica", "replica-count", "data"); !ok {
+		return code
+	}
+	id, err := core.ParseID(*cluster, true)
+	if err != nil {
+		fmt.Fprintf(stderr, "replica format: --cluster: %v (want a UUID or a decimal id)\n", err)
+		return exitUsage
+	}
+	if *index > math.MaxUint32 || *count > math.MaxUint32 {
+		fmt.Fprintf(stderr, "replica format: --replica and --replica-count must fit in 32 bits\n")
+		return exitUsage
+	}
+	info := geoio.ClusterInfo{Cluster: id, ReplicaIndex: uint32(*index), ReplicaCount: uint32(*count)}
+	if err := geoio.Format(*data, info); err != nil {
+		fmt.Fprintf(stderr, "replica format: %v\n", err)
+		return exitError
+	}
+	fmt.Fprintf(stdout, "formatted %s: cluster %s, replica %d of %d\n", *data, info.Cluster, info.ReplicaIndex, info.ReplicaCount)
+	return exitOK
+}
+
+func start(args []string, stderr io.Writer) int {
+	fset := flag.NewFlagSet("start", flag.ContinueOnError)
+	data := fset.String("data", "", "the data directory `DIR`, made by replica format")
+	addresses := fset.String("addresses", "", "every replica's binary-protocol address `A0,A1,...` (host:port), in replica order")
+	httpAddr := fset.String("http", "", "serve the HTTP gateway on `HOST:PORT` (not served yet in this version)")
+	if code, ok := parse(fset, args, stderr, "data", "addresses"); !ok {
+		return code
+	}
+	addrs, err := splitAddresses(*addresses)
+	if err != nil {
+		fmt.Fprintf(stderr, "replica start: --addresses: %v\n", err)
+		return exitUsage
+	}
+	info, err := geoio.ReadClusterFile(*data)
+	if err != nil {
+		fmt.Fprintf(stderr, "replica start: %v\n", err)
+		return exitError
+	}
+	if len(addrs) != int(info.ReplicaCount) {
+		fmt.Fprintf(stderr, "replica start: --addresses lists %d address(es), but the cluster in %s has %d replica(s): give every replica's binary-protocol address, in replica order (this is replica %d)\n",
+			len(addrs), *data, info.ReplicaCount, info.ReplicaIndex)
+		return exitUsage
+	}
+	log, err := newLogger(false)
+	if err != nil {
+		fmt.Fprintf(stderr, "replica start: %v\n", err)
+		return exitError
+	}
+	defer log.Sync()
+	return serve(log, *data, addrs, *httpAddr, nil, stderr, "start")
+}
+
+func dev(args []string, stdout, stderr io.Writer) int {
+	fset := flag.NewFlagSet("dev", flag.ContinueOnError)
+	data := fset.String("data", "geoevent-data", "the data directory `DIR`; formatted as a new one-replica cluster when empty or absent")
+	httpAddr := fset.String("http", "127.0.0.1:8080", "serve the HTTP gateway on `HOST:PORT` (not served yet in this version)")
+	addresses := fset.String("addresses", "127.0.0.1:3000", "the binary-protocol address `HOST:PORT`")
+	if code, ok := parse(fset, args, stderr); !ok {
+		return code
+	}
+	addrs, err := splitAddresses(*addresses)
+	if err == nil && len(addrs) != 1 {
+		err = fmt.Errorf("dev runs a one-replica cluster: give one HOST:PORT, not %d", len(addrs))
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "replica dev: --addresses: %v\n", err)
+		return exitUsage
+	}
+	log, err := newLogger(true)
+	if err != nil {
+		fmt.Fprintf(stderr, "replica dev: %v\n", err)
+		return exitError
+	}
+	defer log.Sync()
+
+	info, err := geoio.ReadClusterFile(*data)
+	if errors.Is(err, fs.ErrNotExist) {
+		info = geoio.ClusterInfo{ReplicaIndex: 0, ReplicaCount: 1}
+		if info.Cluster, err = core.ParseUUID(uuid.NewString()); err == nil {
+			err = geoio.Format(*data, info)
+		}
+		if errors.Is(err, geoio.ErrNotEmpty) {
+			err = fmt.Errorf("%s holds files but no cluster file, so it is not a GeoEvent data directory; pass --data with a new or empty directory", *data)
+		}
+		if err == nil {
+			log.Info("formatted a new one-replica cluster", zap.String("data", *data), zap.String("cluster", info.Cluster.String()))
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "replica dev: %v\n", err)
+		return exitError
+	}
+	banner := func(addr string) {
+		fmt.Fprintf(stdout, `GeoEvent dev replica: cluster %[1]s, data in %[2]s
+  binary protocol on %[3]s: register with cluster id %[1]s
+  Go SDK:  id, _ := core.ParseUUID("%[1]s")
+           c, err := client.New([]string{"%[3]s"}, client.Options{Cluster: id})
+  Ctrl-C stops the replica cleanly.
+`, info.Cluster, *data, addr)
+	}
+	return serve(log, *data, addrs, *httpAddr, banner, stderr, "dev")
+}
+
+// serve opens the replica in dir and runs it until SIGINT or SIGTERM.
+func serve(log *zap.Logger, dir string, addrs []string, httpAddr string, banner func(addr string), stderr io.Writer, cmd string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv, err := geoio.Open(dir, geoio.Options{Addresses: addrs, Logger: log})
+	if err != nil {
+		log.Error("cannot start", zap.Error(err))
+		fmt.Fprintf(stderr, "replica %s: %v\n", cmd, err)
+		return exitError
+	}
+	if httpAddr != "" {
+		log.Warn("HTTP is not served yet: the HTTP gateway comes in a later version; --http is accepted and ignored, use the binary protocol",
+			zap.String("http", httpAddr))
+	}
+	if banner != nil {
+		banner(srv.Addr().String())
+	}
+	err = srv.Run(ctx)
+	if ctx.Err() != nil {
+		log.Info("signal received: stopped cleanly")
+	}
+	if cerr := srv.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		log.Error("stopped on an error", zap.Error(err))
+		return exitError
+	}
+	return exitOK
+}
+
+// splitAddresses splits a comma-separated list of host:port addresses.
+func splitAddresses(s string) ([]string, error) {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			return nil, fmt.Errorf("empty address in %q", s)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// newLogger builds the zap logger: console encoding for dev, JSON for
+// start, both to standard error.
+func newLogger(console bool) (*zap.Logger, error) {
+	var cfg zap.Config
+	if console {
+		cfg = zap.NewDevelopmentConfig()
+		cfg.Level = zap.NewAtomicLevelAt(zap.InfoLevel)
+		cfg.DisableStacktrace = true
+	} else {
+		cfg = zap.NewProductionConfig()
+		cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	}
+	cfg.OutputPaths = []string{"stderr"}
+	cfg.ErrorOutputPaths = []string{"stderr"}
+	return cfg.Build()
+}

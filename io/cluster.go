@@ -1,0 +1,188 @@
+package io
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// ClusterFileName is the cluster file in a data directory.
+const ClusterFileName = "cluster"
+
+// ClusterInfo is what `replica format` records in a data directory: which
+// cluster it belongs to and which replica of it this directory is.
+type ClusterInfo struct {
+	Cluster      core.Uint128 // non-zero; clients register with it
+	ReplicaIndex uint32       // 0 .. ReplicaCount-1
+	ReplicaCount uint32       // 1 in this version
+}
+
+// ErrNotEmpty is returned (wrapped) by Format for a data directory that
+// already holds files.
+var ErrNotEmpty = errors.New("data directory is not empty")
+
+// Validate checks the fields: a non-zero cluster id, a supported replica
+// count and an index within it.
+func (ci ClusterInfo) Validate() error {
+	switch {
+	case ci.Cluster.IsZero():
+		return errors.New("the cluster id must not be zero")
+	case ci.ReplicaCount == 3 || ci.ReplicaCount == 5:
+		return fmt.Errorf("replica count %d is not supported yet: clusters of 3 and 5 replicas come with replication; use a replica count of 1", ci.ReplicaCount)
+	case ci.ReplicaCount != 1:
+		return fmt.Errorf("replica count %d is not supported: it must be 1 (3 and 5 come with replication)", ci.ReplicaCount)
+	case ci.ReplicaIndex >= ci.ReplicaCount:
+		return fmt.Errorf("replica index %d is out of range for a replica count of %d (0..%d)", ci.ReplicaIndex, ci.ReplicaCount, ci.ReplicaCount-1)
+	}
+	return nil
+}
+
+// The cluster file is text, one "key value" per line, in this order:
+//
+//	# GeoEvent cluster file, written by `replica format`. Do not edit: it is checksummed.
+//	version 1
+//	cluster <cluster id, canonical UUID>
+//	replica <replica index>
+//	replica-count <replica count>
+//	crc32c <CRC-32C of every byte before this line, 8 hex digits>
+const clusterFileHeader = "# GeoEvent cluster file, written by `replica format`. Do not edit: it is checksummed.\n"
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func encodeClusterFile(ci ClusterInfo) []byte {
+	var b bytes.Buffer
+	b.WriteString(clusterFileHeader)
+	fmt.Fprintf(&b, "version 1\ncluster %s\nreplica %d\nreplica-count %d\n", ci.Cluster, ci.ReplicaIndex, ci.ReplicaCount)
+	fmt.Fprintf(&b, "crc32c %08x\n", crc32.Checksum(b.Bytes(), castagnoli))
+	return b.Bytes()
+}
+
+func decodeClusterFile(path string, b []byte) (ClusterInfo, error) {
+	bad := func(format string, args ...any) (ClusterInfo, error) {
+		return ClusterInfo{}, core.Errorf(core.Corruption, "%s: %s", path, fmt.Sprintf(format, args...))
+	}
+	i := bytes.LastIndex(b, []byte("crc32c "))
+	if i < 0 {
+		return bad("no crc32c line: not a GeoEvent cluster file")
+	}
+	body, sumLine := b[:i], strings.TrimSpace(string(b[i+len("crc32c "):]))
+	sum, err := strconv.ParseUint(sumLine, 16, 32)
+	if err != nil || len(sumLine) != 8 {
+		return bad("bad checksum line %q", sumLine)
+	}
+	if got := crc32.Checksum(body, castagnoli); uint32(sum) != got {
+		return bad("checksum mismatch (stored %08x, computed %08x): the file is damaged or was edited", sum, got)
+	}
+	fields := map[string]string{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, " ")
+		if !ok {
+			return bad("malformed line %q", line)
+		}
+		fields[k] = v
+	}
+	if fields["version"] != "1" {
+		return bad("unsupported cluster file version %q", fields["version"])
+	}
+	var ci ClusterInfo
+	if ci.Cluster, err = core.ParseUUID(fields["cluster"]); err != nil {
+		return bad("cluster: %v", err)
+	}
+	idx, err := strconv.ParseUint(fields["replica"], 10, 32)
+	if err != nil {
+		return bad("replica: %q is not a replica index", fields["replica"])
+	}
+	n, err := strconv.ParseUint(fields["replica-count"], 10, 32)
+	if err != nil {
+		return bad("replica-count: %q is not a number", fields["replica-count"])
+	}
+	ci.ReplicaIndex, ci.ReplicaCount = uint32(idx), uint32(n)
+	if err := ci.Validate(); err != nil {
+		return bad("%v", err)
+	}
+	return ci, nil
+}
+
+// ReadClusterFile reads and verifies dir's cluster file. A directory that
+// was never formatted gives an error wrapping fs.ErrNotExist.
+func ReadClusterFile(dir string) (ClusterInfo, error) {
+	path := filepath.Join(dir, ClusterFileName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return ClusterInfo{}, fmt.Errorf("%s has no cluster file: format it first (replica format): %w", dir, err)
+	}
+	if err != nil {
+		return ClusterInfo{}, fmt.Errorf("read the cluster file: %w", err)
+	}
+	return decodeClusterFile(path, b)
+}
+
+// Format makes dir the data directory of one replica of a cluster: it
+// creates dir if needed, refuses one that holds any file (ErrNotEmpty), and
+// writes the cluster file durably (temporary file, fsync, rename, fsync of
+// dir and of its parent).
+func Format(dir string, ci ClusterInfo) error {
+	if err := ci.Validate(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create the data directory: %w", err)
+	}
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("read the data directory: %w", err)
+	}
+	if len(des) > 0 {
+		return fmt.Errorf("refusing to format %s: %w (it holds %s); format only a new or empty directory", dir, ErrNotEmpty, des[0].Name())
+	}
+	path := filepath.Join(dir, ClusterFileName)
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("create the cluster file: %w", err)
+	}
+	_, err = f.Write(encodeClusterFile(ci))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write the cluster file: %w", err)
+	}
+	if err := syncDir(dir); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(filepath.Clean(dir)))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open %s for fsync: %w", dir, err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("fsync %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,263 @@
+package io
+
+import (
+	"bufio"
+	"errors"
+	stdio "io"
+	"net"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+const (
+	readBufferSize       = 64 << 10 // bufio.Reader under core.ReadFrame
+	initialFrameBuffer   = 64 << 10 // a connection's reused frame buffer
+	maxReusedFrameBuffer = 1 << 20  // larger frames get a buffer of their own each time
+)
+
+// sendQueue is a connection's bounded queue of outgoing frames, filled by
+// the loop (never blocking) and drained by the connection's writer.
+type sendQueue struct {
+	mu        sync.Mutex
+	frames    [][]byte
+	bytes     int
+	closed    bool
+	wake      chan struct{} // capacity 1
+	maxBytes  int
+	maxFrames int
+}
+
+type pushResult uint8
+
+const (
+	pushed pushResult = iota
+	queueFull
+	queueClosed
+)
+
+// push queues f unless the queue is closed, or full: it holds maxFrames
+// frames, or f would take it over maxBytes. An empty queue always takes a
+// frame, however large.
+func (q *sendQueue) push(f []byte) pushResult {
+	q.mu.Lock()
+	switch {
+	case q.closed:
+		q.mu.Unlock()
+		return queueClosed
+	case len(q.frames) > 0 && (len(q.frames) >= q.maxFrames || q.bytes+len(f) > q.maxBytes):
+		q.mu.Unlock()
+		return queueFull
+	}
+	q.frames = append(q.frames, f)
+	q.bytes += len(f)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	return pushed
+}
+
+// take waits for frames and returns all of them, handing spare (emptied)
+// to the queue for reuse. ok is false once the queue is closed: frames
+// still queued then are dropped.
+func (q *sendQueue) take(spare [][]byte) (frames [][]byte, ok bool) {
+	for {
+		q.mu.Lock()
+		if q.closed {
+			q.mu.Unlock()
+			return nil, false
+		}
+		if len(q.frames) > 0 {
+			frames, q.frames, q.bytes = q.frames, spare[:0], 0
+			q.mu.Unlock()
+			return frames, true
+		}
+		q.mu.Unlock()
+		<-q.wake
+	}
+}
+
+func (q *sendQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.frames, q.bytes = nil, 0
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// conn is one client connection.
+type conn struct {
+	id  core.ConnID
+	nc  net.Conn
+	q   sendQueue
+	ack chan struct{} // capacity 1: the loop has handled the reader's frame
+	// dead is set by the loop (and read only by it) when it closed the
+	// connection itself: frames still arriving from it are dropped.
+	dead bool
+}
+
+type netEventKind uint8
+
+const (
+	evOpened netEventKind = iota
+	evFrame
+	evClosed
+)
+
+// netEvent is an input from the network to the loop. One channel carries
+// all kinds, so that a connection's opened event precedes its frames and
+// its frames precede its closed event.
+type netEvent struct {
+	kind    netEventKind
+	c       *conn
+	h       core.Header
+	payload []byte // aliases the reader's buffer until the loop acks
+}
+
+// accept accepts connections until the listener is closed.
+func (s *Server) accept() {
+	defer s.wg.Done()
+	var next core.ConnID
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			s.log.Warn("accept failed; retrying", zap.Error(err))
+			select {
+			case <-s.loopDone:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		next++
+		c := &conn{id: next, nc: nc, ack: make(chan struct{}, 1)}
+		c.q = sendQueue{wake: make(chan struct{}, 1), maxBytes: s.opts.SendQueueBytes, maxFrames: s.opts.SendQueueFrames}
+		if !s.track(c) {
+			nc.Close()
+			return
+		}
+		select {
+		case s.events <- netEvent{kind: evOpened, c: c}:
+		case <-s.loopDone:
+			s.untrack(c)
+			nc.Close()
+			return
+		}
+		s.log.Debug("connection opened", zap.Uint64("conn", uint64(c.id)), zap.Stringer("remote", nc.RemoteAddr()))
+		s.wg.Add(2)
+		go s.read(c)
+		go s.write(c)
+	}
+}
+
+// track registers c among the live connections that shutdown closes; false
+// when the server is shutting down.
+func (s *Server) track(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.live[c] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(c *conn) {
+	s.mu.Lock()
+	delete(s.live, c)
+	s.mu.Unlock()
+}
+
+// read reads c's frames and hands each to the loop, waiting for the loop
+// to be done with it before reading the next into the same buffer. Any
+// error, a bad frame included, closes the connection.
+func (s *Server) read(c *conn) {
+	defer s.wg.Done()
+	br := bufio.NewReaderSize(c.nc, readBufferSize)
+	buf := make([]byte, initialFrameBuffer)
+	var err error
+	for {
+		var h core.Header
+		var payload []byte
+		h, payload, err = core.ReadFrame(br, buf)
+		if err != nil {
+			break
+		}
+		if size := len(payload) + core.FrameOverhead; size > cap(buf) && cap(buf) < maxReusedFrameBuffer {
+			// That frame had a buffer of its own; grow the reused one.
+			buf = make([]byte, min(max(size, 2*cap(buf)), maxReusedFrameBuffer))
+		}
+		if h.Type.Replica() {
+			continue // replica-to-replica messages come with replication
+		}
+		select {
+		case s.events <- netEvent{kind: evFrame, c: c, h: h, payload: payload}:
+		case <-s.loopDone:
+			err = net.ErrClosed
+		}
+		if err != nil {
+			break
+		}
+		select {
+		case <-c.ack:
+		case <-s.loopDone:
+			err = net.ErrClosed
+		}
+		if err != nil {
+			break
+		}
+	}
+	var bad *core.Error
+	switch {
+	case errors.As(err, &bad):
+		s.log.Warn("bad frame; closing the connection", zap.Uint64("conn", uint64(c.id)),
+			zap.Stringer("remote", c.nc.RemoteAddr()), zap.String("code", bad.Name), zap.String("reason", bad.Message))
+	case errors.Is(err, stdio.EOF), errors.Is(err, net.ErrClosed):
+		s.log.Debug("connection closed", zap.Uint64("conn", uint64(c.id)))
+	default:
+		s.log.Debug("connection closed", zap.Uint64("conn", uint64(c.id)), zap.Error(err))
+	}
+	c.nc.Close()
+	s.untrack(c)
+	select {
+	case s.events <- netEvent{kind: evClosed, c: c}:
+	case <-s.loopDone:
+	}
+}
+
+// write sends c's queued frames, all that are queued with one write
+// (writev), until the queue is closed or a write fails.
+func (s *Server) write(c *conn) {
+	defer s.wg.Done()
+	var spare [][]byte
+	for {
+		frames, ok := c.q.take(spare)
+		if !ok {
+			return
+		}
+		if s.opts.WriteTimeout > 0 {
+			_ = c.nc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+		}
+		bufs := net.Buffers(frames)
+		_, err := bufs.WriteTo(c.nc)
+		clear(frames)
+		spare = frames[:0]
+		if err != nil {
+			s.log.Debug("write failed; closing the connection", zap.Uint64("conn", uint64(c.id)), zap.Error(err))
+			c.q.close()
+			c.nc.Close() // the reader sees it and reports the close to the loop
+			return
+		}
+	}
+}

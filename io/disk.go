@@ -1,0 +1,191 @@
+package io
+
+import (
+	stdio "io"
+	"sync"
+
+	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/io/store"
+)
+
+type diskOpKind uint8
+
+const (
+	opAppend diskOpKind = iota
+	opHardState
+	opSync
+	opSnapshot
+)
+
+// diskOp is one storage request of the replica, queued for the disk
+// goroutine.
+type diskOp struct {
+	kind        diskOpKind
+	entries     []core.LogEntry // opAppend
+	hs          core.HardState  // opHardState
+	index, term uint64          // opSnapshot
+	data        []byte          // opSnapshot
+}
+
+// completion is the disk goroutine's answer to the loop: Synced(index),
+// SnapshotSaved(index), or a failure that stops the server.
+type completion struct {
+	snapshot bool // SnapshotSaved, else Synced
+	index    uint64
+	err      error
+}
+
+// disk runs the storage requests of one replica, in order, on one goroutine
+// (package store is not safe for concurrent use).
+type disk struct {
+	dir string
+	log *store.Log
+
+	mu     sync.Mutex
+	ops    []diskOp
+	closed bool
+	wake   chan struct{} // capacity 1: "ops changed"
+
+	done    chan completion // to the loop
+	stopped chan struct{}   // closed when the loop has exited: completions are dropped
+	exited  chan struct{}   // closed when run has returned and the log is closed
+
+	pendingHS *core.HardState // queued by SaveHardState, written at the next Sync
+	savedHS   core.HardState
+	haveSaved bool
+	lastSnap  uint64 // index of the newest snapshot on disk (0: none)
+	closeErr  error  // the log's Close, once exited
+}
+
+func newDisk(dir string, log *store.Log, lastSnap uint64, stopped chan struct{}) *disk {
+	return &disk{
+		dir: dir, log: log, lastSnap: lastSnap, stopped: stopped,
+		wake:   make(chan struct{}, 1),
+		done:   make(chan completion, 16),
+		exited: make(chan struct{}),
+	}
+}
+
+// push queues op. It never blocks; after close it drops op.
+func (d *disk) push(op diskOp) {
+	d.mu.Lock()
+	if !d.closed {
+		d.ops = append(d.ops, op)
+	}
+	d.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close makes run finish the requests queued so far, close the log and
+// return.
+func (d *disk) close() {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (d *disk) report(c completion) {
+	select {
+	case d.done <- c:
+	case <-d.stopped:
+	}
+}
+
+func (d *disk) run() {
+	defer close(d.exited)
+	var batch []diskOp
+	failed := false
+	for {
+		d.mu.Lock()
+		batch, d.ops = d.ops, batch[:0]
+		closed := d.closed
+		d.mu.Unlock()
+		if len(batch) == 0 {
+			if closed {
+				break
+			}
+			<-d.wake
+			continue
+		}
+		for i := range batch {
+			if !failed {
+				if err := d.do(&batch[i]); err != nil {
+					// After a failed write or fsync the files' state is
+					// unknown: do nothing more; the loop stops the server.
+					failed = true
+					d.report(completion{err: err})
+				}
+			}
+			batch[i] = diskOp{} // drop references to entry data
+		}
+	}
+	d.closeErr = d.log.Close()
+}
+
+func (d *disk) do(op *diskOp) error {
+	switch op.kind {
+	case opAppend:
+		return d.append(op.entries)
+	case opHardState:
+		hs := op.hs
+		d.pendingHS = &hs
+	case opSync:
+		if err := d.log.Sync(); err != nil {
+			return err
+		}
+		if hs := d.pendingHS; hs != nil {
+			if !d.haveSaved || *hs != d.savedHS {
+				if err := store.SaveHardState(d.dir, store.HardState(*hs)); err != nil {
+					return err
+				}
+				d.savedHS, d.haveSaved = *hs, true
+			}
+			d.pendingHS = nil
+		}
+		d.report(completion{index: d.log.LastIndex()})
+	case opSnapshot:
+		data := op.data
+		err := store.SaveSnapshot(d.dir, op.index, op.term, func(w stdio.Writer) error {
+			_, err := w.Write(data)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		// Package store keeps the snapshot before this one as a fallback
+		// should this one be damaged; keep the log after it too, so that
+		// falling back loses nothing. Whole segments below it go.
+		fallback := d.lastSnap
+		d.lastSnap = op.index
+		if err := d.log.CompactBefore(fallback + 1); err != nil {
+			return err
+		}
+		d.report(completion{snapshot: true, index: op.index})
+	}
+	return nil
+}
+
+// append writes entries after the log's end, first discarding every entry
+// from the first one's index on (core.IO.AppendLog).
+func (d *disk) append(entries []core.LogEntry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	if first := entries[0].Index; first >= 1 && first <= d.log.LastIndex() {
+		if err := d.log.TruncateAfter(first - 1); err != nil {
+			return err
+		}
+	}
+	se := make([]store.Entry, len(entries))
+	for i, e := range entries {
+		se[i] = store.Entry{Index: e.Index, Term: e.Term, Data: e.Data}
+	}
+	return d.log.Append(se)
+}

@@ -1,0 +1,404 @@
+package io
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	stdio "io"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/io/store"
+	"github.com/geoevent/geoevent/replica"
+)
+
+// Options configure a Server. Only Addresses is required.
+type Options struct {
+	// Addresses lists every replica's binary-protocol address (host:port),
+	// in replica order; the server listens on its own replica's entry. Its
+	// length must be the cluster's replica count.
+	Addresses []string
+	// Logger receives the server's structured logs (nil: none).
+	Logger *zap.Logger
+	// TickInterval is how often the replica's Tick runs (default 10 ms).
+	TickInterval time.Duration
+	// SendQueueBytes and SendQueueFrames bound each connection's queue of
+	// replies not yet written (defaults 16 MiB and 4096 frames): a client
+	// that lets it fill up is disconnected.
+	SendQueueBytes  int
+	SendQueueFrames int
+	// WriteTimeout closes a connection one of whose writes takes longer
+	// (default 30 s; negative: none).
+	WriteTimeout time.Duration
+	// Replica tunes the replica (MaxSessions, MaxPendingEntries,
+	// SnapshotEvery, CleanupEveryNS, Version). Its Cluster, ReplicaIndex,
+	// ReplicaCount and Addresses are ignored: they come from the cluster file
+	// and Addresses.
+	Replica replica.Config
+	// SegmentBytes is the log segment size (0: package store's default).
+	SegmentBytes int64
+}
+
+func (o *Options) setDefaults() {
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.TickInterval <= 0 {
+		o.TickInterval = 10 * time.Millisecond
+	}
+	if o.SendQueueBytes <= 0 {
+		o.SendQueueBytes = 16 << 20
+	}
+	if o.SendQueueFrames <= 0 {
+		o.SendQueueFrames = 4096
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = 30 * time.Second
+	}
+}
+
+// ErrServerClosed is returned by Run on a Server that was closed or already
+// run.
+var ErrServerClosed = errors.New("io: server closed")
+
+// Server is one running replica: its storage recovered, its listener open,
+// its replica built. Run serves; Close stops.
+type Server struct {
+	opts  Options
+	log   *zap.Logger
+	dir   string
+	info  ClusterInfo
+	ln    net.Listener
+	clock *Clock
+	disk  *disk
+	r     *replica.Replica // owned by the loop once Run has started
+
+	events   chan netEvent
+	conns    map[core.ConnID]*conn // loop-owned
+	loopDone chan struct{}         // closed when the loop has exited (or never will run)
+	stop     chan struct{}         // closed by Close
+	wg       sync.WaitGroup        // accept, readers, writers
+
+	mu       sync.Mutex
+	live     map[*conn]struct{} // connections to close at shutdown
+	closing  bool
+	started  bool
+	closed   bool
+	runDone  chan struct{}
+	stopOnce sync.Once
+	downOnce sync.Once
+	downErr  error
+}
+
+// Open recovers the replica whose data directory is dir and listens on its
+// address; call Run to serve. It reads the cluster file, opens the log
+// (truncating a torn tail, which it logs; other damage is a Corruption
+// error naming the file and the byte offset), loads the hard state, the
+// newest valid snapshot and the log entries after it, and builds the replica.
+func Open(dir string, opts Options) (s *Server, err error) {
+	opts.setDefaults()
+	info, err := ReadClusterFile(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(opts.Addresses) != int(info.ReplicaCount) {
+		return nil, fmt.Errorf("%d address(es) given, but the cluster in %s has %d replica(s): list every replica's binary-protocol address, in replica order (replica %d listens on entry %d)",
+			len(opts.Addresses), dir, info.ReplicaCount, info.ReplicaIndex, info.ReplicaIndex)
+	}
+	for i, a := range opts.Addresses {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, fmt.Errorf("address %d, %q, is not host:port: %v", i, a, err)
+		}
+	}
+	lg := opts.Logger.With(zap.Uint32("replica", info.ReplicaIndex))
+
+	log, rec, err := recoverStorage(dir, opts.SegmentBytes, lg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			log.Close()
+		}
+	}()
+
+	ln, err := net.Listen("tcp", opts.Addresses[info.ReplicaIndex])
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", opts.Addresses[info.ReplicaIndex], err)
+	}
+	defer func() {
+		if err != nil {
+			ln.Close()
+		}
+	}()
+
+	s = &Server{
+		opts: opts, log: lg, dir: dir, info: info, ln: ln, clock: NewClock(),
+		events:   make(chan netEvent, 256),
+		conns:    make(map[core.ConnID]*conn),
+		loopDone: make(chan struct{}),
+		stop:     make(chan struct{}),
+		live:     make(map[*conn]struct{}),
+		runDone:  make(chan struct{}),
+	}
+	s.disk = newDisk(dir, log, rec.SnapshotIndex, s.loopDone)
+
+	cfg := opts.Replica
+	cfg.Cluster, cfg.ReplicaIndex, cfg.ReplicaCount = info.Cluster, info.ReplicaIndex, info.ReplicaCount
+	cfg.Addresses = append([]string(nil), opts.Addresses...)
+	cfg.Addresses[info.ReplicaIndex] = ln.Addr().String() // the real port when asked for port 0
+	s.r, err = replica.New(cfg, replicaIO{s}, s.clock, rec)
+	if err != nil {
+		return nil, fmt.Errorf("start the replica on what %s holds: %w", dir, err)
+	}
+	go s.disk.run()
+	lg.Info("listening", zap.String("cluster", info.Cluster.String()), zap.Stringer("address", ln.Addr()),
+		zap.Uint32("replica_count", info.ReplicaCount), zap.String("data", dir))
+	return s, nil
+}
+
+// recoverStorage opens the log and reads back what the replica needs.
+func recoverStorage(dir string, segmentBytes int64, lg *zap.Logger) (*store.Log, replica.Recovered, error) {
+	log, ri, err := store.OpenLog(dir, store.LogOptions{SegmentBytes: segmentBytes})
+	if err != nil {
+		return nil, replica.Recovered{}, fmt.Errorf("open the log: %w", err)
+	}
+	if ri.TruncatedBytes > 0 {
+		lg.Warn("truncated a torn write at the end of the log (a crash interrupted it; it was never acknowledged)",
+			zap.String("file", ri.TruncatedFile), zap.Int64("bytes", ri.TruncatedBytes))
+	}
+	rec, err := readRecovered(dir, log, lg)
+	if err != nil {
+		log.Close()
+		return nil, replica.Recovered{}, err
+	}
+	lg.Info("recovered",
+		zap.Uint64("term", rec.HardState.Term), zap.Uint64("commit", rec.HardState.Commit),
+		zap.Uint64("snapshot_index", rec.SnapshotIndex), zap.Int("snapshot_bytes", len(rec.Snapshot)),
+		zap.Uint64("log_first", ri.FirstIndex), zap.Uint64("log_last", ri.LastIndex), zap.Int("entries_after_snapshot", len(rec.Entries)))
+	return log, rec, nil
+}
+
+func readRecovered(dir string, log *store.Log, lg *zap.Logger) (replica.Recovered, error) {
+	rec := replica.Recovered{HardState: core.HardState{Vote: core.NoVote}}
+	hs, ok, err := store.LoadHardState(dir)
+	if err != nil {
+		return rec, fmt.Errorf("load the hard state: %w", err)
+	}
+	if ok {
+		rec.HardState = core.HardState(hs)
+	}
+	snap, ok, err := store.LoadLatestSnapshot(dir)
+	if err != nil {
+		return rec, fmt.Errorf("load the snapshot: %w", err)
+	}
+	for _, d := range snap.Damaged {
+		lg.Error("passed over a damaged snapshot", zap.Error(d))
+	}
+	if ok {
+		data, err := stdio.ReadAll(snap.Body)
+		snap.Body.Close()
+		if err != nil {
+			return rec, fmt.Errorf("read the snapshot %s: %w", snap.File, err)
+		}
+		rec.Snapshot, rec.SnapshotIndex, rec.SnapshotTerm = data, snap.Index, snap.Term
+	}
+	from := rec.SnapshotIndex + 1
+	switch {
+	case log.FirstIndex() == 0:
+		// Empty: the replica's first append may start anywhere.
+	case log.LastIndex() < from:
+		// The snapshot covers the whole log: none of it is needed, and the
+		// next append must follow the snapshot.
+		if err := log.Reset(from); err != nil {
+			return rec, fmt.Errorf("reset the log after snapshot %d: %w", rec.SnapshotIndex, err)
+		}
+	case log.FirstIndex() > from:
+		what := "there is no snapshot"
+		if rec.SnapshotIndex > 0 {
+			what = "the newest valid snapshot covers up to index " + strconv.FormatUint(rec.SnapshotIndex, 10)
+		}
+		return rec, core.Errorf(core.Corruption, "%s: the log starts at index %d but %s: entries %d..%d are missing (restore the data directory from an intact replica)",
+			dir, log.FirstIndex(), what, from, log.FirstIndex()-1)
+	default:
+		es, err := log.Entries(from, log.LastIndex()+1)
+		if err != nil {
+			return rec, fmt.Errorf("read the log: %w", err)
+		}
+		rec.Entries = make([]core.LogEntry, len(es))
+		for i, e := range es {
+			rec.Entries[i] = core.LogEntry{Index: e.Index, Term: e.Term, Data: e.Data}
+		}
+	}
+	return rec, nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Cluster is what the data directory's cluster file says.
+func (s *Server) Cluster() ClusterInfo { return s.info }
+
+// Run serves until ctx is done, Close is called or the replica or its
+// storage fails, then shuts down as Close does. It returns nil after a
+// clean stop and the failure otherwise. It may be called once.
+func (s *Server) Run(ctx context.Context) error {
+	s.mu.Lock()
+	if s.started || s.closed {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	s.started = true
+	s.mu.Unlock()
+	defer close(s.runDone)
+
+	err := s.loop(ctx)
+	s.downOnce.Do(s.shutdown)
+	if err == nil {
+		err = s.downErr
+	}
+	return err
+}
+
+// Close stops the server gracefully: it stops accepting, closes every
+// connection, lets the disk goroutine finish what the replica queued (the
+// Sync in flight included) and closes the files. It waits for Run to
+// return. It is safe to call more than once and from any goroutine.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	started := s.started
+	s.mu.Unlock()
+	s.stopOnce.Do(func() { close(s.stop) })
+	if started {
+		<-s.runDone
+	} else {
+		s.downOnce.Do(s.shutdown)
+	}
+	return s.downErr
+}
+
+// loop is the event loop: the only goroutine that calls the replica.
+func (s *Server) loop(ctx context.Context) error {
+	defer close(s.loopDone)
+	tick := time.NewTicker(s.opts.TickInterval)
+	defer tick.Stop()
+	// Connections are accepted once the first Sync has completed: the
+	// replica has then committed and applied everything it recovered (its
+	// new term's no-op entry is durable), so no client sees the state from
+	// before the restart.
+	accepting := false
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.stop:
+			return nil
+		case ev := <-s.events:
+			s.handle(ev)
+		case c := <-s.disk.done:
+			switch {
+			case c.err != nil:
+				s.log.Error("storage failed; stopping (restart to recover)", zap.Error(c.err))
+				return fmt.Errorf("storage: %w", c.err)
+			case c.snapshot:
+				s.r.SnapshotSaved(c.index)
+			default:
+				s.r.Synced(c.index)
+				if !accepting {
+					accepting = true
+					s.wg.Add(1)
+					go s.accept()
+				}
+			}
+		case <-tick.C:
+			s.r.Tick()
+		}
+		if err := s.r.Err(); err != nil {
+			s.log.Error("replica stopped", zap.Error(err))
+			return fmt.Errorf("replica: %w", err)
+		}
+	}
+}
+
+func (s *Server) handle(ev netEvent) {
+	c := ev.c
+	switch ev.kind {
+	case evOpened:
+		s.conns[c.id] = c
+	case evFrame:
+		if !c.dead {
+			s.r.Receive(c.id, ev.h, ev.payload)
+		}
+		c.ack <- struct{}{} // never blocks: the reader waits for exactly this
+	case evClosed:
+		c.q.close()
+		delete(s.conns, c.id)
+		s.r.Closed(c.id)
+	}
+}
+
+// shutdown runs once, after the loop has exited or instead of it.
+func (s *Server) shutdown() {
+	select {
+	case <-s.loopDone:
+	default:
+		close(s.loopDone) // Run never ran the loop
+	}
+	s.ln.Close()
+	s.mu.Lock()
+	s.closing = true
+	for c := range s.live {
+		c.nc.Close()
+		c.q.close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	s.disk.close()
+	<-s.disk.exited
+	if err := s.disk.closeErr; err != nil {
+		s.log.Error("closing the log", zap.Error(err))
+		s.downErr = fmt.Errorf("close the log: %w", err)
+	}
+	s.log.Info("stopped")
+}
+
+// replicaIO is the core.IO given to the replica. Its methods run on the
+// loop goroutine (inside the replica's calls) and never block.
+type replicaIO struct{ s *Server }
+
+var _ core.IO = replicaIO{}
+
+func (rio replicaIO) SendClient(id core.ConnID, frame []byte) {
+	s := rio.s
+	c := s.conns[id]
+	if c == nil || c.dead {
+		return // closed: the client retries
+	}
+	if c.q.push(frame) == queueFull {
+		c.dead = true
+		c.q.close()
+		c.nc.Close() // the reader reports the close
+		s.log.Warn("closing a connection whose client does not read its replies",
+			zap.Uint64("conn", uint64(id)), zap.Stringer("remote", c.nc.RemoteAddr()))
+	}
+}
+
+func (rio replicaIO) AppendLog(entries []core.LogEntry) {
+	rio.s.disk.push(diskOp{kind: opAppend, entries: entries})
+}
+
+func (rio replicaIO) SaveHardState(hs core.HardState) {
+	rio.s.disk.push(diskOp{kind: opHardState, hs: hs})
+}
+
+func (rio replicaIO) Sync() { rio.s.disk.push(diskOp{kind: opSync}) }
+
+func (rio replicaIO) SaveSnapshot(index, term uint64, data []byte) {
+	rio.s.disk.push(diskOp{kind: opSnapshot, index: index, term: term, data: data})
+}
