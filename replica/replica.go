@@ -19,8 +19,15 @@ type Config struct {
 
 	MaxSessions       int    // session table size (default 10,000)
 	MaxPendingEntries int    // unapplied entries before writes are refused (default 4,096)
-	SnapshotEvery     uint64 // applied entries between snapshots (default 100,000; 0 = default)
 	CleanupEveryNS    uint64 // how often the leader appends a cleanup entry (default 10 s)
+
+	// A snapshot is taken once the log applied since the last one holds
+	// more bytes than max(SnapshotMinBytes, the last snapshot's size): the
+	// work of snapshotting then stays proportional to the work of writing.
+	// SnapshotEvery, when set, takes one every that many entries instead
+	// (for tests).
+	SnapshotMinBytes uint64 // default 64 MiB
+	SnapshotEvery    uint64
 }
 
 func (c *Config) setDefaults() {
@@ -30,8 +37,8 @@ func (c *Config) setDefaults() {
 	if c.MaxPendingEntries <= 0 {
 		c.MaxPendingEntries = 4_096
 	}
-	if c.SnapshotEvery == 0 {
-		c.SnapshotEvery = 100_000
+	if c.SnapshotMinBytes == 0 {
+		c.SnapshotMinBytes = 64 << 20
 	}
 	if c.CleanupEveryNS == 0 {
 		c.CleanupEveryNS = 10_000_000_000
@@ -81,7 +88,9 @@ type Replica struct {
 	inflight      map[uint64]uint32 // session -> request number in the log, not yet applied
 	startNS       uint64
 	lastCleanupNS uint64
-	sinceSnapshot uint64
+	sinceSnapshot uint64 // entries applied since the last snapshot
+	bytesSince    uint64 // their bytes
+	lastSnapBytes uint64 // size of the last snapshot
 
 	// termStart is the index of this term's first entry (the no-op). Until
 	// it is applied the applied state may lack acknowledged writes of
@@ -123,6 +132,7 @@ func New(cfg Config, io core.IO, clock core.Clock, rec Recovered) (*Replica, err
 		if err := r.restoreState(rec.Snapshot); err != nil {
 			return nil, err
 		}
+		r.lastSnapBytes = uint64(len(rec.Snapshot))
 		r.applied, r.commit, r.lastIndex = rec.SnapshotIndex, rec.SnapshotIndex, rec.SnapshotIndex
 		r.appliedTerm = rec.SnapshotTerm
 	}
@@ -229,10 +239,21 @@ func (r *Replica) applyCommitted() {
 			r.Receive(f.conn, f.h, f.payload)
 		}
 	}
-	if r.sinceSnapshot >= r.cfg.SnapshotEvery {
-		r.sinceSnapshot = 0
-		r.io.SaveSnapshot(r.applied, r.appliedTerm, r.encodeState())
+	if r.snapshotDue() {
+		// Known limit: encoding runs in the event loop; with millions of
+		// entities it stalls the replica for seconds. Move it off the loop
+		// (copy-on-write state or a background encoder).
+		data := r.encodeState()
+		r.sinceSnapshot, r.bytesSince, r.lastSnapBytes = 0, 0, uint64(len(data))
+		r.io.SaveSnapshot(r.applied, r.appliedTerm, data)
 	}
+}
+
+func (r *Replica) snapshotDue() bool {
+	if r.cfg.SnapshotEvery > 0 {
+		return r.sinceSnapshot >= r.cfg.SnapshotEvery
+	}
+	return r.bytesSince >= max(r.cfg.SnapshotMinBytes, r.lastSnapBytes)
 }
 
 // SnapshotSaved is storage's answer to SaveSnapshot.
@@ -390,6 +411,7 @@ func (r *Replica) apply(le core.LogEntry) error {
 	r.lastOpTS = max(r.lastOpTS, e.timestamp)
 	r.applied, r.appliedTerm = le.Index, le.Term
 	r.sinceSnapshot++
+	r.bytesSince += uint64(len(le.Data))
 	w, waited := r.waiting[le.Index]
 	delete(r.waiting, le.Index)
 	switch e.kind {

@@ -335,3 +335,23 @@ func TestNoAnswerBeforeCaughtUp(t *testing.T) {
 		t.Fatalf("after catching up: %+v", rs)
 	}
 }
+
+func TestSnapshotByLogBytes(t *testing.T) {
+	n := newNode(t, Config{SnapshotMinBytes: 4096})
+	s := n.register(1)
+	for i := uint32(1); n.io.snapshot == nil; i++ {
+		if i > 100 {
+			t.Fatal("no snapshot after well over 4 KiB of log")
+		}
+		n.call(1, s, i, core.OpInsert, insertReq(ev(uint64(i), 1, 1)))
+	}
+	first := len(n.io.snapshot)
+	// The next snapshot waits for max(4 KiB, the last snapshot's size) of log.
+	taken := n.io.snapIndex
+	for i := uint32(200); n.io.snapIndex == taken; i++ {
+		n.call(1, s, i, core.OpInsert, insertReq(ev(uint64(i), 1, 1)))
+		if n.r.bytesSince > uint64(first)+4096+1024 {
+			t.Fatal("the second snapshot is overdue")
+		}
+	}
+}
