@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/geoevent/geoevent/io/store"
+
 	"github.com/geoevent/geoevent/core"
 )
 
@@ -146,43 +148,9 @@ func Format(dir string, ci ClusterInfo) error {
 	if len(des) > 0 {
 		return fmt.Errorf("refusing to format %s: %w (it holds %s); format only a new or empty directory", dir, ErrNotEmpty, des[0].Name())
 	}
-	path := filepath.Join(dir, ClusterFileName)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return fmt.Errorf("create the cluster file: %w", err)
-	}
-	_, err = f.Write(encodeClusterFile(ci))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := store.WriteFileAtomic(dir, ClusterFileName, encodeClusterFile(ci)); err != nil {
 		return fmt.Errorf("write the cluster file: %w", err)
 	}
-	if err := syncDir(dir); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(filepath.Clean(dir)))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open %s for fsync: %w", dir, err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	return nil
+	// The data directory itself may be new: make its entry durable too.
+	return store.SyncDir(filepath.Dir(filepath.Clean(dir)))
 }

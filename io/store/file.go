@@ -49,10 +49,10 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// writeFileAtomic replaces dir/name with data: it writes dir/name.tmp,
+// WriteFileAtomic replaces dir/name with data: it writes dir/name.tmp,
 // fsyncs it, renames it over dir/name and fsyncs dir. After a crash dir/name
 // holds either the old or the new contents, whole.
-func writeFileAtomic(dir, name string, data []byte) (err error) {
+func WriteFileAtomic(dir, name string, data []byte) (err error) {
 	path := filepath.Join(dir, name)
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
@@ -79,3 +79,7 @@ func writeFileAtomic(dir, name string, data []byte) (err error) {
 	}
 	return syncDir(dir)
 }
+
+// SyncDir fsyncs directory dir, making the creation, renaming and removal
+// of its entries durable.
+func SyncDir(dir string) error { return syncDir(dir) }

@@ -51,7 +51,7 @@ func encodeHardState(hs HardState) []byte {
 // SaveHardState durably replaces the hard state in dir (temp file, fsync,
 // rename, directory fsync).
 func SaveHardState(dir string, hs HardState) error {
-	return writeFileAtomic(dir, hardStateName, encodeHardState(hs))
+	return WriteFileAtomic(dir, hardStateName, encodeHardState(hs))
 }
 
 // LoadHardState reads the hard state in dir. ok is false when there is none
