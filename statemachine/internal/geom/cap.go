@@ -156,22 +156,57 @@ func appendCapCells(dst []s2.CellID, center r3.Vector, angle float64, extra int)
 // appendCapCellsST covers a small cap by the cells that meet its (s,t)
 // bounding box on the center's face; ok is false when that box leaves the
 // face.
+//
+// The box is measured, not bounded by the face's worst-case metric: the
+// gnomonic map of a face takes the cap's boundary circle to an ellipse, and
+// (u,v) -> (s,t) is monotone in each axis, so the box of the boundary's
+// image is the cap's box. capBoxSamples points of the boundary are mapped;
+// between two samples the ellipse bulges past their extent by at most
+// 1 - cos(pi/capBoxSamples) of its half-width (2% for 16 samples), and the
+// box is widened by capBoxPad of its half-widths to cover that.
 func appendCapCellsST(dst []s2.CellID, center r3.Vector, angle float64, extra int) (cells []s2.CellID, ok bool) {
-	f, s, t := faceST(center)
-	// Half the side of the (s,t) box: the cap's radius over the smallest
-	// rate at which angle grows with s or t, with 1% to spare (the rate is
-	// exact only for small boxes) plus a little for rounding.
-	r := angle/minWidthDeriv*1.01 + 1e-15
-	if !(s-r > 0 && s+r < 1 && t-r > 0 && t+r < 1) {
+	f, s0, s1, t0, t1, ok := capSTBox(center, angle)
+	if !ok {
 		return dst, false
 	}
-	// The finest level whose cells are at least r wide in (s,t), then extra
-	// levels below it.
+	// The finest level whose cells are at least the box's larger half-side
+	// wide, then extra levels below it.
+	r := max(s1-s0, t1-t0) / 2
 	level := min(max(-math.Ilogb(r)-1, 0)+extra, maxLevel)
 	n := float64(int(1) << level)
-	i0, i1 := int((s-r)*n), int((s+r)*n)
-	j0, j1 := int((t-r)*n), int((t+r)*n)
+	i0, i1 := int(s0*n), int(s1*n)
+	j0, j1 := int(t0*n), int(t1*n)
 	return appendFaceIJBlock(dst, f, level, i0, i1, j0, j1), true
+}
+
+const (
+	capBoxSamples = 16
+	capBoxPad     = 0.05
+)
+
+// capSTBox returns the face of the cap's center and the (s,t) box holding
+// the cap on it; ok is false when some of the cap may lie off that face.
+func capSTBox(center r3.Vector, angle float64) (f int, s0, s1, t0, t1 float64, ok bool) {
+	f, sc, tc := faceST(center)
+	e1 := s2.Ortho(s2.Point{Vector: center}).Vector
+	e2 := center.Cross(e1)
+	cosA, sinA := math.Cos(angle), math.Sin(angle)
+	s0, s1, t0, t1 = sc, sc, tc, tc
+	for k := 0; k < capBoxSamples; k++ {
+		sinK, cosK := math.Sincos(2 * math.Pi * float64(k) / capBoxSamples)
+		p := center.Mul(cosA).Add(e1.Mul(sinA * cosK)).Add(e2.Mul(sinA * sinK))
+		pf, s, t := faceST(p)
+		if pf != f {
+			return 0, 0, 0, 0, 0, false
+		}
+		s0, s1, t0, t1 = min(s0, s), max(s1, s), min(t0, t), max(t1, t)
+	}
+	ps, pt := (s1-s0)*capBoxPad/2+1e-15, (t1-t0)*capBoxPad/2+1e-15
+	s0, s1, t0, t1 = s0-ps, s1+ps, t0-pt, t1+pt
+	if !(s0 > 0 && s1 < 1 && t0 > 0 && t1 < 1) {
+		return 0, 0, 0, 0, 0, false
+	}
+	return f, s0, s1, t0, t1, true
 }
 
 // stToIJ is the leaf coordinate of s, as in package s2.

@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/golang/geo/s2"
 	"pgregory.net/rapid"
 )
 
@@ -171,4 +172,29 @@ func BenchmarkCapMayContainLeaf(b *testing.B) {
 	for b.Loop() {
 		cp.MayContainLeaf(leaf)
 	}
+}
+
+// TestCapSTBoxHoldsBoundary checks the sampled (s,t) box against a dense
+// walk of the cap's boundary: 4,096 points, none outside the box, for caps
+// up to the size the box is used for, anywhere on a face (edges included).
+func TestCapSTBoxHoldsBoundary(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		lat, lon := drawCenter(t)
+		center := pointFromNano(lat, lon)
+		angle := stBoxMaxAngle * rapid.Float64Range(1e-9, 1).Draw(t, "size")
+		f, s0, s1, t0, t1, ok := capSTBox(center, angle)
+		if !ok {
+			return
+		}
+		e1 := s2.Ortho(s2.Point{Vector: center}).Vector
+		e2 := center.Cross(e1)
+		for k := 0; k < 4096; k++ {
+			sin, cos := math.Sincos(2 * math.Pi * float64(k) / 4096)
+			p := center.Mul(math.Cos(angle)).Add(e1.Mul(math.Sin(angle) * cos)).Add(e2.Mul(math.Sin(angle) * sin))
+			pf, s, tt := faceST(p)
+			if pf != f || s < s0 || s > s1 || tt < t0 || tt > t1 {
+				t.Fatalf("boundary point %d (face %d, %v, %v) outside box face %d [%v,%v]x[%v,%v]", k, pf, s, tt, f, s0, s1, t0, t1)
+			}
+		}
+	})
 }
