@@ -41,6 +41,7 @@ type Cap struct {
 	angle            float64   // radius plus capMarginMM, radians
 	chord2           float64   // squared chord length of angle
 	full             bool      // angle >= fullCapAngle: everything may match
+	cosPre2          float64   // squared cosine of angle + prefilterSlack; see MayContainLeaf
 }
 
 // NewCap prepares the radius query of the points within radiusMM millimetres
@@ -63,6 +64,12 @@ func NewCap(latNano, lonNano int64, radiusMM uint64) Cap {
 	} else {
 		ch := 2 * math.Sin(c.angle/2)
 		c.chord2 = ch * ch
+		pre := c.angle + prefilterSlack
+		if pre < math.Pi/2 {
+			c.cosPre2 = math.Cos(pre) * math.Cos(pre)
+		} else {
+			c.cosPre2 = -1 // a cap this wide: the prefilter passes everything
+		}
 	}
 	return c
 }
@@ -77,20 +84,25 @@ func (c *Cap) Contains(latNano, lonNano int64) (distanceMM uint64, ok bool) {
 
 // MayContainLeaf is a cheap prefilter on a leaf cell id: false means that no
 // point whose LeafCell is leaf lies within the radius (by Contains). It
-// compares the chord from the cap's center to the leaf cell's center with
-// the radius plus a margin of 10 cm, without trigonometry. It is false for
-// an invalid cell id.
+// decodes the leaf's level-22 ancestor (no trigonometry, no square root) and
+// compares its angle from the center with the radius plus the 10 cm margin
+// plus that ancestor's size. It is false for an invalid cell id.
 func (c *Cap) MayContainLeaf(leaf uint64) bool {
 	if c.full {
 		return true
 	}
-	id := s2.CellID(leaf)
-	if !id.IsValid() {
+	if !s2.CellID(leaf).IsValid() {
 		return false
 	}
-	p := id.Point()
-	dx, dy, dz := p.X-c.center.X, p.Y-c.center.Y, p.Z-c.center.Z
-	return dx*dx+dy*dy+dz*dz <= c.chord2
+	if c.cosPre2 < 0 {
+		return true
+	}
+	// The leaf lies within prefilterSlack of p, a point of its level-22
+	// ancestor, so it can be within angle of the center only if p is within
+	// angle + prefilterSlack: p.c >= cos(angle + slack) |p|, squared.
+	p := approxLeafPoint(leaf)
+	d := p.Dot(c.center)
+	return d > 0 && d*d >= c.cosPre2*p.Norm2()
 }
 
 // Ranges returns sorted, disjoint leaf-cell-id ranges, adjacent ones merged,

@@ -198,3 +198,19 @@ func TestCapSTBoxHoldsBoundary(t *testing.T) {
 		}
 	})
 }
+
+// TestApproxLeafPoint: the prefilter's decoded point lies within
+// prefilterSlack of every leaf's own center (s2's decoding).
+func TestApproxLeafPoint(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		lat, lon := drawCenter(t)
+		leaf := LeafCell(lat, lon)
+		p := s2.Point{Vector: approxLeafPoint(leaf).Normalize()}
+		if a := float64(p.Distance(s2.CellID(leaf).Point())); a > prefilterSlack {
+			t.Fatalf("decoded point %g rad from the leaf (slack %g)", a, prefilterSlack)
+		}
+		if s2.CellID(leaf).Parent(prefilterLevel) != s2.CellIDFromLatLng(s2.LatLngFromPoint(p)).Parent(prefilterLevel) {
+			t.Fatalf("decoded point is not in the leaf's level-%d ancestor", prefilterLevel)
+		}
+	})
+}

