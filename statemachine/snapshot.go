@@ -60,10 +60,7 @@ func (sm *StateMachine) Digest() [32]byte {
 }
 
 func (sm *StateMachine) encode(w io.Writer) error {
-	ids := make([]core.Uint128, 0, len(sm.ids))
-	for id := range sm.ids {
-		ids = append(ids, id)
-	}
+	ids := sm.ids.appendIDs(make([]core.Uint128, 0, sm.ids.len()))
 	slices.SortFunc(ids, core.Uint128.Compare)
 
 	buf := make([]byte, 0, 1<<16)
@@ -71,7 +68,8 @@ func (sm *StateMachine) encode(w io.Writer) error {
 	buf = binary.LittleEndian.AppendUint64(buf, sm.lastTS)
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(len(ids)))
 	for _, id := range ids {
-		e := sm.store.at(sm.ids[id])
+		slot, _ := sm.ids.get(id)
+		e := sm.store.at(slot)
 		buf = binary.LittleEndian.AppendUint64(buf, e.expiresAt)
 		buf = binary.LittleEndian.AppendUint32(buf, uint32(e.eventCount()))
 		for i := range e.older {
@@ -156,7 +154,7 @@ func (sm *StateMachine) restoreEntity(events []core.GeoEvent, expiresAt uint64) 
 	if last > 0 {
 		e.older = events[:last:last]
 	}
-	sm.ids[e.latest.EntityID] = slot
+	sm.ids.put(e.latest.EntityID, slot)
 	sm.indexLatest(slot, e)
 	sm.setExpiry(slot, e, expiresAt)
 	sm.events += uint64(len(events))

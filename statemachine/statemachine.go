@@ -10,7 +10,7 @@ import (
 // StateMachine is GeoEvent's state: entities, their events and the indexes
 // over them. It is not safe for concurrent use; the replica owns it.
 type StateMachine struct {
-	ids     map[core.Uint128]uint32 // entity id -> slot in store
+	ids     idIndex // entity id -> slot in store
 	store   entityStore
 	spatial *btree.Tree // (latest cell id, entity id) -> slot
 	byTime  *btree.Tree // (latest timestamp, entity id) -> slot
@@ -34,7 +34,7 @@ func (e *entity) eventCount() uint64    { return uint64(len(e.older)) + 1 }
 // New returns an empty state machine.
 func New() *StateMachine {
 	return &StateMachine{
-		ids:     make(map[core.Uint128]uint32),
+		ids:     newIDIndex(),
 		spatial: btree.New(),
 		byTime:  btree.New(),
 		expiry:  btree.New(),
@@ -62,7 +62,7 @@ func validLeaf(cell uint64) bool {
 // lookup returns the slot and entity of id when it is stored and visible at
 // t. A stored but expired entity is reported with ok false and expired true.
 func (sm *StateMachine) lookup(id core.Uint128, t uint64) (slot uint32, e *entity, ok bool) {
-	slot, found := sm.ids[id]
+	slot, found := sm.ids.get(id)
 	if !found {
 		return 0, nil, false
 	}
@@ -105,7 +105,7 @@ func (sm *StateMachine) create(ev *core.GeoEvent) {
 	slot := sm.store.alloc()
 	e := sm.store.at(slot)
 	*e = entity{latest: *ev}
-	sm.ids[ev.EntityID] = slot
+	sm.ids.put(ev.EntityID, slot)
 	sm.indexLatest(slot, e)
 	sm.setExpiry(slot, e, ev.ExpiresAtNS())
 	sm.events++
@@ -116,7 +116,7 @@ func (sm *StateMachine) remove(slot uint32, e *entity) uint64 {
 	n := e.eventCount()
 	sm.unindexLatest(e)
 	sm.setExpiry(slot, e, 0)
-	delete(sm.ids, e.latest.EntityID)
+	sm.ids.remove(e.latest.EntityID)
 	sm.events -= n
 	sm.store.release(slot)
 	return n
@@ -124,13 +124,13 @@ func (sm *StateMachine) remove(slot uint32, e *entity) uint64 {
 
 // Stats counts the entities and events visible at t.
 func (sm *StateMachine) Stats(t uint64) core.Stats {
-	entities, events := uint64(len(sm.ids)), sm.events
+	entities, events := uint64(sm.ids.len()), sm.events
 	for it := sm.expiry.SeekGE(btree.Key{}); it.Valid() && it.Key().A <= t; it.Next() {
 		entities--
 		events -= sm.store.at(it.Value()).eventCount()
 	}
 	idx := sm.spatial.Bytes() + sm.byTime.Bytes() + sm.expiry.Bytes() +
-		uint64(len(sm.ids))*mapEntryBytes + sm.store.bytes()
+		sm.ids.bytes() + sm.store.bytes()
 	return core.Stats{
 		EntityCount:  entities,
 		EventCount:   events,
@@ -138,10 +138,6 @@ func (sm *StateMachine) Stats(t uint64) core.Stats {
 		IndexBytes:   idx,
 	}
 }
-
-// mapEntryBytes estimates one entry of the id map (16-byte key, 4-byte slot,
-// control byte and load factor).
-const mapEntryBytes = 32
 
 // entityStore keeps entities in fixed chunks so that growth never copies
 // (and never doubles) the whole store; freed slots are reused LIFO.
