@@ -157,7 +157,8 @@ type candidate struct {
 // touch loads each candidate's entity. The loads do not depend
 // on each other, so the processor overlaps their cache misses; the checks
 // that follow then find the entities in cache. The sum only keeps the
-// compiler from dropping the loads.
+// compiler from dropping the loads; it is kept per state machine so that
+// state machines in different goroutines share nothing.
 func (sm *StateMachine) touch(cs []candidate) {
 	var sum uint64
 	for _, c := range cs {
@@ -165,10 +166,8 @@ func (sm *StateMachine) touch(cs []candidate) {
 		e := sm.store.at(c.slot)
 		sum += e.latest.EntityID.Lo + e.latest.GroupID + e.expiresAt
 	}
-	touchSink = sum
+	sm.touchSink = sum
 }
-
-var touchSink uint64
 
 // GetLatest returns the entity's latest visible event.
 func (sm *StateMachine) GetLatest(opTS uint64, id core.Uint128) (core.LatestResult, error) {

@@ -18,6 +18,8 @@ type StateMachine struct {
 
 	lastTS uint64 // >= every stored timestamp
 	events uint64 // events stored, visible or expired
+
+	touchSink uint64 // see touch
 }
 
 // entity is one tracked entity: its latest event inline and older events in

@@ -1,0 +1,253 @@
+package sim
+
+import (
+	"slices"
+
+	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/replica"
+)
+
+// disk is the simulated storage of one replica: the storage half of
+// core.IO. See the package documentation for its fault model.
+//
+// Durable state survives a crash. Writes queue in pending, in the order the
+// replica issued them; a Sync covers what is pending when it is called and
+// completes some ticks later, making that durable, and is then answered
+// with Synced. A crash keeps a random prefix of the pending log writes (a
+// torn tail) and, independently, a random prefix of the pending hard-state
+// saves (the hard state is its own atomically replaced file), and nothing
+// else.
+type disk struct {
+	n *node
+
+	// Durable.
+	hard core.HardState
+	snap *snapshotFile
+	log  []core.LogEntry // durable entries after the snapshot, contiguous
+
+	// Volatile.
+	pending    []diskOp
+	volLast    uint64 // last log index, pending appends included
+	syncs      []pendingSync
+	snaps      []*snapshotFile // SaveSnapshot calls not yet completed
+	lastSyncAt int64
+
+	durableCommit   uint64 // the largest durable HardState.Commit
+	reportedDurable uint64 // the largest index answered with Synced
+}
+
+type diskOp struct {
+	hard    *core.HardState
+	entries []core.LogEntry // an append; its first index may rewind the log
+}
+
+type pendingSync struct {
+	ops int // pending[:ops] become durable
+}
+
+type snapshotFile struct {
+	index, term uint64
+	data        []byte
+	at          int64
+}
+
+func newDisk(n *node) *disk { return &disk{n: n} }
+
+func (d *disk) lastDurable() uint64 {
+	if len(d.log) > 0 {
+		return d.log[len(d.log)-1].Index
+	}
+	if d.snap != nil {
+		return d.snap.index
+	}
+	return 0
+}
+
+func (d *disk) appendLog(entries []core.LogEntry) {
+	if len(entries) == 0 {
+		return
+	}
+	w := d.n.w
+	first := entries[0].Index
+	for i := range entries {
+		if entries[i].Index != first+uint64(i) {
+			w.fail("disk: replica %d appended non-contiguous entries (%d after %d)", d.n.idx, entries[i].Index, entries[i-1].Index)
+			return
+		}
+	}
+	switch {
+	case first == 0:
+		w.fail("disk: replica %d appended log index 0", d.n.idx)
+		return
+	case first > d.volLast+1:
+		w.fail("disk: replica %d appended index %d after %d, leaving a gap", d.n.idx, first, d.volLast)
+		return
+	case first <= d.durableCommit:
+		w.fail("disk: replica %d overwrote log index %d, at or below its durable commit index %d", d.n.idx, first, d.durableCommit)
+		return
+	}
+	cp := make([]core.LogEntry, len(entries))
+	for i, e := range entries {
+		cp[i] = core.LogEntry{Index: e.Index, Term: e.Term, Data: slices.Clone(e.Data)}
+	}
+	d.pending = append(d.pending, diskOp{entries: cp})
+	d.volLast = cp[len(cp)-1].Index
+	w.tracef("disk %d append %d..%d", d.n.idx, first, d.volLast)
+}
+
+func (d *disk) saveHardState(hs core.HardState) {
+	d.pending = append(d.pending, diskOp{hard: &hs})
+	d.n.w.tracef("disk %d hardstate term=%d vote=%d commit=%d", d.n.idx, hs.Term, hs.Vote, hs.Commit)
+}
+
+func (d *disk) sync() {
+	w := d.n.w
+	at := max(w.now+w.rng.Int64N(w.cfg.syncMax-w.cfg.syncMin+1)+w.cfg.syncMin, d.lastSyncAt)
+	d.lastSyncAt = at
+	d.syncs = append(d.syncs, pendingSync{ops: len(d.pending)})
+	w.schedule(at, &event{kind: evSynced, node: d.n, epoch: d.n.epoch})
+	w.tracef("disk %d sync of %d writes, done at %d", d.n.idx, len(d.pending), at)
+}
+
+func (d *disk) saveSnapshot(index, term uint64, data []byte) {
+	w := d.n.w
+	at := w.now + 1 + w.rng.Int64N(w.cfg.snapMax)
+	if k := len(d.snaps); k > 0 {
+		at = max(at, d.snaps[k-1].at)
+	}
+	d.snaps = append(d.snaps, &snapshotFile{index: index, term: term, data: data, at: at})
+	w.schedule(at, &event{kind: evSnapshotSaved, node: d.n, epoch: d.n.epoch})
+	w.tracef("disk %d snapshot at index %d term %d (%d bytes), done at %d", d.n.idx, index, term, len(data), at)
+}
+
+// completeSync makes the oldest Sync's writes durable and returns the last
+// durable log index.
+func (d *disk) completeSync() uint64 {
+	s := d.syncs[0]
+	d.syncs = d.syncs[1:]
+	for _, op := range d.pending[:s.ops] {
+		d.persist(op, len(op.entries))
+	}
+	d.pending = d.pending[s.ops:]
+	for i := range d.syncs {
+		d.syncs[i].ops -= s.ops
+	}
+	idx := d.lastDurable()
+	d.reportedDurable = max(d.reportedDurable, idx)
+	return idx
+}
+
+// persist makes op durable; for an append only its first n entries.
+func (d *disk) persist(op diskOp, n int) {
+	if op.hard != nil {
+		d.hard = *op.hard
+		d.durableCommit = max(d.durableCommit, op.hard.Commit)
+		return
+	}
+	for _, e := range op.entries[:n] {
+		// Writing entry e rewinds the log to e.Index first.
+		k := len(d.log)
+		for k > 0 && d.log[k-1].Index >= e.Index {
+			k--
+		}
+		d.log = d.log[:k]
+		base := uint64(0)
+		if d.snap != nil {
+			base = d.snap.index
+		}
+		if e.Index <= base {
+			continue // covered by the snapshot already
+		}
+		if want := d.lastDurable() + 1; e.Index != want {
+			d.n.w.fail("disk: replica %d log would have a gap: entry %d written after %d", d.n.idx, e.Index, want-1)
+			return
+		}
+		d.log = append(d.log, e)
+	}
+}
+
+// completeSnapshot makes the oldest pending snapshot durable and compacts
+// the log; it returns the snapshot's index.
+func (d *disk) completeSnapshot() uint64 {
+	f := d.snaps[0]
+	d.snaps = d.snaps[1:]
+	d.installSnapshot(f)
+	return f.index
+}
+
+func (d *disk) installSnapshot(f *snapshotFile) {
+	if d.snap != nil && f.index <= d.snap.index {
+		return
+	}
+	d.snap = f
+	n := 0
+	for n < len(d.log) && d.log[n].Index <= f.index {
+		n++
+	}
+	d.log = slices.Clone(d.log[n:])
+}
+
+// crash loses what a crash loses (see the type's documentation).
+func (d *disk) crash() {
+	w := d.n.w
+	// The log's pending appends: a random prefix of the entries survives.
+	total := 0
+	for _, op := range d.pending {
+		total += len(op.entries)
+	}
+	keep := w.tornPrefix(total)
+	kept := keep
+	// The hard state file: a random prefix of its pending versions.
+	hards := 0
+	for _, op := range d.pending {
+		if op.hard != nil {
+			hards++
+		}
+	}
+	keptHard := w.tornPrefix(hards)
+	keepHard := keptHard
+	for _, op := range d.pending {
+		switch {
+		case op.hard != nil && keepHard > 0:
+			d.persist(op, 0)
+			keepHard--
+		case op.hard == nil && keep > 0:
+			n := min(keep, len(op.entries))
+			d.persist(op, n)
+			keep -= n
+		}
+	}
+	// Each pending snapshot file was or was not written (atomic replace).
+	for _, f := range d.snaps {
+		if w.rng.IntN(2) == 0 {
+			d.installSnapshot(f)
+		}
+	}
+	if d.lastDurable() < d.reportedDurable && !w.opts.BugForgetSyncedOnCrash {
+		w.fail("disk: replica %d lost synced entries on a crash: durable through %d, Synced said %d", d.n.idx, d.lastDurable(), d.reportedDurable)
+	}
+	lost := 0
+	if w.opts.BugForgetSyncedOnCrash && len(d.log) > 0 {
+		lost = min(len(d.log), 1+w.rng.IntN(3))
+		d.log = d.log[:len(d.log)-lost]
+	}
+	w.tracef("disk %d crash: %d of %d pending entries and %d of %d hard states survive; %d synced entries forgotten (bug)",
+		d.n.idx, kept, total, keptHard, hards, lost)
+	d.pending, d.syncs, d.snaps = nil, nil, nil
+	d.volLast = d.lastDurable()
+	d.reportedDurable = d.lastDurable()
+	d.lastSyncAt = 0
+}
+
+// recovered is what a restarting replica reads from the disk.
+func (d *disk) recovered() replica.Recovered {
+	rec := replica.Recovered{HardState: d.hard}
+	if d.snap != nil {
+		rec.Snapshot, rec.SnapshotIndex, rec.SnapshotTerm = d.snap.data, d.snap.index, d.snap.term
+	}
+	rec.Entries = make([]core.LogEntry, len(d.log))
+	for i, e := range d.log {
+		rec.Entries[i] = core.LogEntry{Index: e.Index, Term: e.Term, Data: slices.Clone(e.Data)}
+	}
+	return rec
+}

@@ -1,0 +1,66 @@
+package sim
+
+import "fmt"
+
+// Result is the outcome of one run.
+type Result struct {
+	Seed  int64
+	Ticks int64 // ticks run (at least what was asked; see MinTicks)
+	// Failure describes the first problem found, or is "" when every
+	// check passed.
+	Failure string
+	// Digest is a SHA-256 over every event of the run, in order: the
+	// same seed and ticks give the same digest.
+	Digest string
+	Stats  Stats
+}
+
+// Stats counts what happened in a run.
+type Stats struct {
+	Ops, Unknown, Abandoned int // operations; writes of unknown outcome; reads dropped
+	Crashes, Drops          int // replica crashes; connection drops
+	// Unchecked lists the entities whose linearizability check ran out of
+	// its step budget (see stepBudget) and so decided nothing.
+	Unchecked []int
+	Config    string
+}
+
+// Failed reports whether the run found a problem.
+func (r Result) Failed() bool { return r.Failure != "" }
+
+// ReplayCommand is the command line that replays the run.
+func (r Result) ReplayCommand() string {
+	return fmt.Sprintf("go run ./cmd/simulator --seed %d --ticks %d", r.Seed, r.Ticks)
+}
+
+// Run simulates one seed for ticks ticks (of 1 ms simulated time each) and
+// checks the history. The whole run happens in the calling goroutine (the
+// linearizability checker may use its own), reads no real clock and no
+// global random source: the same seed, ticks and options give the same
+// Result.
+func Run(seed int64, ticks int, opts Options) Result {
+	return newWorld(seed, int64(ticks), opts).result()
+}
+
+// result runs the world and checks its history.
+func (w *world) result() Result {
+	seed := w.seed
+	w.run()
+	if w.failure == "" {
+		w.failure = w.check()
+		if w.failure != "" {
+			w.tracef("FAILURE %s", w.failure)
+		}
+	}
+	res := Result{Seed: seed, Ticks: w.ticks, Failure: w.failure, Digest: w.digest()}
+	res.Stats = Stats{Ops: len(w.hist.ops), Crashes: w.crashes, Drops: w.drops, Config: w.cfg.String(), Unchecked: w.unchecked}
+	for _, op := range w.hist.ops {
+		switch op.status {
+		case stUnknown:
+			res.Stats.Unknown++
+		case stAbandoned:
+			res.Stats.Abandoned++
+		}
+	}
+	return res
+}

@@ -1,0 +1,513 @@
+package sim
+
+import (
+	"container/heap"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/replica"
+)
+
+// The world is one run: a cluster (one replica in this version), its disks
+// and clocks, the client connections between them and the clients, driven
+// tick by tick from one seeded random source in one goroutine.
+
+type evKind uint8
+
+const (
+	evToNode        evKind = iota + 1 // a frame from a client reaches a replica
+	evToClient                        // a frame from a replica reaches a client
+	evSynced                          // a disk completes its oldest Sync
+	evSnapshotSaved                   // a disk completes its oldest SaveSnapshot
+	evConnDown                        // a client learns that its connection is gone
+	evRestart                         // a crashed replica starts again
+)
+
+type event struct {
+	at    int64
+	seq   uint64
+	kind  evKind
+	node  *node
+	epoch int
+	conn  *conn
+	frame []byte
+}
+
+type eventHeap []*event
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].seq < h[j].seq
+}
+func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)   { *h = append(*h, x.(*event)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// conn is one client connection to one incarnation of a replica.
+type conn struct {
+	id      core.ConnID
+	node    *node
+	epoch   int
+	client  *client
+	open    bool
+	perfect bool // the checker's connection: no loss, duplication or drops
+}
+
+// node is one replica with its disk and clock.
+type node struct {
+	w     *world
+	idx   int
+	up    bool
+	epoch int // incarnation; completions of an earlier one are dropped
+	r     *replica.Replica
+	disk  *disk
+	clock *Clock
+	cfg   replica.Config
+	conns []*conn // open connections, in opening order
+}
+
+// nodeIO is the core.IO a replica is given.
+type nodeIO struct{ n *node }
+
+func (io nodeIO) SendClient(c core.ConnID, frame []byte) { io.n.w.fromReplica(io.n, c, frame) }
+func (io nodeIO) AppendLog(entries []core.LogEntry)      { io.n.disk.appendLog(entries) }
+func (io nodeIO) SaveHardState(hs core.HardState)        { io.n.disk.saveHardState(hs) }
+func (io nodeIO) Sync()                                  { io.n.disk.sync() }
+func (io nodeIO) SaveSnapshot(index, term uint64, data []byte) {
+	io.n.disk.saveSnapshot(index, term, data)
+}
+
+var clusterID = core.Uint128{Hi: 0x6765_6f65_7665_6e74, Lo: 0x51}
+
+type world struct {
+	seed    int64
+	ticks   int64
+	opts    Options
+	cfg     runConfig
+	rng     *rand.Rand
+	now     int64
+	stamp   int64 // orders every call and return of the history
+	events  eventHeap
+	seq     uint64
+	nodes   []*node
+	conns   map[core.ConnID]*conn // lookup only, never iterated
+	lastCon core.ConnID
+	clients []*client
+	probe   *client
+	hist    *history
+	wl      *workload
+	nonce   uint32
+
+	trace     hash.Hash
+	failure   string
+	unchecked []int // entities whose linearizability check ran out of budget
+
+	// mutate, set by tests only, may change a reply as the client records
+	// it: a stand-in for a replica bug, to show that the checkers see it.
+	mutate  func(op *opRec, code core.Code, reply any) any
+	crashes int
+	drops   int
+}
+
+func newWorld(seed int64, ticks int64, opts Options) *world {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15^uint64(seed)>>1))
+	w := &world{
+		seed:  seed,
+		opts:  opts,
+		rng:   rng,
+		conns: make(map[core.ConnID]*conn),
+		trace: sha256.New(),
+		hist:  &history{},
+	}
+	w.cfg = newRunConfig(rng, opts)
+	w.ticks = max(ticks, MinTicks(w.cfg))
+	w.tracef("seed %d ticks %d: %s", seed, w.ticks, w.cfg.String())
+	w.wl = newWorkload(w)
+
+	n := &node{w: w, idx: 0}
+	n.disk = newDisk(n)
+	n.clock = &Clock{now: &w.now, monoBase: w.cfg.clockMonoBase, realBase: w.cfg.clockRealBase}
+	n.cfg = replica.Config{
+		Cluster:           clusterID,
+		ReplicaIndex:      0,
+		ReplicaCount:      1,
+		Addresses:         []string{"sim-0:3000"},
+		MaxSessions:       w.cfg.maxSessions,
+		MaxPendingEntries: w.cfg.maxPending,
+		SnapshotEvery:     w.cfg.snapshotEvery,
+		SnapshotMinBytes:  w.cfg.snapshotMinBytes,
+		CleanupEveryNS:    w.cfg.cleanupEveryNS,
+	}
+	w.nodes = []*node{n}
+	for i := 0; i < w.cfg.clients; i++ {
+		w.clients = append(w.clients, newClient(w, i, false))
+	}
+	w.probe = newClient(w, w.cfg.clients, true)
+	return w
+}
+
+// MinTicks is the shortest run for a configuration: the end-of-run phases
+// (quiet period, liveness bound, final reads) plus a second of faults.
+func MinTicks(c runConfig) int64 { return c.quiet + 1000 }
+
+func (w *world) fail(format string, args ...any) {
+	if w.failure == "" {
+		w.failure = fmt.Sprintf("tick %d: ", w.now) + fmt.Sprintf(format, args...)
+		w.tracef("FAILURE %s", w.failure)
+	}
+}
+
+// tracef adds an event to the trace digest and, when verbose, to the log.
+// The digest covers the format and the arguments, which are integers,
+// strings, byte slices and values with a deterministic %v.
+func (w *world) tracef(format string, args ...any) {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(w.now))
+	w.trace.Write(b[:])
+	w.trace.Write([]byte(format))
+	for _, a := range args {
+		switch v := a.(type) {
+		case int:
+			binary.LittleEndian.PutUint64(b[:], uint64(v))
+			w.trace.Write(b[:])
+		case int64:
+			binary.LittleEndian.PutUint64(b[:], uint64(v))
+			w.trace.Write(b[:])
+		case uint64:
+			binary.LittleEndian.PutUint64(b[:], v)
+			w.trace.Write(b[:])
+		case uint32:
+			binary.LittleEndian.PutUint64(b[:], uint64(v))
+			w.trace.Write(b[:])
+		case core.ConnID:
+			binary.LittleEndian.PutUint64(b[:], uint64(v))
+			w.trace.Write(b[:])
+		case string:
+			w.trace.Write([]byte(v))
+		case []byte:
+			w.trace.Write(v)
+		case lazy:
+			// Only in the log: what it describes is in the digest already.
+		default:
+			fmt.Fprintf(w.trace, "%v", v)
+		}
+	}
+	if w.opts.Log != nil {
+		fmt.Fprintf(w.opts.Log, "%7d  %s\n", w.now, fmt.Sprintf(format, args...))
+	}
+}
+
+// lazy is a description computed only when the run is logged.
+type lazy func() string
+
+func (l lazy) String() string { return l() }
+
+// hashBytes adds bytes to the trace digest without logging them.
+func (w *world) hashBytes(b []byte) { w.trace.Write(b) }
+
+func (w *world) schedule(at int64, e *event) {
+	e.at = max(at, w.now)
+	w.seq++
+	e.seq = w.seq
+	heap.Push(&w.events, e)
+}
+
+func (w *world) nextStamp() int64 {
+	w.stamp++
+	return w.stamp
+}
+
+// Phases of the run. Faults stop `quiet` ticks before the end; clients
+// start no operation in the last live+tail ticks, so that everything they
+// started is answered within the liveness bound; the checker reads every
+// entity in the last `tail` ticks.
+func (w *world) faultsOn() bool     { return w.now < w.ticks-w.cfg.quiet }
+func (w *world) quietStart() int64  { return w.ticks - w.cfg.quiet }
+func (w *world) acceptingOps() bool { return w.now < w.ticks-w.cfg.live-w.cfg.tail }
+
+// tornPrefix picks how many of n pending writes survive a crash: often
+// none or all, otherwise any number between.
+func (w *world) tornPrefix(n int) int {
+	k := 0
+	switch r := w.rng.IntN(10); {
+	case n == 0 || r < 4:
+	case r < 6:
+		k = n
+	default:
+		k = w.rng.IntN(n + 1)
+	}
+	return k
+}
+
+// realtimeBounds bounds the realtime any replica reads between two ticks.
+func (w *world) realtimeBounds(from, to int64) (lo, hi uint64) {
+	lo, hi = ^uint64(0), 0
+	for _, n := range w.nodes {
+		lo = min(lo, n.clock.realAt(from))
+		hi = max(hi, n.clock.realAt(to))
+	}
+	return lo, hi
+}
+
+func (w *world) run() {
+	w.start(w.nodes[0])
+	w.probe.planRound("start")
+	finalPlanned := false
+	for w.now = 0; w.now < w.ticks && w.failure == ""; w.now++ {
+		w.injectFaults()
+		for len(w.events) > 0 && w.events[0].at <= w.now && w.failure == "" {
+			w.handle(heap.Pop(&w.events).(*event))
+		}
+		for _, n := range w.nodes {
+			if n.up && w.failure == "" {
+				n.r.Tick()
+				w.checkReplica(n)
+			}
+		}
+		if !finalPlanned && w.now >= w.ticks-w.cfg.tail {
+			finalPlanned = true
+			w.probe.planRound("final")
+		}
+		for _, c := range w.clients {
+			c.tick()
+		}
+		w.probe.tick()
+	}
+	if w.now > w.ticks {
+		w.now = w.ticks
+	}
+}
+
+func (w *world) checkReplica(n *node) {
+	if err := n.r.Err(); err != nil {
+		w.fail("replica %d reports an error: %v", n.idx, err)
+	}
+}
+
+func (w *world) handle(e *event) {
+	switch e.kind {
+	case evToNode:
+		c := e.conn
+		n := c.node
+		if !c.open || !n.up || n.epoch != c.epoch {
+			return
+		}
+		h, payload, rest, err := core.DecodeFrame(e.frame)
+		if err != nil || len(rest) != 0 {
+			w.fail("a client frame does not decode: %v", err)
+			return
+		}
+		w.tracef("deliver conn %d -> replica %d: %s req=%d session=%d", c.id, n.idx, h.Type.String(), h.Request, h.ClientID)
+		w.hashBytes(e.frame)
+		n.r.Receive(c.id, h, slices.Clone(payload))
+		w.checkReplica(n)
+	case evToClient:
+		c := e.conn
+		if !c.open {
+			return
+		}
+		w.tracef("deliver replica -> conn %d: %d bytes", c.id, len(e.frame))
+		w.hashBytes(e.frame)
+		c.client.receive(c, e.frame)
+	case evSynced:
+		n := e.node
+		if !n.up || n.epoch != e.epoch {
+			return
+		}
+		idx := n.disk.completeSync()
+		w.tracef("disk %d synced through %d", n.idx, idx)
+		n.r.Synced(idx)
+		w.checkReplica(n)
+	case evSnapshotSaved:
+		n := e.node
+		if !n.up || n.epoch != e.epoch {
+			return
+		}
+		idx := n.disk.completeSnapshot()
+		w.tracef("disk %d snapshot saved at %d", n.idx, idx)
+		n.r.SnapshotSaved(idx)
+		w.checkReplica(n)
+	case evConnDown:
+		e.conn.client.connDown(e.conn)
+	case evRestart:
+		w.start(e.node)
+		w.probe.planRound("restart")
+	}
+}
+
+// start (re)starts a replica on what its disk holds.
+func (w *world) start(n *node) {
+	rec := n.disk.recovered()
+	n.epoch++
+	r, err := replica.New(n.cfg, nodeIO{n}, n.clock, rec)
+	if err != nil {
+		w.fail("replica %d does not start on its recovered storage (snapshot %d, %d entries): %v", n.idx, rec.SnapshotIndex, len(rec.Entries), err)
+		return
+	}
+	n.r, n.up = r, true
+	w.tracef("replica %d starts (epoch %d): term %d, snapshot %d, %d entries", n.idx, n.epoch, rec.HardState.Term, rec.SnapshotIndex, len(rec.Entries))
+}
+
+func (w *world) crash(n *node) {
+	w.crashes++
+	w.tracef("replica %d crashes", n.idx)
+	n.up = false
+	n.r = nil
+	n.disk.crash()
+	for _, c := range n.conns {
+		c.open = false
+		w.schedule(w.now+1, &event{kind: evConnDown, conn: c})
+	}
+	n.conns = nil
+	down := w.cfg.downMin + w.rng.Int64N(w.cfg.downMax-w.cfg.downMin+1)
+	w.schedule(w.now+down, &event{kind: evRestart, node: n})
+}
+
+func (w *world) injectFaults() {
+	if !w.faultsOn() {
+		return
+	}
+	for _, n := range w.nodes {
+		if n.up && w.cfg.crashPerTick > 0 && w.rng.Float64() < w.cfg.crashPerTick {
+			w.crash(n)
+		}
+	}
+	if w.cfg.connDropPerTick > 0 && w.rng.Float64() < w.cfg.connDropPerTick {
+		var open []*conn
+		for _, n := range w.nodes {
+			for _, c := range n.conns {
+				if !c.perfect {
+					open = append(open, c)
+				}
+			}
+		}
+		if len(open) > 0 {
+			w.drops++
+			w.closeConn(open[w.rng.IntN(len(open))], "dropped")
+		}
+	}
+}
+
+// openConn connects a client to a replica, or returns nil when it is down.
+func (w *world) openConn(cl *client, n *node) *conn {
+	if !n.up {
+		return nil
+	}
+	w.lastCon++
+	c := &conn{id: w.lastCon, node: n, epoch: n.epoch, client: cl, open: true, perfect: cl.probe}
+	w.conns[c.id] = c
+	n.conns = append(n.conns, c)
+	w.tracef("client %d connects to replica %d: conn %d", cl.id, n.idx, c.id)
+	return c
+}
+
+// closeConn closes a connection: frames in flight on it are lost, the
+// replica is told, and the client learns it a tick later.
+func (w *world) closeConn(c *conn, why string) {
+	if !c.open {
+		return
+	}
+	c.open = false
+	n := c.node
+	n.conns = slices.DeleteFunc(n.conns, func(x *conn) bool { return x == c })
+	w.tracef("conn %d %s", c.id, why)
+	if n.up && n.epoch == c.epoch {
+		n.r.Closed(c.id)
+		w.checkReplica(n)
+	}
+	w.schedule(w.now+1, &event{kind: evConnDown, conn: c})
+}
+
+// send puts a frame on a connection's link: delayed, and unless the link
+// is perfect or faults are over, perhaps lost or duplicated.
+func (w *world) send(c *conn, toNode bool, frame []byte) {
+	if !c.open {
+		return
+	}
+	copies := 1
+	if !c.perfect && w.faultsOn() {
+		if w.rng.Float64() < w.cfg.netLoss {
+			copies = 0
+		} else if w.rng.Float64() < w.cfg.netDup {
+			copies = 2
+		}
+	}
+	kind := evToClient
+	if toNode {
+		kind = evToNode
+	}
+	for range copies {
+		delay := int64(1)
+		if !c.perfect {
+			delay = w.cfg.netMinDelay + w.rng.Int64N(w.cfg.netMaxDelay-w.cfg.netMinDelay+1)
+		}
+		w.schedule(w.now+delay, &event{kind: kind, conn: c, frame: frame})
+	}
+}
+
+// fromReplica is a replica's SendClient: the frame is checked, then sent
+// unless its connection is gone.
+func (w *world) fromReplica(n *node, id core.ConnID, frame []byte) {
+	w.checkReplyFrame(n, id, frame)
+	c := w.conns[id]
+	if c == nil || !c.open || c.node != n {
+		w.tracef("replica %d -> closed conn %d: frame lost", n.idx, id)
+		return
+	}
+	w.send(c, false, frame)
+}
+
+// checkReplyFrame checks that a frame from a replica is well formed: one
+// whole frame of a reply type whose payload decodes.
+func (w *world) checkReplyFrame(n *node, id core.ConnID, frame []byte) {
+	h, p, rest, err := core.DecodeFrame(frame)
+	if err != nil || len(rest) != 0 {
+		w.fail("replica %d sent conn %d a malformed frame (%d trailing bytes): %v", n.idx, id, len(rest), err)
+		return
+	}
+	switch h.Type {
+	case core.MsgRegisterReply:
+		s, err := core.DecodeRegisterReply(p)
+		if err == nil && s != h.ClientID {
+			err = fmt.Errorf("session %d in the payload, %d in the header", s, h.ClientID)
+		}
+		if err == nil && s == 0 {
+			err = fmt.Errorf("session id 0")
+		}
+		if err != nil {
+			w.fail("replica %d sent a bad register reply: %v", n.idx, err)
+		}
+	case core.MsgReply:
+		if _, _, _, err := core.DecodeReplyMessage(p); err != nil {
+			w.fail("replica %d sent a reply that does not decode: %v", n.idx, err)
+		}
+	case core.MsgError:
+		e, err := core.DecodeErrorMessage(p)
+		if err == nil && e.Code == 0 {
+			err = fmt.Errorf("an error frame with code 0")
+		}
+		if err != nil {
+			w.fail("replica %d sent an error frame that does not decode: %v", n.idx, err)
+		}
+	default:
+		w.fail("replica %d sent a frame of type %s to a client", n.idx, h.Type)
+	}
+}
+
+func (w *world) digest() string {
+	return hex.EncodeToString(w.trace.Sum(nil))
+}
