@@ -229,6 +229,10 @@ func (s *Server) read(c *conn) {
 		s.log.Debug("connection closed", zap.Uint64("conn", uint64(c.id)), zap.Error(err))
 	}
 	c.nc.Close()
+	// The socket is gone, so nothing queued can be delivered: stop the
+	// writer here rather than rely on the loop, which may already have
+	// exited (then the event below sits in the channel unread).
+	c.q.close()
 	s.untrack(c)
 	select {
 	case s.events <- netEvent{kind: evClosed, c: c}:

@@ -542,3 +542,25 @@ func TestSendQueue(t *testing.T) {
 		t.Fatal("take after close")
 	}
 }
+
+// TestCloseRightAfterAClientLeaves: a client that disconnects just as the
+// server shuts down must not leave Close waiting for that connection's
+// writer (its close event can arrive after the loop has stopped).
+func TestCloseRightAfterAClientLeaves(t *testing.T) {
+	for i := 0; i < 20; i++ {
+		r := serve(t, formatDir(t), Options{})
+		c := dial(t, r.Addr())
+		c.register(testCluster)
+		c.nc.Close()
+		done := make(chan error, 1)
+		go func() { done <- r.Close() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("iteration %d: Close hangs after a client left", i)
+		}
+	}
+}

@@ -10,8 +10,12 @@
 // replica's binary-protocol address in replica order, and this replica
 // listens on its own entry. dev is a one-replica cluster for development: it
 // formats DIR (default ./geoevent-data) with a random cluster id when it is
-// empty, then serves it on 127.0.0.1:3000. SIGINT and SIGTERM stop the
-// server cleanly (exit code 0).
+// empty, then serves it on 127.0.0.1:3000 and the HTTP JSON API on
+// 127.0.0.1:8080. With --http, start and dev serve the HTTP JSON API
+// (package http) on HOST:PORT once the binary protocol is listening; it
+// submits to the local replica over the binary protocol. SIGINT and SIGTERM
+// stop the server cleanly (exit code 0): the HTTP server first, letting
+// requests in flight finish, then the replica.
 package main
 
 import (
@@ -22,16 +26,20 @@ import (
 	"io"
 	"io/fs"
 	"math"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/geoevent/geoevent/client"
 	"github.com/geoevent/geoevent/core"
+	ghttp "github.com/geoevent/geoevent/http"
 	geoio "github.com/geoevent/geoevent/io"
 )
 
@@ -44,10 +52,12 @@ format  make DIR the data directory of replica I (0-based) of the cluster ID
         (a UUID or a decimal id) of N replicas; DIR must be new or empty.
 start   serve the replica in DIR; --addresses lists every replica's
         binary-protocol address in replica order, and replica I listens on
-        the I-th.
+        the I-th; --http also serves the HTTP JSON API on HOST:PORT.
 dev     a one-replica cluster for development: formats DIR (default
         ./geoevent-data) with a random cluster id when it is empty, and
-        serves the binary protocol on --addresses (default 127.0.0.1:3000).
+        serves the binary protocol on --addresses (default 127.0.0.1:3000)
+        and the HTTP JSON API on --http (default 127.0.0.1:8080; "" for
+        none).
 
 Run "replica COMMAND -h" for a command's flags.
 `
@@ -139,7 +149,7 @@ func start(args []string, stderr io.Writer) int {
 	fset := flag.NewFlagSet("start", flag.ContinueOnError)
 	data := fset.String("data", "", "the data directory `DIR`, made by replica format")
 	addresses := fset.String("addresses", "", "every replica's binary-protocol address `A0,A1,...` (host:port), in replica order")
-	httpAddr := fset.String("http", "", "serve the HTTP gateway on `HOST:PORT` (not served yet in this version)")
+	httpAddr := fset.String("http", "", "serve the HTTP JSON API on `HOST:PORT` (default: none)")
 	if code, ok := parse(fset, args, stderr, "data", "addresses"); !ok {
 		return code
 	}
@@ -170,7 +180,7 @@ func start(args []string, stderr io.Writer) int {
 func dev(args []string, stdout, stderr io.Writer) int {
 	fset := flag.NewFlagSet("dev", flag.ContinueOnError)
 	data := fset.String("data", "geoevent-data", "the data directory `DIR`; formatted as a new one-replica cluster when empty or absent")
-	httpAddr := fset.String("http", "127.0.0.1:8080", "serve the HTTP gateway on `HOST:PORT` (not served yet in this version)")
+	httpAddr := fset.String("http", "127.0.0.1:8080", "serve the HTTP JSON API on `HOST:PORT` (\"\": none)")
 	addresses := fset.String("addresses", "127.0.0.1:3000", "the binary-protocol address `HOST:PORT`")
 	if code, ok := parse(fset, args, stderr); !ok {
 		return code
@@ -207,19 +217,23 @@ func dev(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "replica dev: %v\n", err)
 		return exitError
 	}
-	banner := func(addr string) {
+	banner := func(addr, httpAddr string) {
 		fmt.Fprintf(stdout, `GeoEvent dev replica: cluster %[1]s, data in %[2]s
   binary protocol on %[3]s: register with cluster id %[1]s
   Go SDK:  id, _ := core.ParseUUID("%[1]s")
            c, err := client.New([]string{"%[3]s"}, client.Options{Cluster: id})
-  Ctrl-C stops the replica cleanly.
 `, info.Cluster, *data, addr)
+		if httpAddr != "" {
+			fmt.Fprintf(stdout, "  HTTP JSON API on http://%[1]s: curl http://%[1]s/ping (the API: GET /openapi.json)\n", httpAddr)
+		}
+		fmt.Fprintf(stdout, "  Ctrl-C stops the replica cleanly.\n")
 	}
 	return serve(log, *data, addrs, *httpAddr, banner, stderr, "dev")
 }
 
-// serve opens the replica in dir and runs it until SIGINT or SIGTERM.
-func serve(log *zap.Logger, dir string, addrs []string, httpAddr string, banner func(addr string), stderr io.Writer, cmd string) int {
+// serve opens the replica in dir, serves HTTP on httpAddr when it is not
+// empty, and runs both until SIGINT or SIGTERM.
+func serve(log *zap.Logger, dir string, addrs []string, httpAddr string, banner func(addr, httpAddr string), stderr io.Writer, cmd string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	srv, err := geoio.Open(dir, geoio.Options{Addresses: addrs, Logger: log})
@@ -228,25 +242,100 @@ func serve(log *zap.Logger, dir string, addrs []string, httpAddr string, banner 
 		fmt.Fprintf(stderr, "replica %s: %v\n", cmd, err)
 		return exitError
 	}
+	var gw *ghttp.Server
+	var backend *ghttp.ClientBackend
 	if httpAddr != "" {
-		log.Warn("HTTP is not served yet: the HTTP gateway comes in a later version; --http is accepted and ignored, use the binary protocol",
-			zap.String("http", httpAddr))
+		// The binary server is listening (it accepts once recovery is
+		// durable); the gateway is a local client of it.
+		backend, err = ghttp.NewClientBackend([]string{dialAddress(srv.Addr())}, client.Options{Cluster: srv.Cluster().Cluster})
+		if err == nil {
+			gw, err = ghttp.Listen(httpAddr, ghttp.Config{Backend: backend, Logger: log})
+			if err != nil {
+				backend.Close()
+			}
+		}
+		if err != nil {
+			srv.Close()
+			log.Error("cannot serve HTTP", zap.Error(err))
+			fmt.Fprintf(stderr, "replica %s: --http: %v\n", cmd, err)
+			return exitError
+		}
+		log.Info("HTTP gateway listening", zap.String("http", gw.Addr().String()))
 	}
 	if banner != nil {
-		banner(srv.Addr().String())
+		h := ""
+		if gw != nil {
+			h = gw.Addr().String()
+		}
+		banner(srv.Addr().String(), h)
 	}
-	err = srv.Run(ctx)
-	if ctx.Err() != nil {
-		log.Info("signal received: stopped cleanly")
+
+	runCtx, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	runDone := make(chan error, 1)
+	go func() { runDone <- srv.Run(runCtx) }()
+	var gwDone <-chan struct{}
+	if gw != nil {
+		gwDone = gw.Done()
+	}
+	ran := false
+	select {
+	case <-ctx.Done():
+		log.Info("signal received: stopping")
+	case err = <-runDone:
+		ran = true
+	case <-gwDone:
+		err = fmt.Errorf("the HTTP server stopped: %w", gw.Err())
+	}
+	// HTTP first: requests in flight finish against the running replica.
+	if gw != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if serr := gw.Shutdown(sctx); serr != nil {
+			log.Warn("HTTP requests still in flight were cut off", zap.Error(serr))
+		}
+		cancel()
+	}
+	stopRun()
+	if !ran {
+		if rerr := <-runDone; err == nil {
+			err = rerr
+		}
 	}
 	if cerr := srv.Close(); err == nil {
 		err = cerr
+	}
+	// The backend's connections go last: the replica's shutdown has closed
+	// them. (Closing them first races with the replica's shutdown: a
+	// connection that closes just before it can leave io's writer for it
+	// waiting forever.)
+	if backend != nil {
+		backend.Close()
 	}
 	if err != nil {
 		log.Error("stopped on an error", zap.Error(err))
 		return exitError
 	}
+	if ctx.Err() != nil {
+		log.Info("signal received: stopped cleanly")
+	}
 	return exitOK
+}
+
+// dialAddress is where a local client reaches a listener: its address, with
+// an unspecified host (0.0.0.0, ::) replaced by loopback.
+func dialAddress(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if ip.To4() != nil {
+			host = "127.0.0.1"
+		} else {
+			host = "::1"
+		}
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // splitAddresses splits a comma-separated list of host:port addresses.

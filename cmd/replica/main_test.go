@@ -248,8 +248,10 @@ func TestFormatStartStopRestart(t *testing.T) {
 	c = dial(t, srv, addr)
 	c.register(cluster)
 	c.checkLatest()
-	if !strings.Contains(srv.stderr.String(), "HTTP is not served yet") {
-		t.Fatalf("no line about HTTP in:\n%s", srv.stderr)
+	// --http serves the JSON API, which sees the data written before.
+	base := "http://" + httpAddrFromLog(t, srv)
+	if r := getJSON(t, base+"/entity/"+testEntity.String()); r["found"] != true {
+		t.Fatalf("GET /entity over HTTP: %v", r)
 	}
 	srv.stop(syscall.SIGINT)
 }

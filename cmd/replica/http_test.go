@@ -1,0 +1,129 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// httpAddrFromLog waits for start's JSON log line "HTTP gateway listening"
+// and returns its address.
+func httpAddrFromLog(t *testing.T, c *child) string {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		for _, line := range strings.Split(c.stderr.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "HTTP gateway listening" {
+				if a, ok := m["http"].(string); ok {
+					return a
+				}
+			}
+		}
+		select {
+		case <-c.done:
+			t.Fatalf("the server exited; stderr:\n%s", c.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no HTTP address logged; stderr:\n%s", c.stderr)
+		}
+	}
+}
+
+// httpAddrFromBanner waits for dev's banner line naming the HTTP address.
+func httpAddrFromBanner(t *testing.T, c *child) string {
+	t.Helper()
+	re := regexp.MustCompile(`HTTP JSON API on http://([0-9.]+:[0-9]+)`)
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if m := re.FindStringSubmatch(c.stdout.String()); m != nil {
+			return m[1]
+		}
+		select {
+		case <-c.done:
+			t.Fatalf("the server exited; stderr:\n%s", c.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no HTTP address printed; stdout:\n%s\nstderr:\n%s", c.stdout, c.stderr)
+		}
+	}
+}
+
+func send(t *testing.T, method, url, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("%s %s: not JSON: %s", method, url, raw)
+	}
+	return res.StatusCode, m
+}
+
+func getJSON(t *testing.T, url string) map[string]any {
+	t.Helper()
+	code, m := send(t, "GET", url, "")
+	if code != 200 {
+		t.Fatalf("GET %s: %d %v", url, code, m)
+	}
+	return m
+}
+
+func TestDevServesHTTP(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "dev-data")
+	srv := startChild(t, "dev", "--data", dir, "--addresses", freeAddr(t), "--http", "127.0.0.1:0")
+	base := "http://" + httpAddrFromBanner(t, srv)
+	if m := getJSON(t, base+"/ping"); m["pong"] != true {
+		t.Fatalf("ping: %v", m)
+	}
+	const id = "6ba7b810-9dad-11d1-80b4-00c04fd430c8"
+	code, m := send(t, "POST", base+"/events", `{"events":[{"entity_id":"`+id+`","lat_nano":38115000000,"lon_nano":13361000000}]}`)
+	if code != 200 || m["committed"] != true {
+		t.Fatalf("POST /events: %d %v", code, m)
+	}
+	code, m = send(t, "POST", base+"/query/radius", `{"center_lat":38.115,"center_lon":13.361,"radius_m":10}`)
+	if events, _ := m["events"].([]any); code != 200 || len(events) != 1 {
+		t.Fatalf("POST /query/radius: %d %v", code, m)
+	}
+	if m := getJSON(t, base+"/openapi.json"); m["openapi"] != "3.1.0" {
+		t.Fatalf("openapi: %v", m["openapi"])
+	}
+	srv.stop(syscall.SIGTERM)
+	if !strings.Contains(srv.stderr.String(), "stopped cleanly") {
+		t.Fatalf("no clean stop logged:\n%s", srv.stderr)
+	}
+
+	// Restarted, the data is there over HTTP, and SIGINT stops it cleanly.
+	srv = startChild(t, "dev", "--data", dir, "--addresses", freeAddr(t), "--http", "127.0.0.1:0")
+	base = "http://" + httpAddrFromBanner(t, srv)
+	if m := getJSON(t, base+"/entity/"+id+"?form=a"); m["found"] != true {
+		t.Fatalf("after restart: %v", m)
+	}
+	srv.stop(syscall.SIGINT)
+}
+
+func TestHTTPAddressInUse(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "dev-data")
+	srv := startChild(t, "dev", "--data", dir, "--addresses", freeAddr(t), "--http", "127.0.0.1:0")
+	taken := httpAddrFromBanner(t, srv)
+	code, _, errs := runCmd(t, "dev", "--data", filepath.Join(t.TempDir(), "other"), "--addresses", freeAddr(t), "--http", taken)
+	if code == 0 || !strings.Contains(errs, "--http") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	srv.stop(syscall.SIGTERM)
+}

@@ -1,0 +1,123 @@
+// Package http is GeoEvent's JSON gateway: every endpoint of SPEC.md in
+// both of its documented shapes (Form A, degrees; Form B, nanodegrees),
+// translated to the operations of package core and submitted through a
+// [Backend] (today [ClientBackend], the Go client over the binary protocol
+// to the local replica). The gateway holds no state beyond requests in
+// flight. The whole API is described by the OpenAPI 3.1 document in
+// openapi.json, served at GET /openapi.json.
+//
+// # Endpoints
+//
+//	POST   /events                      createBatch (alias POST /insert)
+//	POST   /query/radius                queryRadius
+//	POST   /query/polygon               queryPolygon
+//	POST   /query/latest                latest events across entities; with entity_ids a latest-position lookup
+//	GET    /entity/{entity_id}          getLatest
+//	GET    /entity/{entity_id}/history  one entity's events by time (?since_ns=&until_ns=&limit=&cursor=)
+//	POST   /entities/batch              getLatestBatch
+//	DELETE /entities                    deleteEntities (alias POST /delete)
+//	POST   /cleanup/expired             cleanupExpired (body optional)
+//	POST   /ttl/set, /ttl/extend, /ttl/clear
+//	GET    /stats, /status, /topology, /ping, /openapi.json
+//
+// # Forms
+//
+// A request is Form A or Form B by its field names: center_lat, center_lon,
+// radius_m and vertices {lat, lon} are Form A; center_lat_nano,
+// center_lon_nano, radius_mm and vertices {lat_nano, lon_nano} are Form B;
+// mixing them in one body is 400. The response has the request's form.
+// Where the body does not tell (no body, GET requests, and the bodies both
+// forms share: /events, /entities/batch, /entities, /query/latest, /ttl/*,
+// /cleanup/expired) the response is Form B unless the URL says ?form=a
+// (?form=b is accepted too). Where the body tells, its fields decide and
+// ?form is ignored. Errors are in the form known when they are found: a body
+// that is not JSON is answered in the ?form form.
+//
+//   - Form A: degrees; radius_m in metres (an int32, 1 to 40,000,000);
+//     EventResult {index, result}; errors {error_code, error_name,
+//     message}; GET /entity/{id} of an unknown entity is 404 with {event:
+//     null, found: false} and the error fields (code 3 ENTITY_NOT_FOUND);
+//     /entities/batch omits missing entities; a batch that did not commit
+//     is 400 with the first failing event's code mapped by core.BatchCode
+//     (100 INVALID_COORDINATES, 101 INVALID_ENTITY_ID, 105 INVALID_EVENT);
+//     entity ids are UUID strings only.
+//   - Form B: nanodegrees; radius_mm (1 to 40,000,000,000); EventResult
+//     {index, code, message (the code's name) when code is not 0, updated
+//     in upsert results}; errors {"error": {code, message (the code's
+//     name), details}}; radius results carry distance_mm; /entities/batch
+//     has null in place of a missing entity; a batch that did not commit
+//     is 200 with committed false and every event's code; entity ids are
+//     UUID strings or decimal strings.
+//
+// Both forms render a GeoEvent with every field of SPEC.md plus id
+// ("<entity_id>:<timestamp_ns>") and timestamp_ns. EventResults of a
+// committed batch also carry the event's id and timestamp_ns, so a client
+// learns the key the server assigned.
+//
+// # JSON rules
+//
+//   - Numbers: every integer field accepts a JSON number without fraction
+//     or exponent, or a string holding a decimal integer ("123", "-5").
+//     64-bit fields (timestamp_ns, group_id, lat_nano, lon_nano,
+//     expires_at_ns, distance_mm, counts) are rendered as JSON numbers when
+//     their magnitude is at most 2^53-1 (JavaScript's
+//     Number.MAX_SAFE_INTEGER) and as decimal strings otherwise, so no
+//     client loses precision: today's timestamps are strings
+//     ("1767225600000000000"), small group ids are numbers. 32- and 16-bit
+//     fields are always numbers.
+//   - group_id is a uint64. Form A shows it as an int64, so a negative
+//     group_id is read as its two's complement (-1 is
+//     18446744073709551615); it is always rendered unsigned.
+//   - Degrees (Form A) are JSON numbers converted exactly from their
+//     decimal text: the value times 10^9, rounded half away from zero to an
+//     integer number of nanodegrees, with no binary floating point on the
+//     way; the range check (±90, ±180 degrees) applies to the rounded value.
+//     So 90.0000000004 is 90,000,000,000 nanodegrees (valid) and
+//     90.0000000005 is 90,000,000,001 (100 INVALID_COORDINATES).
+//   - Ids (entity_id, correlation_id, user_data) are strings: a UUID in any
+//     form google/uuid parses (rendered canonical, lowercase), or in Form B
+//     also an unsigned decimal integer. id is read-only: a request that
+//     sets it is 400.
+//   - Field names are exact and case-sensitive. An unknown field, a
+//     duplicate field, nesting deeper than 64 levels, a value of the wrong
+//     JSON type, invalid UTF-8, a
+//     missing required field, an unknown or repeated query parameter, and a
+//     body that is not one JSON object are 400 with 1 MALFORMED_REQUEST and
+//     a message naming the field (events[3].lat_nano). null counts as an
+//     absent optional field.
+//   - A well-formed value outside its range gets the spec's code for that
+//     field: 100 coordinates, 101 entity ids, radius and empty lists, 102
+//     more than 1,000 vertices or 100 holes, 104 cursors, 300 more than
+//     10,000 events or ids or a limit above 10,000; other fields 108
+//     INVALID_ARGUMENT (limit 0, ttl_seconds above 2^32-1, mode, ...).
+//     In /events, fields the state machine checks per event (entity_id
+//     zero, lat_nano, lon_nano, altitude_mm, velocity_mms, heading_cdeg,
+//     timestamp_ns in the future, an existing key) are reported per event
+//     (codes 7-14), the batch uncommitted.
+//   - Content-Type is not enforced; bodies must be JSON. The body limit is
+//     16 MiB (DefaultMaxBodyBytes): a larger body is 413 with code 300 and
+//     a JSON error body.
+//
+// [ClientBackend] keeps DefaultPoolSize (64) sessions, so concurrent HTTP
+// requests do not queue behind one session.
+//
+// Nothing is written by a rejected request: a request is decoded and
+// validated completely before it is submitted, and a batch with an invalid
+// event is not committed at all.
+//
+// # Errors and statuses
+//
+// Every code keeps the HTTP status of core's code table (400, 404, 500,
+// 503, 504). Backend failures map as follows: a *core.Error keeps its code
+// (101 is named INVALID_RADIUS for radius queries, 300
+// QUERY_RESULT_TOO_LARGE for queries: the binary protocol carries only the
+// number); the request timeout (DefaultRequestTimeout, 30 s) or the
+// client's deadline is 504 with 216 REPLICATION_TIMEOUT (retryable; a write
+// may have committed); a backend that cannot be reached is 503 with 211
+// CLUSTER_UNAVAILABLE (retryable); codes of the binary session protocol
+// (2, 4, 201-204) mean the gateway itself failed and are 500 with 500
+// INTERNAL_ERROR. HTTP-level errors outside the table: 404 for an unknown
+// path and 405 (with Allow) for a method a path does not take, both with
+// code 4 UNKNOWN_OPERATION; 413 for a body over the limit.
+// GET /ping is 503 {pong: false, reason} when the cluster does not answer.
+package http

@@ -1,0 +1,621 @@
+package http
+
+import (
+	"bytes"
+	"fmt"
+	stdhttp "net/http"
+	"strconv"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// POST /events, POST /insert.
+func (g *Gateway) insert(c *call) *failure {
+	if _, f := c.params(); f != nil {
+		return f
+	}
+	d, f := c.body(false)
+	if f != nil {
+		return f
+	}
+	op, req, f := parseInsert(d, c.form)
+	if f != nil {
+		return f
+	}
+	v, f := c.do(op, req)
+	if f != nil {
+		return f
+	}
+	r, f := replyAs[core.InsertReply](op, v)
+	if f != nil {
+		return f
+	}
+	if len(r.Results) != len(req.Events) {
+		return fail(core.InternalError, "the backend answered %d results for %d events", len(r.Results), len(req.Events))
+	}
+	for i, res := range r.Results {
+		if int(res.Index) != i {
+			return fail(core.InternalError, "the backend answered result %d with index %d", i, res.Index)
+		}
+	}
+	if !r.Committed && c.form == formA {
+		return batchFailure(r)
+	}
+	return c.ok(func(w *jw) {
+		w.open()
+		w.key("results")
+		w.openArr()
+		for _, res := range r.Results {
+			w.open()
+			w.key("index")
+			w.num(int64(res.Index))
+			if c.form == formA {
+				w.key("result")
+				w.num(int64(res.Code))
+			} else {
+				w.key("code")
+				w.num(int64(res.Code))
+				if res.Code != 0 {
+					w.key("message")
+					w.str(codeName(res.Code))
+				}
+				if op == core.OpUpsert {
+					w.key("updated")
+					w.boolean(res.Updated)
+				}
+			}
+			if r.Committed {
+				w.key("id")
+				w.b = append(w.b, '"')
+				w.b = appendUUID(w.b, req.Events[res.Index].EntityID)
+				w.b = append(w.b, ':')
+				w.b = strconv.AppendUint(w.b, res.TimestampNS, 10)
+				w.b = append(w.b, '"')
+				w.key("timestamp_ns")
+				w.u64(res.TimestampNS)
+			}
+			w.close()
+		}
+		w.closeArr()
+		w.key("committed")
+		w.boolean(r.Committed)
+		w.close()
+	})
+}
+
+// batchFailure is Form A's answer to a batch that did not commit: 400 with
+// the first failing event's code mapped to a batch-level code (100, 101,
+// 105).
+func batchFailure(r *core.InsertReply) *failure {
+	first, failed := -1, 0
+	for i, res := range r.Results {
+		if res.Code != 0 {
+			failed++
+			if first < 0 {
+				first = i
+			}
+		}
+	}
+	if first < 0 {
+		return fail(core.InvalidEvent, "the batch was not committed")
+	}
+	res := r.Results[first]
+	more := ""
+	if failed > 1 {
+		more = fmt.Sprintf(" (and %d more events failed)", failed-1)
+	}
+	return fail(core.BatchCode(res.Code), "events[%d] failed with %s (%d)%s; the batch was not committed",
+		res.Index, codeName(res.Code), res.Code, more)
+}
+
+func codeName(c core.Code) string {
+	if info, ok := c.Info(); ok {
+		return info.Name
+	}
+	return "UNKNOWN"
+}
+
+// POST /query/radius.
+func (g *Gateway) radius(c *call) *failure {
+	if _, f := c.params(); f != nil {
+		return f
+	}
+	d, f := c.body(false)
+	if f != nil {
+		return f
+	}
+	fm, q, f := parseRadius(d, c.form)
+	c.form = fm
+	if f != nil {
+		return f
+	}
+	return c.query(core.OpQueryRadius, q, fm == formB)
+}
+
+// query runs a paged query and writes its QueryResult.
+func (c *call) query(op core.Operation, q any, distances bool) *failure {
+	v, f := c.do(op, q)
+	if f != nil {
+		return f
+	}
+	r, f := replyAs[core.QueryResult](op, v)
+	if f != nil {
+		return f
+	}
+	return c.ok(func(w *jw) { w.queryResult(r, distances) })
+}
+
+// POST /query/polygon.
+func (g *Gateway) polygon(c *call) *failure {
+	if _, f := c.params(); f != nil {
+		return f
+	}
+	d, f := c.body(false)
+	if f != nil {
+		return f
+	}
+	fm, q, f := parsePolygon(d, c.form)
+	c.form = fm
+	if f != nil {
+		return f
+	}
+	return c.query(core.OpQueryPolygon, q, false)
+}
+
+// POST /query/latest: latest events across all entities, or with
+// entity_ids a latest-position lookup answered like /entities/batch.
+func (g *Gateway) latest(c *call) *failure {
+	if _, f := c.params(); f != nil {
+		return f
+	}
+	d, f := c.body(true)
+	if f != nil {
+		return f
+	}
+	q, ids, f := parseLatest(d, c.form)
+	if f != nil {
+		return f
+	}
+	if ids != nil {
+		return c.lookup(ids)
+	}
+	return c.query(core.OpQueryLatest, q, false)
+}
+
+// lookup runs get_latest_batch and writes {events}.
+func (c *call) lookup(ids []core.Uint128) *failure {
+	list := core.IDList(ids)
+	v, f := c.do(core.OpGetLatestBatch, &list)
+	if f != nil {
+		return f
+	}
+	r, f := replyAs[core.LatestResults](core.OpGetLatestBatch, v)
+	if f != nil {
+		return f
+	}
+	if len(*r) != len(ids) {
+		return fail(core.InternalError, "the backend answered %d results for %d ids", len(*r), len(ids))
+	}
+	return c.ok(func(w *jw) { w.latestResults(*r, c.form) })
+}
+
+// GET /entity/{entity_id}.
+func (g *Gateway) getLatest(c *call) *failure {
+	if _, f := c.params(); f != nil {
+		return f
+	}
+	id, f := entityID(c.r.PathValue("entity_id"), c.form)
+	if f != nil {
+		return f
+	}
+	v, f := c.do(core.OpGetLatest, &id)
+	if f != nil {
+		return f
+	}
+	r, f := replyAs[core.LatestResult](core.OpGetLatest, v)
+	if f != nil {
+		return f
+	}
+	if !r.Found && c.form == formA {
+		// Form A: 404 with the GetLatestResponse shape and the error fields.
+		return c.respond(stdhttp.StatusNotFound, func(w *jw) {
+			w.open()
+			w.key("event")
+			w.null()
+			w.key("found")
+			w.boolean(false)
+			w.key("error_code")
+			w.num(int64(core.EntityNotFound.Code))
+			w.key("error_name")
+			w.str(core.EntityNotFound.Name)
+			w.key("message")
+			w.str("entity " + id.String() + " not found")
+			w.close()
+		})
+	}
+	return c.ok(func(w *jw) {
+		w.open()
+		w.key("event")
+		if r.Found {
+			w.event(&r.Event, nil)
+		} else {
+			w.null()
+		}
+		w.key("found")
+		w.boolean(r.Found)
+		w.close()
+	})
+}
+
+// GET /entity/{entity_id}/history?since_ns=&until_ns=&limit=&cursor=.
+func (g *Gateway) history(c *call) *failure {
+	p, f := c.params("since_ns", "until_ns", "limit", "cursor")
+	if f != nil {
+		return f
+	}
+	q := &core.HistoryQuery{}
+	if q.EntityID, f = entityID(c.r.PathValue("entity_id"), c.form); f != nil {
+		return f
+	}
+	if q.SinceNS, f = p.u64("since_ns"); f != nil {
+		return f
+	}
+	if q.UntilNS, f = p.u64("until_ns"); f != nil {
+		return f
+	}
+	if q.Page, f = p.page(); f != nil {
+		return f
+	}
+	return c.query(core.OpEntityHistory, q, false)
+}
+
+// POST /entities/batch.
+func (g *Gateway) getLatestBatch(c *call) *failure {
+	if _, f := c.params(); f != nil {
+		return f
+	}
+	d, f := c.body(false)
+	if f != nil {
+		return f
+	}
+	ids, f := parseIDs(d, c.form)
+	if f != nil {
+		return f
+	}
+	return c.lookup(ids)
+}
+
+// DELETE /entities, POST /delete.
+func (g *Gateway) delete(c *call) *failure {
+	if _, f := c.params(); f != nil {
+		return f
+	}
+	d, f := c.body(false)
+	if f != nil {
+		return f
+	}
+	ids, f := parseIDs(d, c.form)
+	if f != nil {
+		return f
+	}
+	v, f := c.do(core.OpDeleteEntities, &core.DeleteRequest{EntityIDs: ids})
+	if f != nil {
+		return f
+	}
+	r, f := replyAs[core.DeleteReply](core.OpDeleteEntities, v)
+	if f != nil {
+		return f
+	}
+	return c.ok(func(w *jw) {
+		w.open()
+		w.key("deleted_count")
+		w.num(int64(r.Deleted))
+		w.key("not_found_count")
+		w.num(int64(r.NotFound))
+		w.close()
+	})
+}
+
+// POST /cleanup/expired (body optional).
+func (g *Gateway) cleanup(c *call) *failure {
+	if _, f := c.params(); f != nil {
+		return f
+	}
+	d, f := c.body(true)
+	if f != nil {
+		return f
+	}
+	req, f := parseCleanup(d)
+	if f != nil {
+		return f
+	}
+	v, f := c.do(core.OpCleanupExpired, req)
+	if f != nil {
+		return f
+	}
+	r, f := replyAs[core.CleanupReply](core.OpCleanupExpired, v)
+	if f != nil {
+		return f
+	}
+	return c.ok(func(w *jw) {
+		w.open()
+		w.key("entries_scanned")
+		w.num(int64(r.Scanned))
+		w.key("entries_removed")
+		w.num(int64(r.Removed))
+		w.close()
+	})
+}
+
+// GET /stats: the state machine's counts and the topology's replica count
+// and primary. replication_lag_ms is 0: one replica has no lag.
+func (g *Gateway) stats(c *call) *failure {
+	if _, f := c.params(); f != nil {
+		return f
+	}
+	v, f := c.do(core.OpStats, nil)
+	if f != nil {
+		return f
+	}
+	s, f := replyAs[core.Stats](core.OpStats, v)
+	if f != nil {
+		return f
+	}
+	v, f = c.do(core.OpTopology, nil)
+	if f != nil {
+		return f
+	}
+	t, f := replyAs[core.TopologyReply](core.OpTopology, v)
+	if f != nil {
+		return f
+	}
+	return c.ok(func(w *jw) {
+		w.open()
+		w.key("event_count")
+		w.u64(s.EventCount)
+		w.key("entity_count")
+		w.u64(s.EntityCount)
+		w.key("storage_bytes")
+		w.u64(s.StorageBytes)
+		w.key("replica_count")
+		w.num(int64(t.ReplicaCount))
+		w.key("primary_replica")
+		w.num(int64(t.Primary))
+		w.key("replication_lag_ms")
+		w.num(0)
+		w.close()
+	})
+}
+
+// GET /ping: 200 {pong: true}; 503 {pong: false, reason} when the cluster
+// does not answer or says it is unhealthy.
+func (g *Gateway) ping(c *call) *failure {
+	if _, f := c.params(); f != nil {
+		return f
+	}
+	unhealthy := func(reason string) *failure {
+		return c.respond(stdhttp.StatusServiceUnavailable, func(w *jw) {
+			w.open()
+			w.key("pong")
+			w.boolean(false)
+			w.key("reason")
+			w.str(reason)
+			w.close()
+		})
+	}
+	v, f := c.do(core.OpPing, nil)
+	if f != nil {
+		return unhealthy(fmt.Sprintf("%s (%d): %s", f.info.Name, f.info.Code, f.msg))
+	}
+	r, f := replyAs[core.PingReply](core.OpPing, v)
+	if f != nil {
+		return f
+	}
+	if !r.Pong {
+		return unhealthy(r.Reason)
+	}
+	return c.ok(func(w *jw) {
+		w.open()
+		w.key("pong")
+		w.boolean(true)
+		w.close()
+	})
+}
+
+// GET /status.
+func (g *Gateway) status(c *call) *failure {
+	if _, f := c.params(); f != nil {
+		return f
+	}
+	v, f := c.do(core.OpStatus, nil)
+	if f != nil {
+		return f
+	}
+	s, f := replyAs[core.StatusReply](core.OpStatus, v)
+	if f != nil {
+		return f
+	}
+	return c.ok(func(w *jw) {
+		w.open()
+		w.key("events_count")
+		w.u64(s.EventsCount)
+		w.key("entities_count")
+		w.u64(s.EntitiesCount)
+		w.key("index_bytes")
+		w.u64(s.IndexBytes)
+		w.key("uptime_seconds")
+		w.u64(s.UptimeSeconds)
+		w.key("version")
+		w.str(s.Version)
+		w.key("cluster_state")
+		w.str(s.ClusterState)
+		w.key("node_id")
+		w.str(s.NodeID)
+		w.close()
+	})
+}
+
+// GET /topology: one shard (0) whose primary is the cluster's and whose
+// replicas are the other replicas.
+func (g *Gateway) topology(c *call) *failure {
+	if _, f := c.params(); f != nil {
+		return f
+	}
+	v, f := c.do(core.OpTopology, nil)
+	if f != nil {
+		return f
+	}
+	t, f := replyAs[core.TopologyReply](core.OpTopology, v)
+	if f != nil {
+		return f
+	}
+	node := func(w *jw, n *core.NodeInfo) {
+		w.open()
+		w.key("node_id")
+		w.str(n.NodeID)
+		w.key("address")
+		w.str(n.Address)
+		w.key("status")
+		w.str(n.Status)
+		w.close()
+	}
+	return c.ok(func(w *jw) {
+		w.open()
+		w.key("version")
+		w.u64(t.Version)
+		w.key("num_shards")
+		w.num(1)
+		w.key("replication_factor")
+		w.num(int64(t.ReplicaCount))
+		w.key("shards")
+		w.openArr()
+		w.open()
+		w.key("shard_id")
+		w.num(0)
+		w.key("primary")
+		if int(t.Primary) < len(t.Nodes) {
+			node(w, &t.Nodes[t.Primary])
+		} else {
+			w.null()
+		}
+		w.key("replicas")
+		w.openArr()
+		for i := range t.Nodes {
+			if i != int(t.Primary) {
+				node(w, &t.Nodes[i])
+			}
+		}
+		w.closeArr()
+		w.close()
+		w.closeArr()
+		w.close()
+	})
+}
+
+// POST /ttl/set.
+func (g *Gateway) ttlSet(c *call) *failure {
+	if _, f := c.params(); f != nil {
+		return f
+	}
+	d, f := c.body(false)
+	if f != nil {
+		return f
+	}
+	id, secs, f := parseTTL(d, c.form, "ttl_seconds")
+	if f != nil {
+		return f
+	}
+	v, f := c.do(core.OpTTLSet, &core.TTLSetRequest{EntityID: id, TTLSeconds: secs})
+	if f != nil {
+		return f
+	}
+	r, f := replyAs[core.TTLSetReply](core.OpTTLSet, v)
+	if f != nil {
+		return f
+	}
+	return c.ok(func(w *jw) {
+		w.open()
+		w.key("success")
+		w.boolean(true)
+		w.key("expires_at_ns")
+		w.u64(r.ExpiresAtNS)
+		w.close()
+	})
+}
+
+// POST /ttl/extend.
+func (g *Gateway) ttlExtend(c *call) *failure {
+	if _, f := c.params(); f != nil {
+		return f
+	}
+	d, f := c.body(false)
+	if f != nil {
+		return f
+	}
+	id, secs, f := parseTTL(d, c.form, "extend_by_seconds")
+	if f != nil {
+		return f
+	}
+	v, f := c.do(core.OpTTLExtend, &core.TTLExtendRequest{EntityID: id, ExtendBySeconds: secs})
+	if f != nil {
+		return f
+	}
+	r, f := replyAs[core.TTLExtendReply](core.OpTTLExtend, v)
+	if f != nil {
+		return f
+	}
+	return c.ok(func(w *jw) {
+		w.open()
+		w.key("success")
+		w.boolean(true)
+		w.key("previous_expires_at_ns")
+		w.u64(r.PreviousExpiresAtNS)
+		w.key("new_expires_at_ns")
+		w.u64(r.NewExpiresAtNS)
+		w.close()
+	})
+}
+
+// POST /ttl/clear.
+func (g *Gateway) ttlClear(c *call) *failure {
+	if _, f := c.params(); f != nil {
+		return f
+	}
+	d, f := c.body(false)
+	if f != nil {
+		return f
+	}
+	id, _, f := parseTTL(d, c.form, "")
+	if f != nil {
+		return f
+	}
+	v, f := c.do(core.OpTTLClear, &core.TTLClearRequest{EntityID: id})
+	if f != nil {
+		return f
+	}
+	r, f := replyAs[core.TTLClearReply](core.OpTTLClear, v)
+	if f != nil {
+		return f
+	}
+	return c.ok(func(w *jw) {
+		w.open()
+		w.key("success")
+		w.boolean(true)
+		w.key("previous_expires_at_ns")
+		if r.HadTTL {
+			w.u64(r.PreviousExpiresAtNS)
+		} else {
+			w.null()
+		}
+		w.close()
+	})
+}
+
+// GET /openapi.json.
+func (g *Gateway) openAPI(c *call) *failure {
+	if _, f := c.params(); f != nil {
+		return f
+	}
+	c.write(stdhttp.StatusOK, bytes.TrimRight(openAPI, "\n"))
+	return nil
+}

@@ -1,0 +1,845 @@
+package http
+
+import (
+	"math"
+	"net/url"
+	"strings"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// form is a request's and its response's shape: Form B (nanodegrees,
+// radius_mm, the default) or Form A (degrees, radius_m).
+type form uint8
+
+const (
+	formB       form = iota
+	formA                  // degrees
+	formUnknown form = 255 // detect: the fields do not tell
+)
+
+func (f form) String() string {
+	if f == formA {
+		return "Form A"
+	}
+	return "Form B"
+}
+
+// keyName returns the decoded name of key node k.
+func (d *doc) keyName(k int32) string {
+	if !d.nodes[k].esc {
+		return string(d.raw(k))
+	}
+	return d.str(k)
+}
+
+// name returns the key's text for switching on it: the raw bytes when the
+// key has no escapes (switch string(b) does not allocate).
+func (d *doc) name(k int32) []byte {
+	if !d.nodes[k].esc {
+		return d.raw(k)
+	}
+	return []byte(d.str(k))
+}
+
+func unknownField(d *doc, k int32, path string, allowed string) *failure {
+	where := ""
+	if path != "" {
+		where = " in " + path
+	}
+	name := d.keyName(k)
+	if len(name) > 64 {
+		name = name[:61] + "..."
+	}
+	return malformed("unknown field %q%s (the fields are %s)", name, where, allowed)
+}
+
+func required(path string) *failure { return malformed("%s is required", path) }
+
+// object checks that node i is an object.
+func (d *doc) object(i int32, path string) *failure {
+	if d.nodes[i].kind != kObject {
+		if path == "" {
+			return malformed("the body must be a JSON object, got %s", d.nodes[i].kind)
+		}
+		return d.wrongType(i, path, "an object")
+	}
+	return nil
+}
+
+// ---- POST /events, /insert ----
+
+const eventFieldList = "entity_id, correlation_id, user_data, timestamp_ns, lat_nano, lon_nano, group_id, altitude_mm, velocity_mms, ttl_seconds, accuracy_mm, heading_cdeg, flags"
+
+// parseInsert decodes a createBatch body: {events, mode}.
+func parseInsert(d *doc, fm form) (core.Operation, *core.InsertRequest, *failure) {
+	if f := d.object(0, ""); f != nil {
+		return 0, nil, f
+	}
+	op := core.OpInsert
+	events := int32(-1)
+	var f *failure
+	d.members(0, func(k, v int32) bool {
+		switch string(d.name(k)) {
+		case "events":
+			if !d.isNull(v) {
+				events = v
+			}
+		case "mode":
+			if d.isNull(v) {
+				break
+			}
+			var s string
+			if s, f = d.stringOf(v, "mode"); f != nil {
+				break
+			}
+			switch s {
+			case "insert":
+				op = core.OpInsert
+			case "upsert":
+				op = core.OpUpsert
+			default:
+				f = fail(core.InvalidArgument, "mode: %s is neither \"insert\" nor \"upsert\"", d.textOf(v))
+			}
+		default:
+			f = unknownField(d, k, "", "events, mode")
+		}
+		return f == nil
+	})
+	if f != nil {
+		return 0, nil, f
+	}
+	if events < 0 {
+		return 0, nil, required("events")
+	}
+	if d.nodes[events].kind != kArray {
+		return 0, nil, d.wrongType(events, "events", "an array of events")
+	}
+	switch n := int(d.nodes[events].n); {
+	case n == 0:
+		return 0, nil, fail(core.EmptyRequest, "events is empty: send 1 to %d events", core.MaxBatchEvents)
+	case n > core.MaxBatchEvents:
+		return 0, nil, fail(core.BatchTooLarge, "events: the batch has %d events; at most %d are allowed", n, core.MaxBatchEvents)
+	}
+	req := &core.InsertRequest{Events: make([]core.GeoEvent, d.nodes[events].n)}
+	k := events + 1
+	for i := range req.Events {
+		if f := parseEvent(d, k, i, fm, &req.Events[i]); f != nil {
+			return 0, nil, f
+		}
+		k = d.nodes[k].next
+	}
+	return op, req, nil
+}
+
+// parseEvent decodes events[i] at node n into ev. Fields whose ranges the
+// state machine checks with a per-event code (lat_nano 9, lon_nano 10,
+// altitude_mm 11, velocity_mms 12, heading_cdeg 13, a zero entity_id 7)
+// are passed on even when out of range, clamped to their record type, so
+// that the batch reports them per event; other values outside their type
+// are refused here.
+func parseEvent(d *doc, n int32, i int, fm form, ev *core.GeoEvent) *failure {
+	path := ""
+	p := func(field string) string {
+		if path == "" {
+			path = index("events", i)
+		}
+		return join(path, field)
+	}
+	if d.nodes[n].kind != kObject {
+		return d.wrongType(n, index("events", i), "an event object")
+	}
+	var hasID, hasLat, hasLon bool
+	var f *failure
+	d.members(n, func(k, v int32) bool {
+		name := d.name(k)
+		if string(name) == "id" {
+			f = malformed("%s is read-only: the service builds it as \"<entity_id>:<timestamp_ns>\"; to name an existing event send its timestamp_ns", p("id"))
+			return false
+		}
+		if d.isNull(v) {
+			switch string(name) {
+			case "entity_id", "lat_nano", "lon_nano":
+				f = malformed("%s is required, got null", p(string(name)))
+			case "correlation_id", "user_data", "timestamp_ns", "group_id", "altitude_mm", "velocity_mms",
+				"ttl_seconds", "accuracy_mm", "heading_cdeg", "flags":
+			default:
+				f = unknownField(d, k, index("events", i), eventFieldList)
+			}
+			return f == nil
+		}
+		var x integer
+		switch string(name) {
+		case "entity_id":
+			ev.EntityID, f = d.idOf(v, p("entity_id"), fm, core.InvalidEntityID)
+			hasID = true
+		case "correlation_id":
+			ev.CorrelationID, f = d.idOf(v, p("correlation_id"), fm, core.MalformedRequest)
+		case "user_data":
+			ev.UserData, f = d.idOf(v, p("user_data"), fm, core.MalformedRequest)
+		case "timestamp_ns":
+			ev.TimestampNS, f = d.uintIn(v, p("timestamp_ns"), 0, math.MaxUint64, core.InvalidArgument)
+		case "lat_nano":
+			if x, f = d.integerOf(v, p("lat_nano")); f == nil {
+				ev.LatNano = x.clampI64()
+			}
+			hasLat = true
+		case "lon_nano":
+			if x, f = d.integerOf(v, p("lon_nano")); f == nil {
+				ev.LonNano = x.clampI64()
+			}
+			hasLon = true
+		case "group_id":
+			ev.GroupID, f = d.groupID(v, p("group_id"))
+		case "altitude_mm":
+			if x, f = d.integerOf(v, p("altitude_mm")); f == nil {
+				ev.AltitudeMM = int32(max(math.MinInt32, min(math.MaxInt32, x.clampI64())))
+			}
+		case "velocity_mms":
+			if x, f = d.integerOf(v, p("velocity_mms")); f == nil {
+				ev.VelocityMMS = math.MaxUint32 // out of range: 12 VELOCITY_OUT_OF_RANGE
+				if u, ok := x.u64(); ok && u <= math.MaxUint32 {
+					ev.VelocityMMS = uint32(u)
+				}
+			}
+		case "heading_cdeg":
+			if x, f = d.integerOf(v, p("heading_cdeg")); f == nil {
+				ev.HeadingCdeg = math.MaxUint16 // out of range: 13 HEADING_OUT_OF_RANGE
+				if u, ok := x.u64(); ok && u <= math.MaxUint16 {
+					ev.HeadingCdeg = uint16(u)
+				}
+			}
+		case "ttl_seconds":
+			var u uint64
+			u, f = d.uintIn(v, p("ttl_seconds"), 0, math.MaxUint32, core.InvalidArgument)
+			ev.TTLSeconds = uint32(u)
+		case "accuracy_mm":
+			var u uint64
+			u, f = d.uintIn(v, p("accuracy_mm"), 0, math.MaxUint32, core.InvalidArgument)
+			ev.AccuracyMM = uint32(u)
+		case "flags":
+			var u uint64
+			u, f = d.uintIn(v, p("flags"), 0, math.MaxUint16, core.InvalidArgument)
+			ev.Flags = uint16(u)
+		default:
+			f = unknownField(d, k, index("events", i), eventFieldList)
+		}
+		return f == nil
+	})
+	switch {
+	case f != nil:
+		return f
+	case !hasID:
+		return required(p("entity_id"))
+	case !hasLat:
+		return required(p("lat_nano"))
+	case !hasLon:
+		return required(p("lon_nano"))
+	}
+	return nil
+}
+
+// ---- paging and filters shared by the queries ----
+
+// pageField decodes limit, cursor and group_id; handled is false for any
+// other key.
+func pageField(d *doc, k, v int32, page *core.Page, group *core.GroupFilter) (handled bool, f *failure) {
+	switch string(d.name(k)) {
+	case "limit":
+		if !d.isNull(v) {
+			page.Limit, f = limitOf(d, v, "limit")
+		}
+	case "cursor":
+		if !d.isNull(v) {
+			var s string
+			if s, f = d.stringOf(v, "cursor"); f == nil {
+				page.Cursor, f = cursorOf(s, "cursor")
+			}
+		}
+	case "group_id":
+		if !d.isNull(v) {
+			group.Set = true
+			group.ID, f = d.groupID(v, "group_id")
+		}
+	default:
+		return false, nil
+	}
+	return true, f
+}
+
+// limitOf decodes a page limit: 1 to 10,000; above is 300
+// QUERY_RESULT_TOO_LARGE (the state machine's code), below 108.
+func limitOf(d *doc, v int32, path string) (uint32, *failure) {
+	x, f := d.integerOf(v, path)
+	if f != nil {
+		return 0, f
+	}
+	return limitValue(x, d.textOf(v), path)
+}
+
+func limitValue(x integer, text, path string) (uint32, *failure) {
+	switch u, ok := x.u64(); {
+	case ok && u >= 1 && u <= core.MaxQueryLimit:
+		return uint32(u), nil
+	case !x.neg && x.mag != 0:
+		return 0, fail(core.QueryResultTooLarge, "%s %s exceeds %d", path, text, core.MaxQueryLimit)
+	}
+	return 0, fail(core.InvalidArgument, "%s: %s is outside 1 to %d", path, text, core.MaxQueryLimit)
+}
+
+func cursorOf(s, path string) (string, *failure) {
+	if len(s) > core.MaxCodecString {
+		return "", fail(core.InvalidCursor, "%s: malformed cursor (pass back the cursor a previous page returned)", path)
+	}
+	return s, nil
+}
+
+// ---- POST /query/radius ----
+
+var (
+	radiusA = []string{"center_lat", "center_lon", "radius_m"}
+	radiusB = []string{"center_lat_nano", "center_lon_nano", "radius_mm"}
+)
+
+// detect decides the form of an object by its keys: any of a's names makes
+// it Form A, any of b's Form B, both are a failure; neither leaves fm.
+func detect(d *doc, obj int32, path string, a, b []string, fm form) (form, *failure) {
+	var sawA, sawB string
+	d.members(obj, func(k, _ int32) bool {
+		name := d.keyName(k)
+		for _, s := range a {
+			if name == s && sawA == "" {
+				sawA = s
+			}
+		}
+		for _, s := range b {
+			if name == s && sawB == "" {
+				sawB = s
+			}
+		}
+		return true
+	})
+	switch {
+	case sawA != "" && sawB != "":
+		where := ""
+		if path != "" {
+			where = " in " + path
+		}
+		return fm, malformed("Form A field %q and Form B field %q are mixed%s: use %s (degrees) or %s (nanodegrees)",
+			sawA, sawB, where, strings.Join(a, ", "), strings.Join(b, ", "))
+	case sawA != "":
+		return formA, nil
+	case sawB != "":
+		return formB, nil
+	}
+	return fm, nil
+}
+
+// parseRadius decodes a queryRadius body in either form; the form its
+// fields show is returned (fm when they show none).
+func parseRadius(d *doc, fm form) (form, *core.RadiusQuery, *failure) {
+	if f := d.object(0, ""); f != nil {
+		return fm, nil, f
+	}
+	fm, f := detect(d, 0, "", radiusA, radiusB, fm)
+	if f != nil {
+		return fm, nil, f
+	}
+	q := &core.RadiusQuery{}
+	var hasLat, hasLon, hasRadius bool
+	names := radiusB
+	if fm == formA {
+		names = radiusA
+	}
+	d.members(0, func(k, v int32) bool {
+		var ok bool
+		if ok, f = pageField(d, k, v, &q.Page, &q.Group); ok || f != nil {
+			return f == nil
+		}
+		name := d.keyName(k)
+		switch {
+		case name == names[0]:
+			if !d.isNull(v) {
+				hasLat = true
+				q.Center.LatNano, f = coordinate(d, v, name, fm, core.MaxLatNano)
+			}
+		case name == names[1]:
+			if !d.isNull(v) {
+				hasLon = true
+				q.Center.LonNano, f = coordinate(d, v, name, fm, core.MaxLonNano)
+			}
+		case name == names[2]:
+			if !d.isNull(v) {
+				hasRadius = true
+				q.RadiusMM, f = radiusOf(d, v, name, fm)
+			}
+		default:
+			f = unknownField(d, k, "", strings.Join(names, ", ")+", limit, cursor, group_id")
+		}
+		return f == nil
+	})
+	switch {
+	case f != nil:
+	case !hasLat:
+		f = required(names[0])
+	case !hasLon:
+		f = required(names[1])
+	case !hasRadius:
+		f = required(names[2])
+	}
+	return fm, q, f
+}
+
+func coordinate(d *doc, v int32, path string, fm form, limit int64) (int64, *failure) {
+	if fm == formA {
+		return d.degrees(v, path, limit)
+	}
+	return d.nanodegrees(v, path, limit)
+}
+
+// radiusOf decodes radius_m (Form A: an int32 of metres, 1 to 40,000,000)
+// or radius_mm (Form B: 1 to 40,000,000,000 millimetres) to millimetres.
+func radiusOf(d *doc, v int32, path string, fm form) (uint64, *failure) {
+	x, f := d.integerOf(v, path)
+	if f != nil {
+		return 0, f
+	}
+	u, ok := x.u64()
+	if fm == formA {
+		if !ok || u < 1 || u > core.MaxRadiusMM/1000 {
+			return 0, fail(core.InvalidRadius, "%s: %s is outside 1 to %d metres", path, d.textOf(v), core.MaxRadiusMM/1000)
+		}
+		return u * 1000, nil
+	}
+	if !ok || u < core.MinRadiusMM || u > core.MaxRadiusMM {
+		return 0, fail(core.InvalidRadius, "%s: %s is outside %d to %d millimetres", path, d.textOf(v), core.MinRadiusMM, uint64(core.MaxRadiusMM))
+	}
+	return u, nil
+}
+
+// ---- POST /query/polygon ----
+
+var (
+	vertexA = []string{"lat", "lon"}
+	vertexB = []string{"lat_nano", "lon_nano"}
+)
+
+// parsePolygon decodes a queryPolygon body; its vertices' field names
+// decide the form (the first vertex that shows one; every other must show
+// the same).
+func parsePolygon(d *doc, fm form) (form, *core.PolygonQuery, *failure) {
+	if f := d.object(0, ""); f != nil {
+		return fm, nil, f
+	}
+	vertices, holes := int32(-1), int32(-1)
+	d.members(0, func(k, v int32) bool {
+		switch {
+		case d.keyIs(k, "vertices") && !d.isNull(v):
+			vertices = v
+		case d.keyIs(k, "holes") && !d.isNull(v):
+			holes = v
+		}
+		return true
+	})
+	// The form first, so that every later failure is in it.
+	var rings []int32
+	var paths []string
+	if vertices >= 0 && d.nodes[vertices].kind == kArray {
+		rings, paths = append(rings, vertices), append(paths, "vertices")
+	}
+	if holes >= 0 && d.nodes[holes].kind == kArray {
+		for i, h := range d.elems(holes) {
+			if d.nodes[h].kind == kArray {
+				rings, paths = append(rings, h), append(paths, index("holes", i))
+			}
+		}
+	}
+	decided := false
+	var first string
+	for r, ring := range rings {
+		for j, v := range d.elems(ring) {
+			if d.nodes[v].kind != kObject {
+				continue
+			}
+			p := index(paths[r], j)
+			got, f := detect(d, v, p, vertexA, vertexB, formUnknown)
+			if f != nil {
+				return fm, nil, f
+			}
+			switch {
+			case got == formUnknown:
+			case !decided:
+				decided, fm, first = true, got, p
+			case got != fm:
+				return fm, nil, malformed("%s is in %s but %s is in %s: use one form for every vertex", p, got, first, fm)
+			}
+		}
+	}
+
+	q := &core.PolygonQuery{}
+	var f *failure
+	d.members(0, func(k, v int32) bool {
+		var ok bool
+		if ok, f = pageField(d, k, v, &q.Page, &q.Group); ok || f != nil {
+			return f == nil
+		}
+		switch string(d.name(k)) {
+		case "vertices", "holes":
+		default:
+			f = unknownField(d, k, "", "vertices, holes, limit, cursor, group_id")
+		}
+		return f == nil
+	})
+	if f != nil {
+		return fm, nil, f
+	}
+	// Shapes and counts (cheap), then the vertices.
+	if vertices < 0 {
+		return fm, nil, required("vertices")
+	}
+	if f := ringShape(d, vertices, "vertices"); f != nil {
+		return fm, nil, f
+	}
+	var holeNodes []int32
+	if holes >= 0 {
+		if d.nodes[holes].kind != kArray {
+			return fm, nil, d.wrongType(holes, "holes", "an array of rings")
+		}
+		if n := int(d.nodes[holes].n); n > core.MaxPolygonHoles {
+			return fm, nil, fail(core.PolygonTooComplex, "holes: %d holes; at most %d are allowed", n, core.MaxPolygonHoles)
+		}
+		holeNodes = d.elems(holes)
+		for i, h := range holeNodes {
+			if f := ringShape(d, h, index("holes", i)); f != nil {
+				return fm, nil, f
+			}
+		}
+	}
+	if q.Vertices, f = parseRing(d, vertices, "vertices", fm); f != nil {
+		return fm, nil, f
+	}
+	if len(holeNodes) > 0 {
+		q.Holes = make([][]core.Coordinate, len(holeNodes))
+		for i, h := range holeNodes {
+			if q.Holes[i], f = parseRing(d, h, index("holes", i), fm); f != nil {
+				return fm, nil, f
+			}
+		}
+	}
+	return fm, q, nil
+}
+
+// ringShape checks that node r is an array of at most 1,001 elements (1,000
+// vertices and a closing one); more is 102 POLYGON_TOO_COMPLEX, as the
+// state machine says. Fewer than 3 is left to it (103 INVALID_POLYGON).
+func ringShape(d *doc, r int32, path string) *failure {
+	if d.nodes[r].kind != kArray {
+		return d.wrongType(r, path, "an array of coordinates")
+	}
+	if n := int(d.nodes[r].n); n > core.MaxPolygonVertices+1 {
+		return fail(core.PolygonTooComplex, "%s: %d vertices; at most %d are allowed (%d when the last repeats the first)",
+			path, n, core.MaxPolygonVertices, core.MaxPolygonVertices+1)
+	}
+	return nil
+}
+
+func parseRing(d *doc, r int32, path string, fm form) ([]core.Coordinate, *failure) {
+	names := vertexB
+	if fm == formA {
+		names = vertexA
+	}
+	ring := make([]core.Coordinate, 0, d.nodes[r].n)
+	for j, v := range d.elems(r) {
+		p := index(path, j)
+		if d.nodes[v].kind != kObject {
+			return nil, d.wrongType(v, p, "a coordinate object")
+		}
+		var c core.Coordinate
+		var hasLat, hasLon bool
+		var f *failure
+		d.members(v, func(k, x int32) bool {
+			name := d.keyName(k)
+			switch {
+			case name == names[0] && !d.isNull(x):
+				hasLat = true
+				c.LatNano, f = coordinate(d, x, join(p, name), fm, core.MaxLatNano)
+			case name == names[1] && !d.isNull(x):
+				hasLon = true
+				c.LonNano, f = coordinate(d, x, join(p, name), fm, core.MaxLonNano)
+			case name == names[0] || name == names[1]:
+			default:
+				f = unknownField(d, k, p, strings.Join(names, ", "))
+			}
+			return f == nil
+		})
+		switch {
+		case f != nil:
+			return nil, f
+		case !hasLat:
+			return nil, required(join(p, names[0]))
+		case !hasLon:
+			return nil, required(join(p, names[1]))
+		}
+		ring = append(ring, c)
+	}
+	return ring, nil
+}
+
+// ---- entity id lists: /entities/batch, DELETE /entities, /query/latest ----
+
+// idList decodes entity_ids: 1 to 10,000 non-zero ids.
+func idList(d *doc, v int32, fm form) ([]core.Uint128, *failure) {
+	if d.nodes[v].kind != kArray {
+		return nil, d.wrongType(v, "entity_ids", "an array of entity ids")
+	}
+	switch n := int(d.nodes[v].n); {
+	case n == 0:
+		return nil, fail(core.EmptyRequest, "entity_ids is empty: send 1 to %d ids", core.MaxBatchIDs)
+	case n > core.MaxBatchIDs:
+		return nil, fail(core.BatchTooLarge, "entity_ids: %d entity ids; at most %d are allowed", n, core.MaxBatchIDs)
+	}
+	ids := make([]core.Uint128, 0, d.nodes[v].n)
+	for i, e := range d.elems(v) {
+		p := index("entity_ids", i)
+		id, f := d.idOf(e, p, fm, core.InvalidEntityID)
+		if f != nil {
+			return nil, f
+		}
+		if id.IsZero() {
+			return nil, fail(core.InvalidEntityID, "%s is the zero id", p)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// parseIDs decodes a body {entity_ids}.
+func parseIDs(d *doc, fm form) ([]core.Uint128, *failure) {
+	if f := d.object(0, ""); f != nil {
+		return nil, f
+	}
+	node := int32(-1)
+	var f *failure
+	d.members(0, func(k, v int32) bool {
+		if string(d.name(k)) != "entity_ids" {
+			f = unknownField(d, k, "", "entity_ids")
+		} else if !d.isNull(v) {
+			node = v
+		}
+		return f == nil
+	})
+	if f != nil {
+		return nil, f
+	}
+	if node < 0 {
+		return nil, required("entity_ids")
+	}
+	return idList(d, node, fm)
+}
+
+// ---- POST /query/latest ----
+
+// parseLatest decodes a query/latest body: either {limit, group_id,
+// since_ns, cursor} (latest across all entities) or {entity_ids} (the
+// tutorials' latest-position lookup). An empty or absent body is the first.
+func parseLatest(d *doc, fm form) (*core.LatestQuery, []core.Uint128, *failure) {
+	q := &core.LatestQuery{}
+	if d == nil {
+		return q, nil, nil
+	}
+	if f := d.object(0, ""); f != nil {
+		return nil, nil, f
+	}
+	ids := int32(-1)
+	var other string
+	var f *failure
+	d.members(0, func(k, v int32) bool {
+		var ok bool
+		if ok, f = pageField(d, k, v, &q.Page, &q.Group); ok || f != nil {
+			if !d.isNull(v) {
+				other = d.keyName(k)
+			}
+			return f == nil
+		}
+		switch string(d.name(k)) {
+		case "since_ns":
+			if !d.isNull(v) {
+				other = "since_ns"
+				q.SinceNS, f = d.uintIn(v, "since_ns", 0, math.MaxUint64, core.InvalidArgument)
+			}
+		case "entity_ids":
+			if !d.isNull(v) {
+				ids = v
+			}
+		default:
+			f = unknownField(d, k, "", "limit, group_id, since_ns, cursor; or entity_ids alone")
+		}
+		return f == nil
+	})
+	if f != nil {
+		return nil, nil, f
+	}
+	if ids >= 0 {
+		if other != "" {
+			return nil, nil, malformed("entity_ids (a latest-position lookup) cannot be combined with %s (a query of the latest events across all entities): send one or the other", other)
+		}
+		list, f := idList(d, ids, fm)
+		return nil, list, f
+	}
+	return q, nil, nil
+}
+
+// ---- POST /cleanup/expired ----
+
+func parseCleanup(d *doc) (*core.CleanupRequest, *failure) {
+	req := &core.CleanupRequest{MaxEntries: core.DefaultCleanupLimit}
+	if d == nil {
+		return req, nil
+	}
+	if f := d.object(0, ""); f != nil {
+		return nil, f
+	}
+	var f *failure
+	d.members(0, func(k, v int32) bool {
+		if string(d.name(k)) != "max_entries" {
+			f = unknownField(d, k, "", "max_entries")
+		} else if !d.isNull(v) {
+			var u uint64
+			u, f = d.uintIn(v, "max_entries", 1, core.MaxCleanupLimit, core.InvalidArgument)
+			req.MaxEntries = uint32(u)
+		}
+		return f == nil
+	})
+	return req, f
+}
+
+// ---- POST /ttl/set, /ttl/extend, /ttl/clear ----
+
+// parseTTL decodes {entity_id[, secondsField]}; secondsField "" takes no
+// seconds.
+func parseTTL(d *doc, fm form, secondsField string) (core.Uint128, uint32, *failure) {
+	if f := d.object(0, ""); f != nil {
+		return core.Uint128{}, 0, f
+	}
+	var id core.Uint128
+	var secs uint64
+	var hasID, hasSecs bool
+	var f *failure
+	fields := "entity_id"
+	if secondsField != "" {
+		fields += ", " + secondsField
+	}
+	d.members(0, func(k, v int32) bool {
+		name := d.keyName(k)
+		switch {
+		case name == "entity_id" && !d.isNull(v):
+			hasID = true
+			id, f = d.idOf(v, "entity_id", fm, core.InvalidEntityID)
+		case secondsField != "" && name == secondsField && !d.isNull(v):
+			hasSecs = true
+			secs, f = d.uintIn(v, secondsField, 0, math.MaxUint32, core.InvalidArgument)
+		case name == "entity_id" || (secondsField != "" && name == secondsField):
+		default:
+			f = unknownField(d, k, "", fields)
+		}
+		return f == nil
+	})
+	switch {
+	case f != nil:
+	case !hasID:
+		f = required("entity_id")
+	case id.IsZero():
+		f = fail(core.InvalidEntityID, "entity_id is the zero id")
+	case secondsField != "" && !hasSecs:
+		f = required(secondsField)
+	}
+	return id, uint32(secs), f
+}
+
+// ---- query parameters ----
+
+// params are a request's URL query parameters, each given at most once.
+type params map[string]string
+
+// parseParams decodes the query string, allowing only the given names
+// (and form everywhere).
+func parseParams(raw string, allowed ...string) (params, *failure) {
+	vals, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil, malformed("the query string is malformed: %v", err)
+	}
+	out := params{}
+	for name, vs := range vals {
+		ok := name == "form"
+		for _, a := range allowed {
+			ok = ok || name == a
+		}
+		if !ok {
+			list := append([]string{"form"}, allowed...)
+			if len(name) > 64 {
+				name = name[:61] + "..."
+			}
+			return nil, malformed("unknown query parameter %q (the parameters are %s)", name, strings.Join(list, ", "))
+		}
+		if len(vs) > 1 {
+			return nil, malformed("query parameter %s is given %d times", name, len(vs))
+		}
+		out[name] = vs[0]
+	}
+	return out, nil
+}
+
+// form reads ?form=a|b (default b).
+func (p params) form() (form, *failure) {
+	switch strings.ToLower(p["form"]) {
+	case "", "b":
+		return formB, nil
+	case "a":
+		return formA, nil
+	}
+	return formB, malformed("query parameter form: %q is neither a nor b", p["form"])
+}
+
+// u64 reads an optional decimal uint64 parameter.
+func (p params) u64(name string) (uint64, *failure) {
+	s := p[name]
+	if s == "" {
+		return 0, nil
+	}
+	x, ok := parseInteger([]byte(s))
+	if !ok {
+		return 0, malformed("query parameter %s: %q is not a decimal integer", name, s)
+	}
+	u, ok := x.u64()
+	if !ok {
+		return 0, fail(core.InvalidArgument, "query parameter %s: %s is outside 0 to 18446744073709551615", name, s)
+	}
+	return u, nil
+}
+
+// page reads limit and cursor parameters.
+func (p params) page() (core.Page, *failure) {
+	var page core.Page
+	if s := p["limit"]; s != "" {
+		x, ok := parseInteger([]byte(s))
+		if !ok {
+			return page, malformed("query parameter limit: %q is not a decimal integer", s)
+		}
+		var f *failure
+		if page.Limit, f = limitValue(x, s, "limit"); f != nil {
+			return page, f
+		}
+	}
+	var f *failure
+	page.Cursor, f = cursorOf(p["cursor"], "cursor")
+	return page, f
+}
+
+// entityID decodes a path's entity id.
+func entityID(s string, fm form) (core.Uint128, *failure) {
+	id, f := parseID(s, "entity_id", fm, core.InvalidEntityID)
+	if f == nil && id.IsZero() {
+		f = fail(core.InvalidEntityID, "entity_id is the zero id")
+	}
+	return id, f
+}

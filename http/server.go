@@ -1,0 +1,429 @@
+package http
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	stdhttp "net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// DefaultMaxBodyBytes is the request body limit: 16 MiB. A larger body is
+// answered 413 with a JSON error body.
+const DefaultMaxBodyBytes = 16 << 20
+
+// DefaultRequestTimeout bounds each request's operation; past it the answer
+// is 504 with 216 REPLICATION_TIMEOUT.
+const DefaultRequestTimeout = 30 * time.Second
+
+// Config configures a Gateway. Only Backend is required.
+type Config struct {
+	Backend        Backend
+	Logger         *zap.Logger   // nil: none
+	MaxBodyBytes   int64         // 0: DefaultMaxBodyBytes
+	RequestTimeout time.Duration // 0: DefaultRequestTimeout
+}
+
+//go:embed openapi.json
+var openAPI []byte
+
+// OpenAPI returns the OpenAPI 3.1 document of the API (GET /openapi.json).
+func OpenAPI() []byte { return append([]byte(nil), openAPI...) }
+
+// Route is one method and path pattern of the API, in net/http ServeMux
+// syntax (and OpenAPI's: the same {name} wildcards).
+type Route struct {
+	Method, Path string
+}
+
+// Gateway is the JSON API as an http.Handler.
+type Gateway struct {
+	cfg    Config
+	log    *zap.Logger
+	mux    *stdhttp.ServeMux
+	routes []Route
+}
+
+type handlerFunc func(c *call) *failure
+
+// New makes a Gateway.
+func New(cfg Config) (*Gateway, error) {
+	if cfg.Backend == nil {
+		return nil, errors.New("http: Config.Backend is required")
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, mux: stdhttp.NewServeMux()}
+	byPath := map[string]map[string]handlerFunc{}
+	var paths []string
+	add := func(method, path string, h handlerFunc) {
+		if byPath[path] == nil {
+			byPath[path] = map[string]handlerFunc{}
+			paths = append(paths, path)
+		}
+		byPath[path][method] = h
+		g.routes = append(g.routes, Route{method, path})
+	}
+	add("POST", "/events", g.insert)
+	add("POST", "/insert", g.insert)
+	add("POST", "/query/radius", g.radius)
+	add("POST", "/query/polygon", g.polygon)
+	add("POST", "/query/latest", g.latest)
+	add("GET", "/entity/{entity_id}", g.getLatest)
+	add("GET", "/entity/{entity_id}/history", g.history)
+	add("POST", "/entities/batch", g.getLatestBatch)
+	add("DELETE", "/entities", g.delete)
+	add("POST", "/delete", g.delete)
+	add("POST", "/cleanup/expired", g.cleanup)
+	add("GET", "/stats", g.stats)
+	add("GET", "/ping", g.ping)
+	add("GET", "/status", g.status)
+	add("GET", "/topology", g.topology)
+	add("POST", "/ttl/set", g.ttlSet)
+	add("POST", "/ttl/extend", g.ttlExtend)
+	add("POST", "/ttl/clear", g.ttlClear)
+	add("GET", "/openapi.json", g.openAPI)
+	for _, path := range paths {
+		methods := byPath[path]
+		allow := ""
+		for _, m := range []string{"GET", "POST", "DELETE"} {
+			if methods[m] != nil {
+				if allow != "" {
+					allow += ", "
+				}
+				allow += m
+				if m == "GET" {
+					allow += ", HEAD"
+				}
+			}
+		}
+		g.mux.HandleFunc(path, func(w stdhttp.ResponseWriter, r *stdhttp.Request) {
+			method := r.Method
+			if method == "HEAD" {
+				method = "GET"
+			}
+			h := methods[method]
+			if h == nil {
+				w.Header().Set("Allow", allow)
+				g.serve(w, r, func(c *call) *failure {
+					c.form = lenientForm(r)
+					return &failure{info: core.UnknownOperation, status: stdhttp.StatusMethodNotAllowed,
+						msg: fmt.Sprintf("%s %s is not an operation of this API; %s takes %s", r.Method, path, path, allow)}
+				})
+				return
+			}
+			g.serve(w, r, h)
+		})
+	}
+	g.mux.HandleFunc("/", func(w stdhttp.ResponseWriter, r *stdhttp.Request) {
+		g.serve(w, r, func(c *call) *failure {
+			c.form = lenientForm(r)
+			return &failure{info: core.UnknownOperation, status: stdhttp.StatusNotFound,
+				msg: fmt.Sprintf("no such path: %s (see GET /openapi.json)", truncate(r.URL.Path, 200))}
+		})
+	})
+	return g, nil
+}
+
+// lenientForm is the ?form of a request that is refused before its
+// parameters are checked.
+func lenientForm(r *stdhttp.Request) form {
+	if p, err := url.ParseQuery(r.URL.RawQuery); err == nil && strings.EqualFold(p.Get("form"), "a") {
+		return formA
+	}
+	return formB
+}
+
+// Routes lists every method and path the gateway serves.
+func (g *Gateway) Routes() []Route { return append([]Route(nil), g.routes...) }
+
+// ServeHTTP serves the API.
+func (g *Gateway) ServeHTTP(w stdhttp.ResponseWriter, r *stdhttp.Request) { g.mux.ServeHTTP(w, r) }
+
+// call is one request in flight.
+type call struct {
+	g    *Gateway
+	w    stdhttp.ResponseWriter
+	r    *stdhttp.Request
+	form form // the response's form
+	ctx  context.Context
+}
+
+var bufPool = sync.Pool{New: func() any { return &jw{b: make([]byte, 0, 4096)} }}
+
+// serve runs h and writes its failure, if any, in the call's form.
+func (g *Gateway) serve(w stdhttp.ResponseWriter, r *stdhttp.Request, h handlerFunc) {
+	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.RequestTimeout)
+	defer cancel()
+	c := &call{g: g, w: w, r: r, ctx: ctx}
+	defer func() {
+		if p := recover(); p != nil {
+			if p == stdhttp.ErrAbortHandler {
+				panic(p)
+			}
+			g.log.Error("http: handler panicked", zap.Any("panic", p), zap.String("path", r.URL.Path))
+			c.fail(fail(core.InternalError, "the gateway failed on this request"))
+		}
+	}()
+	if f := h(c); f != nil {
+		c.fail(f)
+	}
+}
+
+func (c *call) fail(f *failure) {
+	status := f.httpStatus()
+	if status >= 500 {
+		c.g.log.Warn("http: request failed", zap.String("method", c.r.Method), zap.String("path", c.r.URL.Path),
+			zap.Int("status", status), zap.Uint16("code", uint16(f.info.Code)), zap.String("message", f.msg))
+	}
+	c.write(status, errorBody(c.form, f.info, f.msg))
+}
+
+func (c *call) write(status int, body []byte) {
+	h := c.w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)+1))
+	h.Set("Cache-Control", "no-store")
+	c.w.WriteHeader(status)
+	if c.r.Method != "HEAD" {
+		c.w.Write(body)
+		c.w.Write([]byte{'\n'})
+	}
+}
+
+// ok writes a 200 response built by f.
+func (c *call) ok(f func(w *jw)) *failure { return c.respond(stdhttp.StatusOK, f) }
+
+func (c *call) respond(status int, f func(w *jw)) *failure {
+	w := bufPool.Get().(*jw)
+	w.b = w.b[:0]
+	f(w)
+	c.write(status, w.b)
+	if cap(w.b) <= 1<<20 {
+		bufPool.Put(w)
+	}
+	return nil
+}
+
+// params reads the query string (allowing the given names and form) and
+// sets the call's form from ?form.
+func (c *call) params(allowed ...string) (params, *failure) {
+	p, f := parseParams(c.r.URL.RawQuery, allowed...)
+	if f != nil {
+		return nil, f
+	}
+	c.form, f = p.form()
+	return p, f
+}
+
+// body reads and parses the request body; an empty body gives a nil doc
+// when optional, and a failure otherwise.
+func (c *call) body(optional bool) (*doc, *failure) {
+	limit := c.g.cfg.MaxBodyBytes
+	tooLarge := func() *failure {
+		return &failure{info: core.BatchTooLarge, status: stdhttp.StatusRequestEntityTooLarge,
+			msg: fmt.Sprintf("the request body exceeds %d bytes", limit)}
+	}
+	if c.r.ContentLength > limit {
+		return nil, tooLarge()
+	}
+	var buf []byte
+	if c.r.ContentLength > 0 {
+		buf = make([]byte, 0, c.r.ContentLength+1)
+	} else {
+		buf = make([]byte, 0, 512)
+	}
+	body := stdhttp.MaxBytesReader(c.w, c.r.Body, limit)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			var mbe *stdhttp.MaxBytesError
+			if errors.As(err, &mbe) {
+				return nil, tooLarge()
+			}
+			return nil, malformed("reading the request body: %v", err)
+		}
+	}
+	if isBlank(buf) {
+		if optional {
+			return nil, nil
+		}
+		return nil, malformed("the request body is empty: send a JSON object")
+	}
+	d, err := parseJSON(buf)
+	if err != nil {
+		return nil, malformed("the request body is not valid JSON: %v", err)
+	}
+	return d, nil
+}
+
+func isBlank(b []byte) bool {
+	for _, c := range b {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return false
+		}
+	}
+	return true
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n-3] + "..."
+	}
+	return s
+}
+
+// do runs op on the backend and maps its failure.
+func (c *call) do(op core.Operation, req any) (any, *failure) {
+	reply, err := c.g.cfg.Backend.Do(c.ctx, op, req)
+	if err != nil {
+		return nil, c.backendFailure(op, err)
+	}
+	return reply, nil
+}
+
+// backendFailure maps a backend error: a deadline (the request's timeout or
+// the client's) is 504 with 216 REPLICATION_TIMEOUT; a *core.Error keeps
+// its code and the table's HTTP status, except the codes of the session
+// protocol between the gateway and the replica, which are the gateway's
+// own failure (500); anything else (the replica cannot be reached) is 503
+// with 211 CLUSTER_UNAVAILABLE, which is retryable.
+func (c *call) backendFailure(op core.Operation, err error) *failure {
+	var ce *core.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return &failure{info: core.ReplicationTimeout, status: stdhttp.StatusGatewayTimeout,
+			msg: fmt.Sprintf("no answer within the request timeout (%v); a write may or may not have been applied (an upsert is safe to retry)", c.g.cfg.RequestTimeout)}
+	case errors.As(err, &ce):
+		info := ce.CodeInfo
+		switch info.Code {
+		case core.ChecksumMismatch.Code, core.UnknownOperation.Code, core.SessionExpired.Code,
+			core.RequestInFlight.Code, core.StaleRequest.Code, core.WrongCluster.Code:
+			return fail(core.InternalError, "the gateway's session with the replica failed: %s (%d): %s", info.Name, info.Code, ce.Message)
+		case core.InvalidEntityID.Code:
+			if op == core.OpQueryRadius {
+				info = core.InvalidRadius
+			}
+		case core.BatchTooLarge.Code:
+			switch op {
+			case core.OpQueryRadius, core.OpQueryPolygon, core.OpQueryLatest, core.OpEntityHistory:
+				info = core.QueryResultTooLarge
+			}
+		}
+		if info.HTTPStatus == 0 {
+			info.HTTPStatus = stdhttp.StatusInternalServerError
+		}
+		return &failure{info: info, msg: ce.Message}
+	case errors.Is(err, context.Canceled) && c.r.Context().Err() != nil:
+		return fail(core.ClusterUnavailable, "the request was cancelled")
+	}
+	return fail(core.ClusterUnavailable, "the cluster cannot be reached: %v", err)
+}
+
+// replyAs asserts a backend reply's type.
+func replyAs[T any](op core.Operation, v any) (*T, *failure) {
+	r, ok := v.(*T)
+	if !ok || r == nil {
+		return nil, fail(core.InternalError, "the backend answered %s with %T", op, v)
+	}
+	return r, nil
+}
+
+// Server is a Gateway on a listener.
+type Server struct {
+	hs   *stdhttp.Server
+	ln   net.Listener
+	done chan struct{}
+	err  error
+}
+
+// Listen makes a Gateway and serves it on addr (host:port) in the
+// background until Shutdown.
+func Listen(addr string, cfg Config) (*Server, error) {
+	g, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("http: listen on %s: %w", addr, err)
+	}
+	return serveOn(ln, g), nil
+}
+
+// Serve makes a Gateway and serves it on ln in the background until
+// Shutdown.
+func Serve(ln net.Listener, cfg Config) (*Server, error) {
+	g, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return serveOn(ln, g), nil
+}
+
+func serveOn(ln net.Listener, g *Gateway) *Server {
+	hs := &stdhttp.Server{
+		Handler:           g,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          zap.NewStdLog(g.log),
+	}
+	s := &Server{hs: hs, ln: ln, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		if err := hs.Serve(ln); !errors.Is(err, stdhttp.ErrServerClosed) {
+			s.err = err
+		}
+	}()
+	return s
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Done is closed when the server has stopped serving: after Shutdown, or
+// when the listener failed (see Err).
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Err is the listener's failure once Done is closed (nil after Shutdown).
+func (s *Server) Err() error {
+	<-s.done
+	return s.err
+}
+
+// Shutdown stops accepting, lets requests in flight finish until ctx ends
+// (then closes their connections) and returns once the server has stopped.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.hs.Shutdown(ctx)
+	if err != nil {
+		s.hs.Close()
+	}
+	<-s.done
+	return err
+}
