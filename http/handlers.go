@@ -22,11 +22,7 @@ func (g *Gateway) insert(c *call) *failure {
 	if f != nil {
 		return f
 	}
-	v, f := c.do(op, req)
-	if f != nil {
-		return f
-	}
-	r, f := replyAs[core.InsertReply](op, v)
+	r, f := submit[core.InsertReply](c, op, req)
 	if f != nil {
 		return f
 	}
@@ -134,11 +130,7 @@ func (g *Gateway) radius(c *call) *failure {
 
 // query runs a paged query and writes its QueryResult.
 func (c *call) query(op core.Operation, q any, distances bool) *failure {
-	v, f := c.do(op, q)
-	if f != nil {
-		return f
-	}
-	r, f := replyAs[core.QueryResult](op, v)
+	r, f := submit[core.QueryResult](c, op, q)
 	if f != nil {
 		return f
 	}
@@ -185,11 +177,7 @@ func (g *Gateway) latest(c *call) *failure {
 // lookup runs get_latest_batch and writes {events}.
 func (c *call) lookup(ids []core.Uint128) *failure {
 	list := core.IDList(ids)
-	v, f := c.do(core.OpGetLatestBatch, &list)
-	if f != nil {
-		return f
-	}
-	r, f := replyAs[core.LatestResults](core.OpGetLatestBatch, v)
+	r, f := submit[core.LatestResults](c, core.OpGetLatestBatch, &list)
 	if f != nil {
 		return f
 	}
@@ -208,11 +196,7 @@ func (g *Gateway) getLatest(c *call) *failure {
 	if f != nil {
 		return f
 	}
-	v, f := c.do(core.OpGetLatest, &id)
-	if f != nil {
-		return f
-	}
-	r, f := replyAs[core.LatestResult](core.OpGetLatest, v)
+	r, f := submit[core.LatestResult](c, core.OpGetLatest, &id)
 	if f != nil {
 		return f
 	}
@@ -298,11 +282,7 @@ func (g *Gateway) delete(c *call) *failure {
 	if f != nil {
 		return f
 	}
-	v, f := c.do(core.OpDeleteEntities, &core.DeleteRequest{EntityIDs: ids})
-	if f != nil {
-		return f
-	}
-	r, f := replyAs[core.DeleteReply](core.OpDeleteEntities, v)
+	r, f := submit[core.DeleteReply](c, core.OpDeleteEntities, &core.DeleteRequest{EntityIDs: ids})
 	if f != nil {
 		return f
 	}
@@ -329,11 +309,7 @@ func (g *Gateway) cleanup(c *call) *failure {
 	if f != nil {
 		return f
 	}
-	v, f := c.do(core.OpCleanupExpired, req)
-	if f != nil {
-		return f
-	}
-	r, f := replyAs[core.CleanupReply](core.OpCleanupExpired, v)
+	r, f := submit[core.CleanupReply](c, core.OpCleanupExpired, req)
 	if f != nil {
 		return f
 	}
@@ -353,19 +329,11 @@ func (g *Gateway) stats(c *call) *failure {
 	if _, f := c.params(); f != nil {
 		return f
 	}
-	v, f := c.do(core.OpStats, nil)
+	s, f := submit[core.Stats](c, core.OpStats, nil)
 	if f != nil {
 		return f
 	}
-	s, f := replyAs[core.Stats](core.OpStats, v)
-	if f != nil {
-		return f
-	}
-	v, f = c.do(core.OpTopology, nil)
-	if f != nil {
-		return f
-	}
-	t, f := replyAs[core.TopologyReply](core.OpTopology, v)
+	t, f := submit[core.TopologyReply](c, core.OpTopology, nil)
 	if f != nil {
 		return f
 	}
@@ -427,11 +395,7 @@ func (g *Gateway) status(c *call) *failure {
 	if _, f := c.params(); f != nil {
 		return f
 	}
-	v, f := c.do(core.OpStatus, nil)
-	if f != nil {
-		return f
-	}
-	s, f := replyAs[core.StatusReply](core.OpStatus, v)
+	s, f := submit[core.StatusReply](c, core.OpStatus, nil)
 	if f != nil {
 		return f
 	}
@@ -461,11 +425,7 @@ func (g *Gateway) topology(c *call) *failure {
 	if _, f := c.params(); f != nil {
 		return f
 	}
-	v, f := c.do(core.OpTopology, nil)
-	if f != nil {
-		return f
-	}
-	t, f := replyAs[core.TopologyReply](core.OpTopology, v)
+	t, f := submit[core.TopologyReply](c, core.OpTopology, nil)
 	if f != nil {
 		return f
 	}
@@ -525,11 +485,7 @@ func (g *Gateway) ttlSet(c *call) *failure {
 	if f != nil {
 		return f
 	}
-	v, f := c.do(core.OpTTLSet, &core.TTLSetRequest{EntityID: id, TTLSeconds: secs})
-	if f != nil {
-		return f
-	}
-	r, f := replyAs[core.TTLSetReply](core.OpTTLSet, v)
+	r, f := submit[core.TTLSetReply](c, core.OpTTLSet, &core.TTLSetRequest{EntityID: id, TTLSeconds: secs})
 	if f != nil {
 		return f
 	}
@@ -556,11 +512,7 @@ func (g *Gateway) ttlExtend(c *call) *failure {
 	if f != nil {
 		return f
 	}
-	v, f := c.do(core.OpTTLExtend, &core.TTLExtendRequest{EntityID: id, ExtendBySeconds: secs})
-	if f != nil {
-		return f
-	}
-	r, f := replyAs[core.TTLExtendReply](core.OpTTLExtend, v)
+	r, f := submit[core.TTLExtendReply](c, core.OpTTLExtend, &core.TTLExtendRequest{EntityID: id, ExtendBySeconds: secs})
 	if f != nil {
 		return f
 	}
@@ -589,11 +541,7 @@ func (g *Gateway) ttlClear(c *call) *failure {
 	if f != nil {
 		return f
 	}
-	v, f := c.do(core.OpTTLClear, &core.TTLClearRequest{EntityID: id})
-	if f != nil {
-		return f
-	}
-	r, f := replyAs[core.TTLClearReply](core.OpTTLClear, v)
+	r, f := submit[core.TTLClearReply](c, core.OpTTLClear, &core.TTLClearRequest{EntityID: id})
 	if f != nil {
 		return f
 	}

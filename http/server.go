@@ -346,6 +346,15 @@ func (c *call) backendFailure(op core.Operation, err error) *failure {
 }
 
 // replyAs asserts a backend reply's type.
+// submit runs op on the backend and returns its reply as a *T.
+func submit[T any](c *call, op core.Operation, req any) (*T, *failure) {
+	v, f := c.do(op, req)
+	if f != nil {
+		return nil, f
+	}
+	return replyAs[T](op, v)
+}
+
 func replyAs[T any](op core.Operation, v any) (*T, *failure) {
 	r, ok := v.(*T)
 	if !ok || r == nil {
