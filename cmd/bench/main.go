@@ -1,8 +1,10 @@
 // Command bench is GeoEvent's load generator. It drives a running cluster
-// over the binary protocol with the Go client and prints throughput and
-// latency percentiles, with a progress line every few seconds.
+// over the binary protocol with the Go client, or over the HTTP JSON API
+// with --http, and prints throughput and latency percentiles, with a
+// progress line every few seconds.
 //
 //	go run ./cmd/bench --addresses 127.0.0.1:3000 --cluster <id> --op insert --batch 10000 --concurrency 4 --duration 20s
+//	go run ./cmd/bench --http http://127.0.0.1:8080 --op radius --concurrency 16 --duration 20s
 //
 // Operations (--op): insert (new entities, --batch events per request),
 // upsert (move existing entities), radius (1 km queries), latest (get latest
@@ -32,6 +34,7 @@ import (
 type config struct {
 	addresses   []string
 	cluster     core.Uint128
+	httpURL     string
 	op          string
 	mix         map[string]int
 	entities    int
@@ -57,7 +60,8 @@ func main() {
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	addrs := fs.String("addresses", "127.0.0.1:3000", "replica addresses, comma-separated")
-	cluster := fs.String("cluster", "", "cluster id (UUID or decimal), as printed by `replica dev`")
+	cluster := fs.String("cluster", "", "cluster id (UUID or decimal), as printed by `replica dev` (binary protocol)")
+	httpURL := fs.String("http", "", "drive the HTTP JSON API at this base URL (e.g. http://127.0.0.1:8080) instead of the binary protocol")
 	op := fs.String("op", "insert", "insert, upsert, radius, latest or mixed")
 	mix := fs.String("mix", "upsert=80,radius=10,latest=10", "shares for --op mixed")
 	entities := fs.Int("entities", 1_000_000, "entity ids in use")
@@ -70,12 +74,14 @@ func parseFlags(args []string) (config, error) {
 		return config{}, err
 	}
 	cfg := config{addresses: strings.Split(*addrs, ","), op: *op, entities: *entities, batch: *batch,
-		concurrency: *conc, duration: *dur, preload: *preload, progress: *progress}
-	id, err := core.ParseID(*cluster, true)
-	if err != nil || id.IsZero() {
-		return cfg, fmt.Errorf("--cluster: give the cluster id that `replica dev` printed")
+		concurrency: *conc, duration: *dur, preload: *preload, progress: *progress, httpURL: *httpURL}
+	if cfg.httpURL == "" {
+		id, err := core.ParseID(*cluster, true)
+		if err != nil || id.IsZero() {
+			return cfg, fmt.Errorf("--cluster: give the cluster id that `replica dev` printed (or use --http)")
+		}
+		cfg.cluster = id
 	}
-	cfg.cluster = id
 	switch {
 	case cfg.entities < 1, cfg.batch < 1, cfg.concurrency < 1, cfg.duration <= 0:
 		return cfg, errors.New("--entities, --batch, --concurrency and --duration must be positive")
@@ -125,11 +131,17 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 }
 
 func run(cfg config) error {
-	c, err := client.New(cfg.addresses, client.Options{Cluster: cfg.cluster, PoolSize: cfg.concurrency})
-	if err != nil {
-		return err
+	var c target
+	if cfg.httpURL != "" {
+		c = newHTTPTarget(cfg.httpURL, cfg.concurrency)
+	} else {
+		cl, err := client.New(cfg.addresses, client.Options{Cluster: cfg.cluster, PoolSize: cfg.concurrency})
+		if err != nil {
+			return err
+		}
+		c = binaryTarget{cl}
 	}
-	defer c.Close()
+	defer c.close()
 	ctx := context.Background()
 	if cfg.preload {
 		if err := preload(ctx, c, cfg); err != nil {
@@ -198,7 +210,11 @@ func run(cfg config) error {
 	close(stop)
 	el := time.Since(start)
 	slices.Sort(rec.latencies)
-	fmt.Printf("op=%s concurrency=%d batch=%d duration=%s\n", cfg.op, cfg.concurrency, cfg.batch, el.Round(time.Millisecond))
+	proto := "binary"
+	if cfg.httpURL != "" {
+		proto = "http"
+	}
+	fmt.Printf("%s op=%s concurrency=%d batch=%d duration=%s\n", proto, cfg.op, cfg.concurrency, cfg.batch, el.Round(time.Millisecond))
 	fmt.Printf("ops/s %.0f  events/s %.0f  errors %d\n", float64(rec.ops.Load())/el.Seconds(), float64(rec.events.Load())/el.Seconds(), rec.errors.Load())
 	fmt.Printf("latency p50 %s  p99 %s  p999 %s  max %s\n",
 		percentile(rec.latencies, 0.50), percentile(rec.latencies, 0.99), percentile(rec.latencies, 0.999), percentile(rec.latencies, 1))
@@ -219,41 +235,28 @@ func events(r *rand.Rand, n int, id func(i int) uint64) []core.GeoEvent {
 }
 
 // one runs one operation and returns how many events it wrote or read.
-func one(ctx context.Context, c *client.Client, cfg config, op string, r *rand.Rand, nextNew *atomic.Uint64) (int, error) {
+func one(ctx context.Context, c target, cfg config, op string, r *rand.Rand, nextNew *atomic.Uint64) (int, error) {
 	switch op {
 	case "insert":
 		first := nextNew.Add(uint64(cfg.batch)) - uint64(cfg.batch)
-		rep, err := c.Insert(ctx, events(r, cfg.batch, func(i int) uint64 { return first + uint64(i) }))
-		if err == nil && !rep.Committed {
-			err = errors.New("batch not committed")
-		}
-		return cfg.batch, err
+		return cfg.batch, c.write(ctx, events(r, cfg.batch, func(i int) uint64 { return first + uint64(i) }), false)
 	case "upsert":
-		rep, err := c.Upsert(ctx, events(r, cfg.batch, func(int) uint64 { return 1 + uint64(r.IntN(cfg.entities)) }))
-		if err == nil && !rep.Committed {
-			err = errors.New("batch not committed")
-		}
-		return cfg.batch, err
+		return cfg.batch, c.write(ctx, events(r, cfg.batch, func(int) uint64 { return 1 + uint64(r.IntN(cfg.entities)) }), true)
 	case "radius":
 		lat, lon := point(r)
-		res, err := c.QueryRadius(ctx, &core.RadiusQuery{Center: core.Coordinate{LatNano: lat, LonNano: lon}, RadiusMM: 1_000_000})
-		if err != nil {
-			return 0, err
-		}
-		return len(res.Events), nil
+		return c.radius(ctx, &core.RadiusQuery{Center: core.Coordinate{LatNano: lat, LonNano: lon}, RadiusMM: 1_000_000})
 	default: // latest
-		_, err := c.GetLatest(ctx, core.Uint128{Hi: 1, Lo: 1 + uint64(r.IntN(cfg.entities))})
-		return 1, err
+		return 1, c.latest(ctx, core.Uint128{Hi: 1, Lo: 1 + uint64(r.IntN(cfg.entities))})
 	}
 }
 
 // preload inserts entities 1..cfg.entities with upserts of cfg.batch.
-func preload(ctx context.Context, c *client.Client, cfg config) error {
+func preload(ctx context.Context, c target, cfg config) error {
 	r := rand.New(rand.NewPCG(7, 7))
 	t0 := time.Now()
 	for first := 1; first <= cfg.entities; first += cfg.batch {
 		n := min(cfg.batch, cfg.entities-first+1)
-		if _, err := c.Upsert(ctx, events(r, n, func(i int) uint64 { return uint64(first + i) })); err != nil {
+		if err := c.write(ctx, events(r, n, func(i int) uint64 { return uint64(first + i) }), true); err != nil {
 			return fmt.Errorf("preload: %w", err)
 		}
 		if cfg.progress > 0 && (first-1)/cfg.batch%100 == 0 {

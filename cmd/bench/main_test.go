@@ -18,3 +18,10 @@ func TestParseFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestHTTPFlagNeedsNoCluster(t *testing.T) {
+	cfg, err := parseFlags([]string{"--http", "http://127.0.0.1:8080", "--op", "radius"})
+	if err != nil || cfg.httpURL == "" {
+		t.Fatalf("%+v %v", cfg, err)
+	}
+}
