@@ -11,10 +11,7 @@ import (
 
 // POST /events, POST /insert.
 func (g *Gateway) insert(c *call) *failure {
-	if _, f := c.params(); f != nil {
-		return f
-	}
-	d, f := c.body(false)
+	d, f := c.bodyNoParams(false)
 	if f != nil {
 		return f
 	}
@@ -113,10 +110,7 @@ func codeName(c core.Code) string {
 
 // POST /query/radius.
 func (g *Gateway) radius(c *call) *failure {
-	if _, f := c.params(); f != nil {
-		return f
-	}
-	d, f := c.body(false)
+	d, f := c.bodyNoParams(false)
 	if f != nil {
 		return f
 	}
@@ -139,10 +133,7 @@ func (c *call) query(op core.Operation, q any, distances bool) *failure {
 
 // POST /query/polygon.
 func (g *Gateway) polygon(c *call) *failure {
-	if _, f := c.params(); f != nil {
-		return f
-	}
-	d, f := c.body(false)
+	d, f := c.bodyNoParams(false)
 	if f != nil {
 		return f
 	}
@@ -157,10 +148,7 @@ func (g *Gateway) polygon(c *call) *failure {
 // POST /query/latest: latest events across all entities, or with
 // entity_ids a latest-position lookup answered like /entities/batch.
 func (g *Gateway) latest(c *call) *failure {
-	if _, f := c.params(); f != nil {
-		return f
-	}
-	d, f := c.body(true)
+	d, f := c.bodyNoParams(true)
 	if f != nil {
 		return f
 	}
@@ -255,10 +243,7 @@ func (g *Gateway) history(c *call) *failure {
 
 // POST /entities/batch.
 func (g *Gateway) getLatestBatch(c *call) *failure {
-	if _, f := c.params(); f != nil {
-		return f
-	}
-	d, f := c.body(false)
+	d, f := c.bodyNoParams(false)
 	if f != nil {
 		return f
 	}
@@ -271,10 +256,7 @@ func (g *Gateway) getLatestBatch(c *call) *failure {
 
 // DELETE /entities, POST /delete.
 func (g *Gateway) delete(c *call) *failure {
-	if _, f := c.params(); f != nil {
-		return f
-	}
-	d, f := c.body(false)
+	d, f := c.bodyNoParams(false)
 	if f != nil {
 		return f
 	}
@@ -298,10 +280,7 @@ func (g *Gateway) delete(c *call) *failure {
 
 // POST /cleanup/expired (body optional).
 func (g *Gateway) cleanup(c *call) *failure {
-	if _, f := c.params(); f != nil {
-		return f
-	}
-	d, f := c.body(true)
+	d, f := c.bodyNoParams(true)
 	if f != nil {
 		return f
 	}
@@ -474,14 +453,7 @@ func (g *Gateway) topology(c *call) *failure {
 
 // POST /ttl/set.
 func (g *Gateway) ttlSet(c *call) *failure {
-	if _, f := c.params(); f != nil {
-		return f
-	}
-	d, f := c.body(false)
-	if f != nil {
-		return f
-	}
-	id, secs, f := parseTTL(d, c.form, "ttl_seconds")
+	id, secs, f := c.ttlRequest("ttl_seconds")
 	if f != nil {
 		return f
 	}
@@ -501,14 +473,7 @@ func (g *Gateway) ttlSet(c *call) *failure {
 
 // POST /ttl/extend.
 func (g *Gateway) ttlExtend(c *call) *failure {
-	if _, f := c.params(); f != nil {
-		return f
-	}
-	d, f := c.body(false)
-	if f != nil {
-		return f
-	}
-	id, secs, f := parseTTL(d, c.form, "extend_by_seconds")
+	id, secs, f := c.ttlRequest("extend_by_seconds")
 	if f != nil {
 		return f
 	}
@@ -530,14 +495,7 @@ func (g *Gateway) ttlExtend(c *call) *failure {
 
 // POST /ttl/clear.
 func (g *Gateway) ttlClear(c *call) *failure {
-	if _, f := c.params(); f != nil {
-		return f
-	}
-	d, f := c.body(false)
-	if f != nil {
-		return f
-	}
-	id, _, f := parseTTL(d, c.form, "")
+	id, _, f := c.ttlRequest("")
 	if f != nil {
 		return f
 	}

@@ -236,6 +236,24 @@ func (c *call) params(allowed ...string) (params, *failure) {
 
 // body reads and parses the request body; an empty body gives a nil doc
 // when optional, and a failure otherwise.
+// bodyNoParams is body for a route that takes no query parameters but form.
+func (c *call) bodyNoParams(optional bool) (*doc, *failure) {
+	if _, f := c.params(); f != nil {
+		return nil, f
+	}
+	return c.body(optional)
+}
+
+// ttlRequest reads the body of /ttl/set, /ttl/extend or /ttl/clear: the
+// entity id and, unless secondsField is "", its seconds field.
+func (c *call) ttlRequest(secondsField string) (core.Uint128, uint32, *failure) {
+	d, f := c.bodyNoParams(false)
+	if f != nil {
+		return core.Uint128{}, 0, f
+	}
+	return parseTTL(d, c.form, secondsField)
+}
+
 func (c *call) body(optional bool) (*doc, *failure) {
 	limit := c.g.cfg.MaxBodyBytes
 	tooLarge := func() *failure {

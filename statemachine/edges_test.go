@@ -212,8 +212,6 @@ func TestCursorErrors(t *testing.T) {
 		_, err := sm.QueryRadius(epoch, &core.RadiusQuery{Center: c, RadiusMM: 1e6, Page: core.Page{Cursor: bad}})
 		wantCode(t, "cursor "+bad, err, core.InvalidCursor)
 	}
-	hr, _ := sm.History(epoch, &core.HistoryQuery{EntityID: testID(1)})
-	_ = hr
 	cur := encodeCursor(kindHistory, keyOf(testID(2), 5))
 	_, err = sm.History(epoch, &core.HistoryQuery{EntityID: testID(1), Page: core.Page{Cursor: cur}})
 	wantCode(t, "history cursor of another entity", err, core.InvalidCursor)

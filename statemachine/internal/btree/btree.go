@@ -307,23 +307,26 @@ func (t *Tree) setIn(l *leaf, k Key, v uint32) bool {
 	return false
 }
 
+// descend returns the leaf where k belongs, recording in path the inner
+// node and child index taken at each level (path[0] is the root's).
+func (t *Tree) descend(k Key, path *[maxHeight]step) *leaf {
+	if t.height == 0 {
+		return t.root.lf
+	}
+	in := t.root.in
+	for d := 0; ; d++ {
+		i := in.route(k)
+		path[d] = step{in, i}
+		if d == t.height-1 {
+			return in.kids[i].lf
+		}
+		in = in.kids[i].in
+	}
+}
+
 func (t *Tree) set(k Key, v uint32) bool {
 	var path [maxHeight]step
-	var l *leaf
-	if t.height == 0 {
-		l = t.root.lf
-	} else {
-		in := t.root.in
-		for d := 0; ; d++ {
-			i := in.route(k)
-			path[d] = step{in, i}
-			if d == t.height-1 {
-				l = in.kids[i].lf
-				break
-			}
-			in = in.kids[i].in
-		}
-	}
+	l := t.descend(k, &path)
 	i := l.lowerBound(k)
 	if i < l.n && l.as[i] == k.A && l.ids[i] == k.ID {
 		l.vals[i] = v
@@ -496,21 +499,7 @@ func (t *Tree) deleteIn(l *leaf, k Key) (uint32, bool) {
 
 func (t *Tree) delete(k Key) (uint32, bool) {
 	var path [maxHeight]step
-	var l *leaf
-	if t.height == 0 {
-		l = t.root.lf
-	} else {
-		in := t.root.in
-		for d := 0; ; d++ {
-			i := in.route(k)
-			path[d] = step{in, i}
-			if d == t.height-1 {
-				l = in.kids[i].lf
-				break
-			}
-			in = in.kids[i].in
-		}
-	}
+	l := t.descend(k, &path)
 	i := l.lowerBound(k)
 	if i >= l.n || l.as[i] != k.A || l.ids[i] != k.ID {
 		return 0, false
