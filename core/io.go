@@ -38,6 +38,12 @@ type IO interface {
 	// blocks: a slow or dead connection loses frames, and its client
 	// retries.
 	SendClient(conn ConnID, frame []byte)
+	// SendPeer queues one frame (a replica-to-replica message, type
+	// 64..127, whose header's client id is the sender's replica index) for
+	// replica `to`. It never blocks and may lose, delay, duplicate or
+	// reorder frames: the protocol (Raft) tolerates all of that. The frame
+	// is not modified afterwards and may be kept without copying.
+	SendPeer(to uint32, frame []byte)
 
 	// AppendLog queues entries to be written after those appended before.
 	// When Index is not the next index, storage first discards every entry
@@ -52,7 +58,9 @@ type IO interface {
 
 	// SaveSnapshot durably writes a snapshot of the state after applying
 	// index (whose entry has the given term) and then may discard log
-	// entries up to and including index; later entries are kept. It is
+	// entries up to and including index; later entries are kept. When the
+	// log ends before index (a follower installing the leader's snapshot),
+	// the log is emptied and the next AppendLog starts at index+1. It is
 	// answered by a SnapshotSaved input. data is not modified afterwards
 	// and may be kept without copying.
 	SaveSnapshot(index, term uint64, data []byte)

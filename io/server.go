@@ -152,7 +152,7 @@ func Open(dir string, opts Options) (s *Server, err error) {
 	cfg.Cluster, cfg.ReplicaIndex, cfg.ReplicaCount = info.Cluster, info.ReplicaIndex, info.ReplicaCount
 	cfg.Addresses = append([]string(nil), opts.Addresses...)
 	cfg.Addresses[info.ReplicaIndex] = ln.Addr().String() // the real port when asked for port 0
-	s.r, err = replica.New(cfg, replicaIO{s}, s.clock, rec)
+	s.r, err = replica.New(cfg, replicaIO{s}, s.clock, NewRand(), rec)
 	if err != nil {
 		return nil, fmt.Errorf("start the replica on what %s holds: %w", dir, err)
 	}
@@ -388,6 +388,8 @@ func (rio replicaIO) SendClient(id core.ConnID, frame []byte) {
 			zap.Uint64("conn", uint64(id)), zap.Stringer("remote", c.nc.RemoteAddr()))
 	}
 }
+
+func (rio replicaIO) SendPeer(to uint32, frame []byte) {} // TODO(issue 5): peer connections
 
 func (rio replicaIO) AppendLog(entries []core.LogEntry) {
 	rio.s.disk.push(diskOp{kind: opAppend, entries: entries})

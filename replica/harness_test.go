@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -27,6 +28,10 @@ func newMemIO() *memIO { return &memIO{sent: map[core.ConnID][][]byte{}} }
 func (m *memIO) SendClient(conn core.ConnID, frame []byte) {
 	m.sent[conn] = append(m.sent[conn], slices.Clone(frame))
 }
+
+func (m *memIO) SendPeer(to uint32, frame []byte) {}
+
+func testRand() core.Rand { return rand.New(rand.NewPCG(1, 2)) }
 
 func (m *memIO) AppendLog(entries []core.LogEntry) {
 	for _, e := range entries {
@@ -93,7 +98,7 @@ func newNode(t *testing.T, cfg Config) *node {
 	t.Helper()
 	cfg.Cluster = testCluster
 	n := &node{t: t, io: newMemIO(), clock: &fakeClock{mono: 1, real: 1_700_000_000_000_000_000}, cfg: cfg}
-	r, err := New(cfg, n.io, n.clock, Recovered{})
+	r, err := New(cfg, n.io, n.clock, testRand(), Recovered{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +118,7 @@ func (n *node) settle() {
 func (n *node) restart() {
 	n.t.Helper()
 	rec := n.io.crash()
-	r, err := New(n.cfg, n.io, n.clock, rec)
+	r, err := New(n.cfg, n.io, n.clock, testRand(), rec)
 	if err != nil {
 		n.t.Fatal(err)
 	}

@@ -65,6 +65,7 @@ type Replica struct {
 	cfg   Config
 	io    core.IO
 	clock core.Clock
+	rng   core.Rand
 
 	// The replicated state.
 	sm       *statemachine.StateMachine
@@ -115,12 +116,13 @@ type waiter struct {
 // New starts a replica on what storage recovered. It becomes the leader of
 // a new term and appends a no-op entry, so that every recovered entry
 // commits (Raft's commit rule) once that entry is durable.
-func New(cfg Config, io core.IO, clock core.Clock, rec Recovered) (*Replica, error) {
+func New(cfg Config, io core.IO, clock core.Clock, rng core.Rand, rec Recovered) (*Replica, error) {
 	cfg.setDefaults()
 	r := &Replica{
 		cfg:      cfg,
 		io:       io,
 		clock:    clock,
+		rng:      rng,
 		sm:       statemachine.New(),
 		sessions: newSessionTable(cfg.MaxSessions),
 		waiting:  make(map[uint64]waiter),
@@ -544,4 +546,49 @@ func (r *Replica) restoreState(b []byte) error {
 	}
 	r.sessions, r.sm = sessions, sm
 	return nil
+}
+
+// ReceivePeer handles one replica-to-replica frame (type 64..127, its
+// checksum already verified by the IO layer); h.ClientID is the sender's
+// replica index.
+func (r *Replica) ReceivePeer(h core.Header, payload []byte) {}
+
+// Role is a replica's part in its term.
+type Role uint8
+
+const (
+	Follower  Role = 1
+	Candidate Role = 2
+	Leader    Role = 3
+)
+
+func (r Role) String() string {
+	switch r {
+	case Follower:
+		return "follower"
+	case Candidate:
+		return "candidate"
+	case Leader:
+		return "leader"
+	}
+	return fmt.Sprintf("Role(%d)", uint8(r))
+}
+
+// NoLeader is Status.Leader when the replica knows no leader.
+const NoLeader = ^uint32(0)
+
+// Status is what a replica knows of itself, for the IO layer's logs and the
+// simulator's checkers.
+type Status struct {
+	Role      Role
+	Term      uint64
+	Leader    uint32 // NoLeader when unknown
+	Commit    uint64
+	Applied   uint64
+	LastIndex uint64
+}
+
+// Status reports the replica's role, term and log positions.
+func (r *Replica) Status() Status {
+	return Status{Role: Leader, Term: r.term, Leader: r.cfg.ReplicaIndex, Commit: r.commit, Applied: r.applied, LastIndex: r.lastIndex}
 }

@@ -299,7 +299,7 @@ func TestDuplicateEntryInLogAppliesOnce(t *testing.T) {
 	}
 	dup.Index = rec.Entries[len(rec.Entries)-1].Index + 1
 	rec.Entries = append(rec.Entries, dup)
-	r, err := New(n.cfg, n.io, n.clock, rec)
+	r, err := New(n.cfg, n.io, n.clock, testRand(), rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func TestNoAnswerBeforeCaughtUp(t *testing.T) {
 	s := n.register(1)
 	n.call(1, s, 1, core.OpInsert, insertReq(ev(7, 1, 1)))
 	rec := n.io.crash()
-	r, err := New(n.cfg, n.io, n.clock, rec)
+	r, err := New(n.cfg, n.io, n.clock, testRand(), rec)
 	if err != nil {
 		t.Fatal(err)
 	}

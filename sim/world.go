@@ -76,6 +76,7 @@ type node struct {
 	r     *replica.Replica
 	disk  *disk
 	clock *Clock
+	rand  *rand.Rand // the replica's own seeded source (election jitter)
 	cfg   replica.Config
 	conns []*conn // open connections, in opening order
 }
@@ -84,6 +85,7 @@ type node struct {
 type nodeIO struct{ n *node }
 
 func (io nodeIO) SendClient(c core.ConnID, frame []byte) { io.n.w.fromReplica(io.n, c, frame) }
+func (io nodeIO) SendPeer(to uint32, frame []byte)       {} // TODO(issue 5): the replica network
 func (io nodeIO) AppendLog(entries []core.LogEntry)      { io.n.disk.appendLog(entries) }
 func (io nodeIO) SaveHardState(hs core.HardState)        { io.n.disk.saveHardState(hs) }
 func (io nodeIO) Sync()                                  { io.n.disk.sync() }
@@ -141,6 +143,7 @@ func newWorld(seed int64, ticks int64, opts Options) *world {
 	n := &node{w: w, idx: 0}
 	n.disk = newDisk(n)
 	n.clock = &Clock{now: &w.now, monoBase: w.cfg.clockMonoBase, realBase: w.cfg.clockRealBase}
+	n.rand = rand.New(rand.NewPCG(w.rng.Uint64(), w.rng.Uint64()))
 	n.cfg = replica.Config{
 		Cluster:           clusterID,
 		ReplicaIndex:      0,
@@ -353,7 +356,7 @@ func (w *world) handle(e *event) {
 func (w *world) start(n *node) {
 	rec := n.disk.recovered()
 	n.epoch++
-	r, err := replica.New(n.cfg, nodeIO{n}, n.clock, rec)
+	r, err := replica.New(n.cfg, nodeIO{n}, n.clock, n.rand, rec)
 	if err != nil {
 		w.fail("replica %d does not start on its recovered storage (snapshot %d, %d entries): %v", n.idx, rec.SnapshotIndex, len(rec.Entries), err)
 		return

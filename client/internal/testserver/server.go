@@ -14,6 +14,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"time"
@@ -113,7 +114,7 @@ func Start(cfg Config) (*Server, error) {
 		failCode: core.ClusterBusy,
 	}
 	s.io.s = s
-	r, err := replica.New(rc, s.io, &realClock{start: time.Now()}, replica.Recovered{})
+	r, err := replica.New(rc, s.io, &realClock{start: time.Now()}, rand.New(rand.NewPCG(1, 2)), replica.Recovered{})
 	if err != nil {
 		_ = ln.Close()
 		return nil, err
@@ -424,6 +425,7 @@ type memIO struct {
 }
 
 func (m *memIO) SendClient(id core.ConnID, frame []byte) { m.s.send(id, frame) }
+func (m *memIO) SendPeer(uint32, []byte)                 {} // a cluster of one
 
 func (m *memIO) AppendLog(entries []core.LogEntry) {
 	if len(entries) > 0 {
