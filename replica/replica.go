@@ -28,6 +28,14 @@ type Config struct {
 	// (for tests).
 	SnapshotMinBytes uint64 // default 64 MiB
 	SnapshotEvery    uint64
+
+	// Raft timing. A follower that hears nothing from a leader for a
+	// random time in [ElectionTimeoutNS, 2*ElectionTimeoutNS) starts an
+	// election (after a pre-vote); a leader sends heartbeats every
+	// HeartbeatNS and steps down when it has not heard from a majority
+	// for ElectionTimeoutNS (check-quorum).
+	ElectionTimeoutNS uint64 // default 500 ms
+	HeartbeatNS       uint64 // default 50 ms
 }
 
 func (c *Config) setDefaults() {
@@ -42,6 +50,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.CleanupEveryNS == 0 {
 		c.CleanupEveryNS = 10_000_000_000
+	}
+	if c.ElectionTimeoutNS == 0 {
+		c.ElectionTimeoutNS = 500_000_000
+	}
+	if c.HeartbeatNS == 0 {
+		c.HeartbeatNS = 50_000_000
 	}
 	if c.ReplicaCount == 0 {
 		c.ReplicaCount = 1
