@@ -76,36 +76,45 @@ type Recovered struct {
 
 // Replica is one replica. See the package documentation for its invariants.
 type Replica struct {
-	cfg   Config
-	io    core.IO
-	clock core.Clock
-	rng   core.Rand
+	cfg    Config
+	io     core.IO
+	clock  core.Clock
+	rng    core.Rand
+	self   uint32
+	quorum int // a majority of ReplicaCount
 
 	// The replicated state.
 	sm       *statemachine.StateMachine
 	sessions *sessionTable
 	lastOpTS uint64 // timestamp of the last applied entry
 
-	// The log.
-	term        uint64
-	lastIndex   uint64
-	durable     uint64
-	commit      uint64
-	applied     uint64
-	appliedTerm uint64
-	unapplied   []core.LogEntry // entries after applied, in index order
-	queued      []core.LogEntry // made while a Sync is in flight
-	syncing     bool
+	// Raft's persistent state (saved with SaveHardState) and role.
+	term   uint64
+	vote   uint32
+	role   Role
+	leader uint32 // NoLeader when unknown
 
-	// The leader's side.
-	lastTS        uint64            // the last timestamp assigned to an entry
+	raftLog // the log, its durability and commit (log.go)
+
+	// Timers, in the clock's monotonic nanoseconds.
+	electionDeadline uint64 // a follower or candidate campaigns at this time
+	leaderContact    uint64 // when a current leader was last heard from
+	heartbeatDue     uint64 // leader: next heartbeat round
+	quorumCheckDue   uint64 // leader: next check-quorum
+
+	// Candidate: the votes of this (pre-)election, by replica.
+	preVote bool
+	votes   []int8 // 1 granted, -1 refused, 0 no answer
+
+	// Leader.
+	peers         []progress        // by replica index; peers[self] unused
 	waiting       map[uint64]waiter // log index -> the client to answer
 	inflight      map[uint64]uint32 // session -> request number in the log, not yet applied
+	lastTS        uint64            // the last timestamp assigned to (or seen in) an entry
 	startNS       uint64
 	lastCleanupNS uint64
-	sinceSnapshot uint64 // entries applied since the last snapshot
-	bytesSince    uint64 // their bytes
-	lastSnapBytes uint64 // size of the last snapshot
+	reads         readState    // linearizable reads (reads.go)
+	snapshot      *outSnapshot // the snapshot followers are being sent
 
 	// termStart is the index of this term's first entry (the no-op). Until
 	// it is applied the applied state may lack acknowledged writes of
@@ -113,35 +122,54 @@ type Replica struct {
 	termStart uint64
 	held      []heldFrame
 
+	// Follower: a snapshot arriving from the leader, and the index of one
+	// being installed (saved) now.
+	incoming   *incomingSnapshot
+	installing uint64
+	leaderSeq  uint64 // the highest read round seen from this term's leader
+
 	failed error // set when the replica cannot go on (a damaged log entry)
 }
 
 type heldFrame struct {
-	conn    core.ConnID
+	to      dest
 	h       core.Header
 	payload []byte
 }
 
+// waiter is a client waiting for the entry at some index (of some term).
 type waiter struct {
-	conn core.ConnID
+	to   dest
 	h    core.Header
+	term uint64
 }
 
-// New starts a replica on what storage recovered. It becomes the leader of
-// a new term and appends a no-op entry, so that every recovered entry
-// commits (Raft's commit rule) once that entry is durable.
+// New starts a replica on what storage recovered. A replica of a cluster of
+// one becomes the leader of a new term at once and appends a no-op entry,
+// so that every recovered entry commits (Raft's commit rule) once that
+// entry is durable; in a larger cluster it starts as a follower and waits
+// to hear from a leader or to win an election.
 func New(cfg Config, io core.IO, clock core.Clock, rng core.Rand, rec Recovered) (*Replica, error) {
 	cfg.setDefaults()
+	if cfg.ReplicaIndex >= cfg.ReplicaCount {
+		return nil, fmt.Errorf("replica index %d is out of range for %d replicas", cfg.ReplicaIndex, cfg.ReplicaCount)
+	}
 	r := &Replica{
 		cfg:      cfg,
 		io:       io,
 		clock:    clock,
 		rng:      rng,
+		self:     cfg.ReplicaIndex,
+		quorum:   int(cfg.ReplicaCount)/2 + 1,
 		sm:       statemachine.New(),
 		sessions: newSessionTable(cfg.MaxSessions),
 		waiting:  make(map[uint64]waiter),
 		inflight: make(map[uint64]uint32),
 		startNS:  clock.MonotonicNS(),
+		term:     rec.HardState.Term,
+		vote:     rec.HardState.Vote,
+		leader:   NoLeader,
+		role:     Follower,
 	}
 	r.lastCleanupNS = r.startNS
 	if rec.Snapshot != nil {
@@ -149,7 +177,7 @@ func New(cfg Config, io core.IO, clock core.Clock, rng core.Rand, rec Recovered)
 			return nil, err
 		}
 		r.lastSnapBytes = uint64(len(rec.Snapshot))
-		r.applied, r.commit, r.lastIndex = rec.SnapshotIndex, rec.SnapshotIndex, rec.SnapshotIndex
+		r.resetLog(rec.SnapshotIndex, rec.SnapshotTerm)
 		r.appliedTerm = rec.SnapshotTerm
 	}
 	for _, e := range rec.Entries {
@@ -161,15 +189,24 @@ func New(cfg Config, io core.IO, clock core.Clock, rng core.Rand, rec Recovered)
 			return nil, fmt.Errorf("recovered log entry %d: %w", e.Index, err)
 		}
 		r.lastTS = max(r.lastTS, d.timestamp)
+		r.log = append(r.log, e)
 		r.lastIndex = e.Index
-		r.unapplied = append(r.unapplied, e)
 	}
 	r.lastTS = max(r.lastTS, r.lastOpTS)
 	r.durable = r.lastIndex
 	r.commit = max(r.commit, min(rec.HardState.Commit, r.lastIndex))
-	r.term = rec.HardState.Term + 1
-	r.io.SaveHardState(core.HardState{Term: r.term, Vote: cfg.ReplicaIndex, Commit: r.commit})
-	r.termStart = r.appendEntry(entry{kind: kindNoop, timestamp: r.nextTimestamp()})
+	r.verified = r.commit
+	if cfg.ReplicaCount == 1 {
+		// Alone, the replica is its own majority: it wins the election of
+		// the next term without asking anyone.
+		r.term++
+		r.vote = r.self
+		r.saveHardState()
+		r.becomeLeader()
+	} else {
+		r.resetElectionTimer()
+		r.applyCommitted()
+	}
 	return r, nil
 }
 
@@ -183,107 +220,36 @@ func (r *Replica) AppliedIndex() uint64 { return r.applied }
 func (r *Replica) Digest() [32]byte { return r.sm.Digest() }
 
 // nextTimestamp is the leader's timestamp for a new entry: at least the wall
-// clock, and above every timestamp it assigned before.
+// clock, and above every timestamp it assigned or saw before.
 func (r *Replica) nextTimestamp() uint64 {
 	r.lastTS = max(r.clock.RealtimeNS(), r.lastTS+1)
 	return r.lastTS
 }
 
-// appendEntry adds an entry to the log and returns its index.
+// appendEntry adds an entry of the leader's to the log, hands it to storage
+// and to the followers, and returns its index.
 func (r *Replica) appendEntry(e entry) uint64 {
-	r.lastIndex++
-	le := core.LogEntry{Index: r.lastIndex, Term: r.term, Data: e.appendTo(nil)}
-	r.unapplied = append(r.unapplied, le)
-	r.queued = append(r.queued, le)
+	le := core.LogEntry{Index: r.lastIndex + 1, Term: r.term, Data: e.appendTo(nil)}
+	r.appendLocal(le)
 	r.flush()
+	r.replicateAll()
 	return le.Index
 }
 
-// flush hands queued entries to storage with one Sync unless a Sync is
-// already in flight (then they wait for it: group commit).
-func (r *Replica) flush() {
-	if r.syncing || len(r.queued) == 0 {
-		return
-	}
-	r.io.AppendLog(r.queued)
-	r.queued = nil
-	r.io.Sync()
-	r.syncing = true
-}
+// pending is the number of entries in the log not yet applied: the queue
+// MaxPendingEntries bounds.
+func (r *Replica) pending() int { return int(r.lastIndex - r.applied) }
 
-// Synced is storage's answer to Sync: the log is durable through index.
-func (r *Replica) Synced(index uint64) {
-	r.syncing = false
-	if r.failed != nil {
-		return
-	}
-	r.durable = max(r.durable, min(index, r.lastIndex))
-	// Raft's rule: count replicas only for an entry of the current term.
-	// With one replica, the durable copy is the majority.
-	if r.termAt(r.durable) == r.term {
-		r.commit = max(r.commit, r.durable)
-	}
-	r.applyCommitted()
-	r.flush()
-}
-
-// termAt is the term of an unapplied entry, or 0 when it is not held.
-func (r *Replica) termAt(index uint64) uint64 {
-	if index <= r.applied || len(r.unapplied) == 0 {
-		return 0
-	}
-	i := index - r.unapplied[0].Index
-	if i >= uint64(len(r.unapplied)) {
-		return 0
-	}
-	return r.unapplied[i].Term
-}
-
-func (r *Replica) applyCommitted() {
-	n := 0
-	for ; n < len(r.unapplied) && r.unapplied[n].Index <= r.commit; n++ {
-		if err := r.apply(r.unapplied[n]); err != nil {
-			r.failed = err
-			return
-		}
-	}
-	r.unapplied = r.unapplied[n:]
-	if len(r.held) > 0 && r.applied >= r.termStart {
-		held := r.held
-		r.held = nil
-		for _, f := range held {
-			r.Receive(f.conn, f.h, f.payload)
-		}
-	}
-	if r.snapshotDue() {
-		// Known limit: encoding runs in the event loop; with millions of
-		// entities it stalls the replica for seconds. Move it off the loop
-		// (copy-on-write state or a background encoder).
-		data := r.encodeState()
-		r.sinceSnapshot, r.bytesSince, r.lastSnapBytes = 0, 0, uint64(len(data))
-		r.io.SaveSnapshot(r.applied, r.appliedTerm, data)
-	}
-}
-
-func (r *Replica) snapshotDue() bool {
-	if r.cfg.SnapshotEvery > 0 {
-		return r.sinceSnapshot >= r.cfg.SnapshotEvery
-	}
-	return r.bytesSince >= max(r.cfg.SnapshotMinBytes, r.lastSnapBytes)
-}
-
-// SnapshotSaved is storage's answer to SaveSnapshot.
-func (r *Replica) SnapshotSaved(index uint64) {}
-
-// Tick lets time pass: the leader appends a cleanup entry every
-// CleanupEveryNS so that expired entities are removed without a client
-// asking.
+// Tick lets time pass: elections and heartbeats (raft.go), and the leader
+// appends a cleanup entry every CleanupEveryNS so that expired entities are
+// removed without a client asking.
 func (r *Replica) Tick() {
 	if r.failed != nil {
 		return
 	}
 	now := r.clock.MonotonicNS()
-	if now-r.lastCleanupNS >= r.cfg.CleanupEveryNS && len(r.unapplied) < r.cfg.MaxPendingEntries {
+	r.tickRaft(now)
+	if r.role == Leader && now-r.lastCleanupNS >= r.cfg.CleanupEveryNS && r.pending() < r.cfg.MaxPendingEntries {
 		r.lastCleanupNS = now
 		payload, _ := core.AppendRequest(nil, core.OpCleanupExpired, &core.CleanupRequest{})
 		r.appendEntry(entry{kind: kindOperation, timestamp: r.nextTimestamp(), op: core.OpCleanupExpired, payload: payload})
@@ -294,94 +260,108 @@ func (r *Replica) Tick() {
 // are dropped (the client retries, and dedupe answers from the cache).
 func (r *Replica) Closed(conn core.ConnID) {}
 
-func (r *Replica) send(conn core.ConnID, h core.Header, payload []byte) {
-	r.io.SendClient(conn, core.AppendFrame(nil, h, payload))
-}
-
-func (r *Replica) sendError(conn core.ConnID, h core.Header, info core.CodeInfo, format string, args ...any) {
-	h.Type = core.MsgError
-	r.send(conn, h, core.AppendErrorMessage(nil, info.Code, fmt.Sprintf(format, args...)))
-}
-
 // Receive handles one client frame (its checksum already verified by the
 // IO layer).
 func (r *Replica) Receive(conn core.ConnID, h core.Header, payload []byte) {
+	r.receiveClient(dest{via: r.self, conn: conn}, h, payload)
+}
+
+// receiveClient handles a client frame that reached this replica directly
+// or was forwarded to it (to says where the answer goes).
+func (r *Replica) receiveClient(to dest, h core.Header, payload []byte) {
 	if r.failed != nil {
-		r.sendError(conn, h, core.ClusterUnavailable, "the replica has stopped: %v", r.failed)
+		r.sendError(to, h, core.ClusterUnavailable, "the replica has stopped: %v", r.failed)
+		return
+	}
+	if h.Type == core.MsgRequest && len(payload) > 0 && isLocal(core.Operation(payload[0])) {
+		// Status, topology and ping describe this replica: any replica
+		// answers them itself.
+		op, req, err := core.DecodeRequestMessage(payload)
+		reply, opErr := r.execute(op, max(r.clock.RealtimeNS(), r.lastOpTS), req)
+		if err != nil {
+			opErr = err
+		}
+		r.reply(to, h, op, reply, opErr)
+		return
+	}
+	if r.role != Leader {
+		r.forward(to, h, payload)
 		return
 	}
 	if r.applied < r.termStart {
 		// Not caught up with its own log yet: answering now could miss
 		// acknowledged writes (or sessions) of earlier terms.
 		if len(r.held) >= r.cfg.MaxPendingEntries {
-			r.sendError(conn, h, core.ClusterBusy, "the replica is recovering; retry")
+			r.sendError(to, h, core.ClusterBusy, "the replica is catching up; retry")
 			return
 		}
-		r.held = append(r.held, heldFrame{conn, h, bytes.Clone(payload)})
+		r.held = append(r.held, heldFrame{to, h, bytes.Clone(payload)})
 		return
 	}
 	switch h.Type {
 	case core.MsgRegister:
-		r.receiveRegister(conn, h, payload)
+		r.receiveRegister(to, h, payload)
 	case core.MsgRequest:
-		r.receiveRequest(conn, h, payload)
+		r.receiveRequest(to, h, payload)
 	default:
-		r.sendError(conn, h, core.MalformedRequest, "unexpected message type %s", h.Type)
+		r.sendError(to, h, core.MalformedRequest, "unexpected message type %s", h.Type)
 	}
 }
 
-func (r *Replica) receiveRegister(conn core.ConnID, h core.Header, payload []byte) {
+// isLocal reports whether op is answered by whichever replica receives it.
+func isLocal(op core.Operation) bool {
+	return op == core.OpStatus || op == core.OpTopology || op == core.OpPing
+}
+
+func (r *Replica) receiveRegister(to dest, h core.Header, payload []byte) {
 	cluster, err := core.DecodeRegister(payload)
 	switch {
 	case err != nil:
-		r.sendError(conn, h, core.MalformedRequest, "%v", err)
+		r.sendError(to, h, core.MalformedRequest, "%v", err)
 	case cluster != r.cfg.Cluster:
-		r.sendError(conn, h, core.WrongCluster, "this is cluster %s, not %s", r.cfg.Cluster, cluster)
-	case len(r.unapplied) >= r.cfg.MaxPendingEntries:
-		r.sendError(conn, h, core.ClusterBusy, "too many operations pending; retry")
+		r.sendError(to, h, core.WrongCluster, "this is cluster %s, not %s", r.cfg.Cluster, cluster)
+	case r.pending() >= r.cfg.MaxPendingEntries:
+		r.sendError(to, h, core.ClusterBusy, "too many operations pending; retry")
 	default:
 		idx := r.appendEntry(entry{kind: kindRegister, timestamp: r.nextTimestamp()})
-		r.waiting[idx] = waiter{conn, h}
+		r.waiting[idx] = waiter{to, h, r.term}
 	}
 }
 
-func (r *Replica) receiveRequest(conn core.ConnID, h core.Header, payload []byte) {
+func (r *Replica) receiveRequest(to dest, h core.Header, payload []byte) {
 	op, req, err := core.DecodeRequestMessage(payload)
 	if err != nil {
 		if op.Valid() {
-			r.reply(conn, h, op, nil, err)
+			r.reply(to, h, op, nil, err)
 		} else {
-			r.sendError(conn, h, core.UnknownOperation, "%v", err)
+			r.sendError(to, h, core.UnknownOperation, "%v", err)
 		}
 		return
 	}
 	s := r.sessions.get(h.ClientID)
 	if s == nil {
-		r.sendError(conn, h, core.SessionExpired, "session %d is unknown or was evicted; register again", h.ClientID)
+		r.sendError(to, h, core.SessionExpired, "session %d is unknown or was evicted; register again", h.ClientID)
 		return
 	}
 	if !op.Mutates() {
-		// Reads skip the log: the applied state holds every write this
-		// leader has acknowledged, so answering now is linearizable.
-		reply, err := r.execute(op, max(r.clock.RealtimeNS(), r.lastOpTS), req)
-		r.reply(conn, h, op, reply, err)
+		r.read(to, h, payload)
 		return
 	}
 	switch inflight, busy := r.inflight[h.ClientID]; {
 	case h.Request == s.lastRequest && s.reply != nil:
-		r.send(conn, core.Header{ClientID: h.ClientID, Request: h.Request, Type: s.replyType}, s.reply)
+		r.send(to, core.Header{ClientID: h.ClientID, Request: h.Request, Type: s.replyType}, s.reply)
 		return
 	case h.Request <= s.lastRequest:
-		r.sendError(conn, h, core.StaleRequest, "request %d is older than the session's last, %d", h.Request, s.lastRequest)
+		r.sendError(to, h, core.StaleRequest, "request %d is older than the session's last, %d", h.Request, s.lastRequest)
 		return
 	case busy && inflight == h.Request:
-		r.rewait(h, conn) // a retry, perhaps on a new connection: answer there
+		r.rewait(h, to) // a retry, perhaps on a new connection: answer there
 		return
 	case busy:
-		r.sendError(conn, h, core.RequestInFlight, "request %d is still in flight on this session", inflight)
+		r.sendError(to, h, core.RequestInFlight, "request %d is still in flight on this session", inflight)
 		return
-	case len(r.unapplied) >= r.cfg.MaxPendingEntries:
-		r.sendError(conn, h, core.ClusterBusy, "too many operations pending; retry")
+	case r.pending() >= r.cfg.MaxPendingEntries:
+		r.sendError(to, h, core.ClusterBusy, "too many operations pending; retry")
 		return
 	}
 	if ins, ok := req.(*core.InsertRequest); ok {
@@ -389,36 +369,36 @@ func (r *Replica) receiveRequest(conn core.ConnID, h core.Header, payload []byte
 	}
 	body, err := core.AppendRequest(nil, op, req)
 	if err != nil {
-		r.reply(conn, h, op, nil, err)
+		r.reply(to, h, op, nil, err)
 		return
 	}
 	idx := r.appendEntry(entry{kind: kindOperation, timestamp: r.nextTimestamp(), session: h.ClientID, request: h.Request, op: op, payload: body})
-	r.waiting[idx] = waiter{conn, h}
+	r.waiting[idx] = waiter{to, h, r.term}
 	r.inflight[h.ClientID] = h.Request
 }
 
-// rewait moves the pending answer of (session, request) to conn.
-func (r *Replica) rewait(h core.Header, conn core.ConnID) {
-	for i := range r.unapplied { // few entries: bounded by MaxPendingEntries
-		idx := r.unapplied[i].Index
+// rewait moves the pending answer of (session, request) to to.
+func (r *Replica) rewait(h core.Header, to dest) {
+	for idx := r.applied + 1; idx <= r.lastIndex; idx++ { // bounded by MaxPendingEntries
 		if w, ok := r.waiting[idx]; ok && w.h.ClientID == h.ClientID && w.h.Request == h.Request {
-			r.waiting[idx] = waiter{conn, h}
+			r.waiting[idx] = waiter{to, h, w.term}
 			return
 		}
 	}
 }
 
-func (r *Replica) reply(conn core.ConnID, h core.Header, op core.Operation, reply any, err error) {
+func (r *Replica) reply(to dest, h core.Header, op core.Operation, reply any, err error) {
 	payload, encErr := core.AppendReplyMessage(nil, op, reply, err)
 	if encErr != nil {
-		r.sendError(conn, h, core.InternalError, "encoding the reply: %v", encErr)
+		r.sendError(to, h, core.InternalError, "encoding the reply: %v", encErr)
 		return
 	}
 	h.Type = core.MsgReply
-	r.send(conn, h, payload)
+	r.send(to, h, payload)
 }
 
-// apply executes one committed entry and answers the client waiting for it.
+// apply executes one committed entry and answers the client waiting for it
+// (on whichever replica the client's request was received and appended).
 func (r *Replica) apply(le core.LogEntry) error {
 	e, err := decodeEntry(le.Data)
 	if err != nil {
@@ -430,25 +410,35 @@ func (r *Replica) apply(le core.LogEntry) error {
 	r.bytesSince += uint64(len(le.Data))
 	w, waited := r.waiting[le.Index]
 	delete(r.waiting, le.Index)
+	if waited && w.term != le.Term {
+		// The entry the client waited for was replaced by another leader's.
+		r.sendError(w.to, w.h, core.PrimaryUnreachable, "the leader changed before the request committed; retry it")
+		waited = false
+	}
 	switch e.kind {
 	case kindNoop:
 	case kindRegister:
 		r.sessions.register(le.Index)
 		if waited {
-			r.send(w.conn, core.Header{ClientID: le.Index, Request: w.h.Request, Type: core.MsgRegisterReply}, core.AppendRegisterReply(nil, le.Index))
+			r.send(w.to, core.Header{ClientID: le.Index, Request: w.h.Request, Type: core.MsgRegisterReply}, core.AppendRegisterReply(nil, le.Index))
 		}
 	case kindOperation:
 		var s *session
 		if e.session != 0 {
-			delete(r.inflight, e.session)
+			if r.inflight[e.session] == e.request {
+				delete(r.inflight, e.session)
+			}
 			s = r.sessions.get(e.session)
 			if s == nil {
 				if waited {
-					r.sendError(w.conn, w.h, core.SessionExpired, "session %d was evicted; register again", e.session)
+					r.sendError(w.to, w.h, core.SessionExpired, "session %d was evicted; register again", e.session)
 				}
 				return nil
 			}
 			if e.request <= s.lastRequest { // a duplicate in the log: never run twice
+				if waited && e.request == s.lastRequest && s.reply != nil {
+					r.send(w.to, core.Header{ClientID: w.h.ClientID, Request: w.h.Request, Type: s.replyType}, s.reply)
+				}
 				return nil
 			}
 		}
@@ -465,7 +455,7 @@ func (r *Replica) apply(le core.LogEntry) error {
 			s.lastRequest, s.lastActivity, s.reply, s.replyType = e.request, le.Index, payload, core.MsgReply
 		}
 		if waited {
-			r.send(w.conn, core.Header{ClientID: w.h.ClientID, Request: w.h.Request, Type: core.MsgReply}, payload)
+			r.send(w.to, core.Header{ClientID: w.h.ClientID, Request: w.h.Request, Type: core.MsgReply}, payload)
 		}
 	}
 	return nil
@@ -509,18 +499,10 @@ func (r *Replica) execute(op core.Operation, ts uint64, req any) (any, error) {
 		return &core.StatusReply{
 			EventsCount: st.EventCount, EntitiesCount: st.EntityCount, IndexBytes: st.IndexBytes,
 			UptimeSeconds: (r.clock.MonotonicNS() - r.startNS) / 1_000_000_000,
-			Version:       r.cfg.Version, ClusterState: "healthy", NodeID: r.nodeID(r.cfg.ReplicaIndex),
+			Version:       r.cfg.Version, ClusterState: r.clusterState(), NodeID: r.nodeID(r.self),
 		}, nil
 	case core.OpTopology:
-		t := &core.TopologyReply{Version: r.term, ReplicaCount: r.cfg.ReplicaCount, Primary: r.cfg.ReplicaIndex}
-		for i := uint32(0); i < r.cfg.ReplicaCount; i++ {
-			addr := ""
-			if int(i) < len(r.cfg.Addresses) {
-				addr = r.cfg.Addresses[i]
-			}
-			t.Nodes = append(t.Nodes, core.NodeInfo{NodeID: r.nodeID(i), Address: addr, Status: "healthy"})
-		}
-		return t, nil
+		return r.topology(), nil
 	case core.OpPing:
 		return &core.PingReply{Pong: true}, nil
 	}
@@ -562,47 +544,3 @@ func (r *Replica) restoreState(b []byte) error {
 	return nil
 }
 
-// ReceivePeer handles one replica-to-replica frame (type 64..127, its
-// checksum already verified by the IO layer); h.ClientID is the sender's
-// replica index.
-func (r *Replica) ReceivePeer(h core.Header, payload []byte) {}
-
-// Role is a replica's part in its term.
-type Role uint8
-
-const (
-	Follower  Role = 1
-	Candidate Role = 2
-	Leader    Role = 3
-)
-
-func (r Role) String() string {
-	switch r {
-	case Follower:
-		return "follower"
-	case Candidate:
-		return "candidate"
-	case Leader:
-		return "leader"
-	}
-	return fmt.Sprintf("Role(%d)", uint8(r))
-}
-
-// NoLeader is Status.Leader when the replica knows no leader.
-const NoLeader = ^uint32(0)
-
-// Status is what a replica knows of itself, for the IO layer's logs and the
-// simulator's checkers.
-type Status struct {
-	Role      Role
-	Term      uint64
-	Leader    uint32 // NoLeader when unknown
-	Commit    uint64
-	Applied   uint64
-	LastIndex uint64
-}
-
-// Status reports the replica's role, term and log positions.
-func (r *Replica) Status() Status {
-	return Status{Role: Leader, Term: r.term, Leader: r.cfg.ReplicaIndex, Commit: r.commit, Applied: r.applied, LastIndex: r.lastIndex}
-}

@@ -1,0 +1,498 @@
+package replica
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// A small deterministic cluster for Raft's unit tests: replicas on memIO
+// disks, a network that delivers peer frames in order unless the test cuts
+// links, and one clock. The simulator (package sim) is where faults are
+// random; here every step is the test's.
+
+type clusterIO struct {
+	*memIO
+	c     *cluster
+	idx   uint32
+	saved []uint64 // snapshots written, not yet reported
+}
+
+func (io *clusterIO) SendPeer(to uint32, frame []byte) {
+	io.c.net = append(io.c.net, packet{from: io.idx, to: to, frame: slices.Clone(frame)})
+}
+
+func (io *clusterIO) SaveSnapshot(index, term uint64, data []byte) {
+	io.memIO.SaveSnapshot(index, term, data)
+	io.saved = append(io.saved, index)
+}
+
+type packet struct {
+	from, to uint32
+	frame    []byte
+}
+
+type cluster struct {
+	t     *testing.T
+	cfg   Config
+	clock *fakeClock
+	nodes []*cnode
+	net   []packet
+	cut   map[[2]uint32]bool // from, to: dropped
+	trace bool               // print every message delivered
+}
+
+type cnode struct {
+	r    *Replica
+	io   *clusterIO
+	up   bool
+	rand *rand.Rand
+}
+
+const testET = 100_000_000 // election timeout, ns
+
+func newCluster(t *testing.T, n int, cfg Config) *cluster {
+	t.Helper()
+	cfg.Cluster = testCluster
+	cfg.ReplicaCount = uint32(n)
+	cfg.ElectionTimeoutNS, cfg.HeartbeatNS = testET, testET/10
+	c := &cluster{t: t, cfg: cfg, clock: &fakeClock{mono: 1, real: 1_700_000_000_000_000_000}, cut: map[[2]uint32]bool{}}
+	for i := range n {
+		cn := &cnode{rand: rand.New(rand.NewPCG(uint64(i), 7))}
+		cn.io = &clusterIO{memIO: newMemIO(), c: c, idx: uint32(i)}
+		c.nodes = append(c.nodes, cn)
+		c.start(i, Recovered{HardState: core.HardState{Vote: core.NoVote}})
+	}
+	return c
+}
+
+func (c *cluster) start(i int, rec Recovered) {
+	c.t.Helper()
+	cfg := c.cfg
+	cfg.ReplicaIndex = uint32(i)
+	cn := c.nodes[i]
+	r, err := New(cfg, cn.io, c.clock, cn.rand, rec)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cn.r, cn.up = r, true
+}
+
+func (c *cluster) crash(i int) {
+	cn := c.nodes[i]
+	cn.up = false
+	cn.io.saved = nil
+	cn.io.crash()
+}
+
+func (c *cluster) restart(i int) {
+	c.t.Helper()
+	cn := c.nodes[i]
+	rec := cn.io.crash()
+	cn.io.saved = nil
+	c.start(i, rec)
+}
+
+// isolate cuts every link to and from replica i; heal restores all links.
+func (c *cluster) isolate(i int) {
+	for j := range c.nodes {
+		if j != i {
+			c.cut[[2]uint32{uint32(i), uint32(j)}] = true
+			c.cut[[2]uint32{uint32(j), uint32(i)}] = true
+		}
+	}
+}
+
+func (c *cluster) heal() { clear(c.cut) }
+
+// step delivers what is in flight (network, disks) until nothing is.
+func (c *cluster) step() {
+	c.t.Helper()
+	for round := 0; ; round++ {
+		if round > 10_000 {
+			c.t.Fatal("the cluster does not settle")
+		}
+		busy := false
+		for _, cn := range c.nodes {
+			if !cn.up {
+				continue
+			}
+			for cn.io.syncs > 0 {
+				busy = true
+				cn.r.Synced(cn.io.completeSync())
+			}
+			for len(cn.io.saved) > 0 {
+				busy = true
+				idx := cn.io.saved[0]
+				cn.io.saved = cn.io.saved[1:]
+				cn.r.SnapshotSaved(idx)
+			}
+		}
+		net := c.net
+		c.net = nil
+		for _, p := range net {
+			busy = true
+			cn := c.nodes[p.to]
+			if c.cut[[2]uint32{p.from, p.to}] || !cn.up {
+				continue
+			}
+			h, payload, rest, err := core.DecodeFrame(p.frame)
+			if err != nil || len(rest) != 0 {
+				c.t.Fatalf("bad peer frame: %v", err)
+			}
+			if c.trace {
+				m, _ := decodeMessage(h, payload)
+				fmt.Printf("%d->%d type=%d term=%d pre=%v ok=%v index=%d\n", p.from, p.to, m.typ, m.term, m.pre, m.ok, m.index)
+			}
+			cn.r.ReceivePeer(h, payload)
+		}
+		for i, cn := range c.nodes {
+			if cn.up && cn.r.Err() != nil {
+				c.t.Fatalf("replica %d failed: %v", i, cn.r.Err())
+			}
+		}
+		if !busy {
+			return
+		}
+	}
+}
+
+// run lets d nanoseconds pass in ticks of a tenth of the heartbeat.
+func (c *cluster) run(d uint64) {
+	c.t.Helper()
+	for end := c.clock.mono + d; c.clock.mono < end; {
+		c.clock.mono += testET / 100
+		c.clock.real += testET / 100
+		for _, cn := range c.nodes {
+			if cn.up {
+				cn.r.Tick()
+			}
+		}
+		c.step()
+	}
+}
+
+// leader waits for a single leader among the replicas up and returns it.
+func (c *cluster) leader() int {
+	c.t.Helper()
+	for range 50 {
+		c.run(testET / 2)
+		leaders := []int{}
+		for i, cn := range c.nodes {
+			if cn.up && cn.r.Status().Role == Leader && !c.cutOff(i) {
+				leaders = append(leaders, i)
+			}
+		}
+		if len(leaders) == 1 {
+			return leaders[0]
+		}
+	}
+	c.t.Fatalf("no leader elected: %v", c)
+	return -1
+}
+
+func (c *cluster) cutOff(i int) bool {
+	for j := range c.nodes {
+		if j != i && !c.cut[[2]uint32{uint32(i), uint32(j)}] {
+			return false
+		}
+	}
+	return len(c.nodes) > 1
+}
+
+// client talks to one replica through conn.
+type cclient struct {
+	c       *cluster
+	node    int
+	conn    core.ConnID
+	session uint64
+	req     uint32
+}
+
+func (c *cluster) client(node int, conn core.ConnID) *cclient {
+	c.t.Helper()
+	cl := &cclient{c: c, node: node, conn: conn}
+	cn := c.nodes[node]
+	cn.r.Receive(conn, core.Header{Type: core.MsgRegister}, core.AppendRegister(nil, testCluster))
+	rs := cl.await()
+	if len(rs) != 1 || rs[0].h.Type != core.MsgRegisterReply {
+		c.t.Fatalf("register on replica %d: %+v", node, rs)
+	}
+	cl.session = rs[0].session
+	return cl
+}
+
+// await runs the cluster for up to two election timeouts until replies
+// arrive on the client's connection.
+func (cl *cclient) await() []reply {
+	cl.c.t.Helper()
+	io := cl.c.nodes[cl.node].io
+	for range 20 {
+		cl.c.run(testET / 10)
+		if len(io.sent[cl.conn]) > 0 {
+			break
+		}
+	}
+	var out []reply
+	for _, f := range io.sent[cl.conn] {
+		h, p, _, err := core.DecodeFrame(f)
+		if err != nil {
+			cl.c.t.Fatal(err)
+		}
+		out = append(out, decodeReply(cl.c.t, h, p))
+	}
+	io.sent[cl.conn] = nil
+	return out
+}
+
+func (cl *cclient) send(op core.Operation, req any) {
+	cl.c.t.Helper()
+	if op.Mutates() {
+		cl.req++
+	}
+	p, err := core.AppendRequestMessage(nil, op, req)
+	if err != nil {
+		cl.c.t.Fatal(err)
+	}
+	cl.c.nodes[cl.node].r.Receive(cl.conn, core.Header{ClientID: cl.session, Request: cl.req, Type: core.MsgRequest}, p)
+}
+
+func (cl *cclient) call(op core.Operation, req any) reply {
+	cl.c.t.Helper()
+	cl.send(op, req)
+	rs := cl.await()
+	if len(rs) != 1 {
+		cl.c.t.Fatalf("%v on replica %d: %d replies", op, cl.node, len(rs))
+	}
+	return rs[0]
+}
+
+func (cl *cclient) latest(id uint64) (core.GeoEvent, bool) {
+	cl.c.t.Helper()
+	rp := cl.call(core.OpGetLatest, &core.Uint128{Lo: id})
+	if rp.err != nil {
+		cl.c.t.Fatalf("get latest on replica %d: %v", cl.node, rp.err)
+	}
+	lr := rp.value.(*core.LatestResult)
+	return lr.Event, lr.Found
+}
+
+// converged checks that every replica up has applied the same index and
+// holds the same state.
+func (c *cluster) converged() {
+	c.t.Helper()
+	c.run(testET)
+	var applied uint64
+	var digest [32]byte
+	first := true
+	for i, cn := range c.nodes {
+		if !cn.up {
+			continue
+		}
+		st := cn.r.Status()
+		if first {
+			applied, digest, first = st.Applied, cn.r.Digest(), false
+			continue
+		}
+		if st.Applied != applied || cn.r.Digest() != digest {
+			c.t.Fatalf("replica %d applied %d (digest %x), replica 0.. applied %d (digest %x)", i, st.Applied, cn.r.Digest(), applied, digest)
+		}
+	}
+}
+
+func (c *cluster) String() string {
+	s := ""
+	for i, cn := range c.nodes {
+		st := cn.r.Status()
+		s += fmt.Sprintf("[%d up=%v %v term=%d leader=%d commit=%d applied=%d last=%d] ", i, cn.up, st.Role, st.Term, int32(st.Leader), st.Commit, st.Applied, st.LastIndex)
+	}
+	return s
+}
+
+func TestElectionAndReplication(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			c := newCluster(t, n, Config{})
+			l := c.leader()
+			for i, cn := range c.nodes {
+				if st := cn.r.Status(); st.Leader != uint32(l) {
+					t.Fatalf("replica %d follows %d, not the leader %d: %v", i, int32(st.Leader), l, c)
+				}
+			}
+			cl := c.client(l, 1)
+			if rp := cl.call(core.OpInsert, insertReq(ev(7, 1_000, 2_000))); rp.err != nil {
+				t.Fatalf("insert: %v", rp.err)
+			}
+			// Through a follower: forwarded, answered on the follower's connection.
+			f := (l + 1) % n
+			fc := c.client(f, 9)
+			if rp := fc.call(core.OpUpsert, insertReq(ev(8, 3_000, 4_000))); rp.err != nil {
+				t.Fatalf("upsert through a follower: %v", rp.err)
+			}
+			if e, ok := fc.latest(7); !ok || e.LatNano != 1_000 {
+				t.Fatalf("read through a follower: %+v %v", e, ok)
+			}
+			c.converged()
+		})
+	}
+}
+
+func TestNoCommitWithoutMajority(t *testing.T) {
+	c := newCluster(t, 3, Config{})
+	l := c.leader()
+	cl := c.client(l, 1)
+	for j := range c.nodes {
+		if j != l {
+			c.isolate(j)
+		}
+	}
+	cl.send(core.OpInsert, insertReq(ev(7, 1, 1)))
+	c.run(testET / 2) // less than check-quorum: still the leader
+	if rs := cl.c.nodes[l].io.sent[1]; len(rs) != 0 {
+		t.Fatalf("a write was answered without a majority: %d frames", len(rs))
+	}
+	c.heal()
+	rs := cl.await()
+	if len(rs) != 1 || rs[0].err != nil {
+		// The old leader may have stepped down (check-quorum) before the
+		// heal; then the answer is a retryable error and a retry succeeds.
+		if len(rs) == 1 && rs[0].err != nil && rs[0].err.Code == core.PrimaryUnreachable.Code {
+			return
+		}
+		t.Fatalf("after healing: %+v (%v)", rs, c)
+	}
+}
+
+func TestLeaderIsolatedStepsDownAndNewLeaderServes(t *testing.T) {
+	c := newCluster(t, 3, Config{})
+	old := c.leader()
+	cl := c.client(old, 1)
+	if rp := cl.call(core.OpInsert, insertReq(ev(1, 1, 1))); rp.err != nil {
+		t.Fatal(rp.err)
+	}
+	c.isolate(old)
+	c.run(3 * testET)
+	if st := c.nodes[old].r.Status(); st.Role == Leader {
+		t.Fatalf("an isolated leader did not step down (check-quorum): %v", c)
+	}
+	l := c.leader()
+	if l == old {
+		t.Fatal("the isolated replica leads")
+	}
+	nc := c.client(l, 2)
+	if rp := nc.call(core.OpInsert, insertReq(ev(2, 2, 2))); rp.err != nil {
+		t.Fatal(rp.err)
+	}
+	// A read at the old leader cannot be answered while it is cut off.
+	cl.send(core.OpGetLatest, &core.Uint128{Lo: 2})
+	if rs := cl.await(); len(rs) != 1 || rs[0].err == nil || !retryable(rs[0].err.Code) {
+		t.Fatalf("a cut-off replica answered a read: %+v", rs)
+	}
+	c.heal()
+	c.run(2 * testET)
+	if e, ok := cl.latest(2); !ok || e.LatNano != 2 {
+		t.Fatalf("after healing, the old leader's client misses the new write: %+v %v", e, ok)
+	}
+	c.converged()
+}
+
+func TestAcknowledgedWritesSurviveLeaderCrash(t *testing.T) {
+	c := newCluster(t, 3, Config{})
+	l := c.leader()
+	cl := c.client(l, 1)
+	for i := uint64(1); i <= 10; i++ {
+		if rp := cl.call(core.OpUpsert, insertReq(ev(i, int64(i), 1))); rp.err != nil {
+			t.Fatal(rp.err)
+		}
+	}
+	c.crash(l)
+	nl := c.leader()
+	nc := c.client(nl, 2)
+	for i := uint64(1); i <= 10; i++ {
+		if e, ok := nc.latest(i); !ok || e.LatNano != int64(i) {
+			t.Fatalf("acknowledged write %d lost after the leader crashed", i)
+		}
+	}
+	c.restart(l)
+	c.converged()
+}
+
+func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
+	c := newCluster(t, 3, Config{SnapshotEvery: 5})
+	l := c.leader()
+	lag := (l + 1) % 3
+	c.isolate(lag)
+	cl := c.client(l, 1)
+	for i := uint64(1); i <= 40; i++ {
+		if rp := cl.call(core.OpUpsert, insertReq(ev(i, int64(i), 1))); rp.err != nil {
+			t.Fatal(rp.err)
+		}
+	}
+	if c.nodes[l].r.base == 0 {
+		t.Fatal("the leader's log was not compacted")
+	}
+	c.heal()
+	c.converged()
+	if c.nodes[lag].io.snapIndex == 0 {
+		t.Fatal("the lagging follower did not install a snapshot")
+	}
+	// It can lead with that state.
+	c.crash(l)
+	c.leader()
+	fc := c.client(lag, 5)
+	if e, ok := fc.latest(40); !ok || e.LatNano != 40 {
+		t.Fatalf("write 40 missing after catch-up: %+v %v", e, ok)
+	}
+}
+
+func TestRetryAfterLeaderChangeRunsOnce(t *testing.T) {
+	c := newCluster(t, 3, Config{})
+	l := c.leader()
+	f := (l + 1) % 3
+	cl := c.client(f, 1)
+	if rp := cl.call(core.OpInsert, insertReq(ev(1, 1, 1))); rp.err != nil {
+		t.Fatal(rp.err)
+	}
+	// A second insert commits, but its answer is lost with the leader.
+	cl.send(core.OpInsert, insertReq(ev(1, 2, 2)))
+	c.step()
+	c.crash(l)
+	c.nodes[f].io.sent[1] = nil
+	c.leader()
+	// The retry (same session and request number) is answered from the
+	// session table if it committed, and runs now if it did not: once.
+	cl.c.nodes[f].r.Receive(cl.conn, core.Header{ClientID: cl.session, Request: cl.req, Type: core.MsgRequest},
+		mustRequest(t, core.OpInsert, insertReq(ev(1, 2, 2))))
+	rs := cl.await()
+	for len(rs) == 1 && rs[0].err != nil && retryable(rs[0].err.Code) {
+		cl.c.nodes[f].r.Receive(cl.conn, core.Header{ClientID: cl.session, Request: cl.req, Type: core.MsgRequest},
+			mustRequest(t, core.OpInsert, insertReq(ev(1, 2, 2))))
+		rs = cl.await()
+	}
+	if len(rs) != 1 || rs[0].err != nil {
+		t.Fatalf("retry: %+v", rs)
+	}
+	rp := cl.call(core.OpEntityHistory, &core.HistoryQuery{EntityID: core.Uint128{Lo: 1}, Page: core.Page{Limit: 10}})
+	if rp.err != nil {
+		t.Fatal(rp.err)
+	}
+	if n := len(rp.value.(*core.QueryResult).Events); n != 2 {
+		t.Fatalf("entity 1 has %d events after a retried insert, want 2", n)
+	}
+}
+
+func mustRequest(t *testing.T, op core.Operation, req any) []byte {
+	p, err := core.AppendRequestMessage(nil, op, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func retryable(c core.Code) bool {
+	info, ok := c.Info()
+	return ok && info.Retryable
+}

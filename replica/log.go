@@ -1,0 +1,208 @@
+package replica
+
+import (
+	"github.com/geoevent/geoevent/core"
+)
+
+// The log as the replica holds it in memory, and its way to storage.
+//
+// Invariants:
+//
+//   - base <= applied <= commit <= lastIndex, and durable <= lastIndex.
+//     log holds the entries base+1 .. lastIndex; the entry at base (the
+//     last one a snapshot covers, or 0) is gone but its term is baseTerm.
+//   - On the leader commit <= durable: it counts itself toward a majority
+//     only with its durable copy. On a follower commit <= verified.
+//   - verified (follower) is the highest index up to which the log is known
+//     to equal the current leader's: entries up to commit always are; an
+//     append from the leader extends it. A follower acknowledges
+//     min(durable, verified), never an entry it merely has.
+//   - Group commit: at most one Sync is in flight. Entries appended while
+//     it is in flight wait in queued and go to storage together, with one
+//     Sync, when it completes. syncUpTo is what the Sync in flight covers;
+//     a truncation lowers it, so a Sync that completes after its entries
+//     were replaced never makes the replacements look durable.
+//   - Messages that must not leave before the hard state is durable (a
+//     granted vote, a candidate's vote requests) wait in afterHS until the
+//     Sync that covers the hard state completes.
+type raftLog struct {
+	base, baseTerm uint64
+	log            []core.LogEntry
+	lastIndex      uint64
+	durable        uint64
+	commit         uint64
+	applied        uint64
+	appliedTerm    uint64
+	verified       uint64
+
+	queued   []core.LogEntry
+	syncing  bool
+	syncUpTo uint64
+	hsDirty  bool
+	afterHS  []outMsg // wait for the next Sync
+	syncMsgs []outMsg // wait for the Sync in flight
+
+	sinceSnapshot uint64 // entries applied since the last snapshot
+	bytesSince    uint64 // their bytes
+	lastSnapBytes uint64 // size of the last snapshot
+}
+
+// outMsg is a message to send later.
+type outMsg struct {
+	to  uint32
+	msg message
+}
+
+// resetLog empties the log, which now starts after index (of term).
+func (l *raftLog) resetLog(index, term uint64) {
+	l.base, l.baseTerm = index, term
+	l.log = nil
+	l.lastIndex, l.applied, l.commit, l.durable, l.verified = index, index, index, index, index
+	l.appliedTerm = term
+}
+
+// termAt is the term of the entry at index, or 0 when the log does not
+// hold it (compacted or beyond the end).
+func (l *raftLog) termAt(index uint64) uint64 {
+	switch {
+	case index == l.base:
+		return l.baseTerm
+	case index < l.base || index > l.lastIndex:
+		return 0
+	}
+	return l.log[index-l.base-1].Term
+}
+
+func (l *raftLog) lastTerm() uint64 { return l.termAt(l.lastIndex) }
+
+// entry returns the entry at index, which the log holds.
+func (l *raftLog) entryAt(index uint64) core.LogEntry { return l.log[index-l.base-1] }
+
+// appendLocal adds an entry at lastIndex+1 to the log and to the writes
+// queued for storage.
+func (l *raftLog) appendLocal(e core.LogEntry) {
+	l.log = append(l.log, e)
+	l.lastIndex = e.Index
+	l.queued = append(l.queued, e)
+}
+
+// truncateFrom discards the entries from index on (index > commit).
+func (l *raftLog) truncateFrom(index uint64) {
+	l.log = l.log[:index-l.base-1]
+	l.lastIndex = index - 1
+	l.durable = min(l.durable, index-1)
+	l.syncUpTo = min(l.syncUpTo, index-1)
+	l.verified = min(l.verified, index-1)
+	n := 0
+	for n < len(l.queued) && l.queued[n].Index < index {
+		n++
+	}
+	l.queued = l.queued[:n]
+}
+
+// compactTo drops the entries up to index (<= applied) from memory.
+func (l *raftLog) compactTo(index uint64) {
+	if index <= l.base {
+		return
+	}
+	l.baseTerm = l.termAt(index)
+	l.log = append([]core.LogEntry(nil), l.log[index-l.base:]...)
+	l.base = index
+}
+
+// saveHardState queues the term, vote and commit for storage.
+func (r *Replica) saveHardState() {
+	r.io.SaveHardState(core.HardState{Term: r.term, Vote: r.vote, Commit: r.commit})
+	r.hsDirty = true
+}
+
+// sendAfterHardState sends m once the hard state queued now is durable
+// (with the next Sync; the caller flushes).
+func (r *Replica) sendAfterHardState(to uint32, m message) {
+	r.afterHS = append(r.afterHS, outMsg{to, m})
+}
+
+// flush hands queued writes to storage with one Sync unless a Sync is
+// already in flight (then they wait for it: group commit).
+func (r *Replica) flush() {
+	if r.syncing || (len(r.queued) == 0 && !r.hsDirty && len(r.afterHS) == 0) {
+		return
+	}
+	if len(r.queued) > 0 {
+		r.io.AppendLog(r.queued)
+		r.queued = nil
+	}
+	r.io.Sync()
+	r.syncing, r.syncUpTo, r.hsDirty = true, r.lastIndex, false
+	r.syncMsgs, r.afterHS = r.afterHS, nil
+}
+
+// Synced is storage's answer to Sync: the log is durable through index.
+func (r *Replica) Synced(index uint64) {
+	r.syncing = false
+	if r.failed != nil {
+		return
+	}
+	r.durable = max(r.durable, min(index, r.syncUpTo, r.lastIndex))
+	msgs := r.syncMsgs
+	r.syncMsgs = nil
+	for _, m := range msgs {
+		r.sendPeer(m.to, &m.msg)
+	}
+	switch r.role {
+	case Leader:
+		r.advanceCommit()
+	case Follower:
+		r.acknowledge()
+	}
+	r.flush()
+}
+
+// applyCommitted applies the committed entries not yet applied, then
+// answers what waited for them, then takes a snapshot when one is due.
+func (r *Replica) applyCommitted() {
+	for r.applied < r.commit {
+		if err := r.apply(r.entryAt(r.applied + 1)); err != nil {
+			r.failed = err
+			return
+		}
+	}
+	if r.role == Leader {
+		if len(r.held) > 0 && r.applied >= r.termStart {
+			held := r.held
+			r.held = nil
+			for _, f := range held {
+				r.receiveClient(f.to, f.h, f.payload)
+			}
+		}
+		r.serveReads()
+	}
+	if r.snapshotDue() {
+		// Known limit: encoding runs in the event loop; with millions of
+		// entities it stalls the replica for seconds. Move it off the loop
+		// (copy-on-write state or a background encoder).
+		data := r.encodeState()
+		r.sinceSnapshot, r.bytesSince, r.lastSnapBytes = 0, 0, uint64(len(data))
+		r.io.SaveSnapshot(r.applied, r.appliedTerm, data)
+		r.compactTo(r.keepFrom(r.applied))
+	}
+}
+
+func (r *Replica) snapshotDue() bool {
+	if r.cfg.SnapshotEvery > 0 {
+		return r.sinceSnapshot >= r.cfg.SnapshotEvery
+	}
+	return r.bytesSince >= max(r.cfg.SnapshotMinBytes, r.lastSnapBytes)
+}
+
+// SnapshotSaved is storage's answer to SaveSnapshot.
+func (r *Replica) SnapshotSaved(index uint64) {
+	if r.failed != nil || r.installing == 0 || index != r.installing {
+		return
+	}
+	// The leader's snapshot is installed and durable: acknowledge it.
+	r.installing = 0
+	if r.role == Follower && r.leader != NoLeader {
+		r.sendPeer(r.leader, &message{typ: msgSnapshotReply, term: r.term, index: index, ok: true})
+	}
+}

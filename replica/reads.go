@@ -1,0 +1,127 @@
+package replica
+
+import (
+	"bytes"
+	"slices"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// Linearizable reads without the log (the read index of Ongaro's
+// dissertation, 6.4). A read must see every write acknowledged before it
+// began. The leader's applied state holds every write it acknowledged, but
+// a leader that was deposed without knowing it would answer from a stale
+// state. So a read waits for two things:
+//
+//   - its read index, the leader's commit index when the read arrived, to
+//     be applied (the term's no-op is applied before any client frame is
+//     served, so commit covers every earlier term's writes); and
+//   - a round of heartbeats sent after it arrived to be answered by a
+//     majority in the leader's term: then no other leader was elected
+//     before the read arrived.
+//
+// Rounds are numbered (seq): every append and heartbeat carries the latest
+// round, replies echo the highest round the follower saw in the term, and a
+// round confirmed by a majority confirms every read queued before it was
+// sent. At most one round is outstanding; reads arriving meanwhile wait for
+// the next, so under load one round serves many reads. The periodic
+// heartbeat is a round too, which also recovers from lost messages.
+type readState struct {
+	seq       uint64 // the latest round sent
+	confirmed uint64 // the latest round a majority answered
+	open      bool   // a round is out and not yet confirmed
+	queue     []pendingRead
+}
+
+type pendingRead struct {
+	to      dest
+	h       core.Header
+	payload []byte
+	index   uint64 // the commit index when it arrived
+	seq     uint64 // the first round sent after it arrived
+}
+
+// read answers a read request on the leader.
+func (r *Replica) read(to dest, h core.Header, payload []byte) {
+	if r.quorum == 1 {
+		r.executeRead(to, h, payload) // alone: nobody else can lead
+		return
+	}
+	r.reads.queue = append(r.reads.queue, pendingRead{to, h, bytes.Clone(payload), r.commit, r.reads.seq + 1})
+	if !r.reads.open {
+		r.startRound()
+	}
+}
+
+func (r *Replica) executeRead(to dest, h core.Header, payload []byte) {
+	op, req, err := core.DecodeRequestMessage(payload)
+	if err != nil { // decoded once already when it arrived
+		r.reply(to, h, op, nil, err)
+		return
+	}
+	reply, err := r.execute(op, max(r.clock.RealtimeNS(), r.lastOpTS), req)
+	r.reply(to, h, op, reply, err)
+}
+
+// startRound sends a heartbeat round to every follower.
+func (r *Replica) startRound() {
+	r.reads.seq++
+	r.reads.open = true
+	r.eachPeer(func(p uint32) {
+		r.sendPeer(p, &message{typ: msgHeartbeat, term: r.term, seq: r.reads.seq, commit: min(r.peers[p].match, r.commit)})
+	})
+	if r.quorum == 1 {
+		r.confirmReads()
+	}
+}
+
+// confirmReads advances the confirmed round to what a majority answered
+// and serves the reads it confirms.
+func (r *Replica) confirmReads() {
+	if r.role != Leader {
+		return
+	}
+	acked := make([]uint64, 0, len(r.peers))
+	for p := range r.peers {
+		if uint32(p) == r.self {
+			acked = append(acked, r.reads.seq)
+		} else {
+			acked = append(acked, r.peers[p].ackedSeq)
+		}
+	}
+	slices.Sort(acked)
+	if c := acked[len(acked)-r.quorum]; c > r.reads.confirmed {
+		r.reads.confirmed = c
+		if c >= r.reads.seq {
+			r.reads.open = false
+		}
+	}
+	r.serveReads()
+	if !r.reads.open && len(r.reads.queue) > 0 && r.reads.queue[len(r.reads.queue)-1].seq > r.reads.confirmed {
+		r.startRound()
+	}
+}
+
+// serveReads answers, in order of arrival, the queued reads whose round is
+// confirmed and whose read index is applied.
+func (r *Replica) serveReads() {
+	q := r.reads.queue[:0]
+	for _, rd := range r.reads.queue {
+		if rd.seq <= r.reads.confirmed && rd.index <= r.applied {
+			r.executeRead(rd.to, rd.h, rd.payload)
+		} else {
+			q = append(q, rd)
+		}
+	}
+	clear(r.reads.queue[len(q):])
+	r.reads.queue = q
+}
+
+// failReads answers every queued read with a retryable error (the leader
+// steps down).
+func (r *Replica) failReads() {
+	for _, rd := range r.reads.queue {
+		r.sendError(rd.to, rd.h, core.PrimaryUnreachable, "replica %d stopped leading before the read was confirmed; retry", r.self)
+	}
+	r.reads = readState{seq: r.reads.seq, confirmed: r.reads.seq}
+}

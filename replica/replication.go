@@ -1,0 +1,418 @@
+package replica
+
+import (
+	"bytes"
+	"slices"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// Log replication: the leader's side (progress, appends, snapshots, commit)
+// and the follower's (accepting appends, heartbeats and snapshots).
+//
+// The leader keeps one progress per follower, in one of three states:
+//
+//   - probe: the leader does not know where the follower's log matches its
+//     own; it sends one append (from next) and waits for the answer, which
+//     either confirms the match (then: replicate) or says where to try next.
+//   - replicate: appends are pipelined, up to maxInflight messages of at
+//     most maxAppendBytes each, next advancing as they are sent.
+//   - snapshot: the entries the follower needs are gone from the leader's
+//     log; it sends a snapshot of its applied state in chunks, one chunk in
+//     flight, and probes again once the follower has installed it.
+//
+// Lost messages are recovered by the heartbeat timer (retryStalled): a
+// probe is resent, a stalled pipeline falls back to probing from match+1,
+// a snapshot chunk is resent. Duplicated and reordered messages are
+// harmless: a follower skips entries it already holds with the same term
+// and acknowledges only min(durable, verified); the leader ignores
+// acknowledgements below what it knows.
+
+const (
+	maxInflight    = 8       // pipelined appends per follower
+	maxAppendBytes = 4 << 20 // entry bytes per append (at least one entry)
+	snapshotChunk  = 4 << 20 // bytes of snapshot per message
+)
+
+type progressState uint8
+
+const (
+	stateProbe progressState = iota
+	stateReplicate
+	stateSnapshot
+)
+
+// progress is the leader's view of one follower.
+type progress struct {
+	match, next uint64
+	state       progressState
+	inflight    []uint64 // replicate: the last index of each append in flight
+	probeSentNS uint64   // probe: when the unanswered probe was sent (0: none)
+	progressNS  uint64   // when match last advanced or the state changed
+	lastReplyNS uint64   // when the follower last answered
+	heard       bool     // answered since the last check-quorum
+	ackedSeq    uint64   // the highest read round it confirmed (reads.go)
+	snapOffset  uint64   // snapshot: bytes the follower holds
+	snapSentNS  uint64
+}
+
+func (pr *progress) answered(now, within uint64) bool {
+	return pr.lastReplyNS != 0 && now-pr.lastReplyNS < within
+}
+
+func (pr *progress) become(s progressState, now uint64) {
+	pr.state, pr.inflight, pr.probeSentNS, pr.progressNS = s, pr.inflight[:0], 0, now
+}
+
+// outSnapshot is the snapshot the leader sends to followers that need one.
+type outSnapshot struct {
+	index, term uint64
+	data        []byte
+}
+
+func (r *Replica) replicateAll() {
+	if r.role == Leader {
+		r.eachPeer(r.replicate)
+	}
+}
+
+// replicate sends follower p what it can take now.
+func (r *Replica) replicate(p uint32) {
+	pr := &r.peers[p]
+	now := r.clock.MonotonicNS()
+	for {
+		switch pr.state {
+		case stateSnapshot:
+			return
+		case stateProbe:
+			if pr.probeSentNS != 0 {
+				return
+			}
+		case stateReplicate:
+			if len(pr.inflight) >= maxInflight || pr.next > r.lastIndex {
+				return
+			}
+		}
+		if pr.next <= r.base {
+			r.startSnapshot(p, now)
+			return
+		}
+		prev := pr.next - 1
+		m := message{typ: msgAppend, term: r.term, prevIndex: prev, prevTerm: r.termAt(prev), commit: r.commit, seq: r.reads.seq}
+		size := 0
+		for i := pr.next; i <= r.lastIndex; i++ {
+			e := r.entryAt(i)
+			if len(m.entries) > 0 && size+len(e.Data) > maxAppendBytes {
+				break
+			}
+			size += len(e.Data)
+			m.entries = append(m.entries, e)
+		}
+		r.sendPeer(p, &m)
+		if pr.state == stateProbe {
+			pr.probeSentNS = now
+			return
+		}
+		pr.next = prev + uint64(len(m.entries)) + 1
+		pr.inflight = append(pr.inflight, pr.next-1)
+	}
+}
+
+// retryStalled recovers from lost messages (called every heartbeat).
+func (r *Replica) retryStalled(p uint32, now uint64) {
+	pr := &r.peers[p]
+	switch pr.state {
+	case stateProbe:
+		if pr.probeSentNS != 0 && now-pr.probeSentNS >= r.cfg.HeartbeatNS {
+			pr.probeSentNS = 0
+		}
+	case stateReplicate:
+		if len(pr.inflight) > 0 && now-pr.progressNS >= r.cfg.ElectionTimeoutNS/2 {
+			pr.next = pr.match + 1
+			pr.become(stateProbe, now)
+		}
+	case stateSnapshot:
+		if now-pr.snapSentNS >= r.cfg.ElectionTimeoutNS/2 {
+			r.sendSnapshotChunk(p, now)
+		}
+		return
+	}
+	r.replicate(p)
+}
+
+func (r *Replica) startSnapshot(p uint32, now uint64) {
+	if r.snapshot == nil || r.snapshot.index < r.base {
+		r.snapshot = &outSnapshot{index: r.applied, term: r.appliedTerm, data: r.encodeState()}
+	}
+	pr := &r.peers[p]
+	pr.become(stateSnapshot, now)
+	pr.snapOffset = 0
+	r.sendSnapshotChunk(p, now)
+}
+
+func (r *Replica) sendSnapshotChunk(p uint32, now uint64) {
+	pr, s := &r.peers[p], r.snapshot
+	end := min(pr.snapOffset+snapshotChunk, uint64(len(s.data)))
+	r.sendPeer(p, &message{typ: msgSnapshot, term: r.term, index: s.index, snapTerm: s.term,
+		offset: pr.snapOffset, total: uint64(len(s.data)), data: s.data[pr.snapOffset:end]})
+	pr.snapSentNS = now
+}
+
+// dropIdleSnapshot frees the outgoing snapshot once no follower needs it.
+func (r *Replica) dropIdleSnapshot() {
+	if r.snapshot == nil {
+		return
+	}
+	for p := range r.peers {
+		if uint32(p) != r.self && r.peers[p].state == stateSnapshot {
+			return
+		}
+	}
+	r.snapshot = nil
+}
+
+// keepFrom is how far the log may be compacted after a snapshot at index:
+// not past what a follower that answers recently still needs, so that it
+// gets entries rather than a whole snapshot.
+func (r *Replica) keepFrom(index uint64) uint64 {
+	if r.role != Leader {
+		return index
+	}
+	now := r.clock.MonotonicNS()
+	r.eachPeer(func(p uint32) {
+		if pr := &r.peers[p]; pr.answered(now, r.cfg.ElectionTimeoutNS) && pr.match >= r.base {
+			index = min(index, pr.match)
+		}
+	})
+	return index
+}
+
+// receiveFollowerReply handles a follower's answer (of the leader's term).
+func (r *Replica) receiveFollowerReply(m *message) {
+	pr := &r.peers[m.from]
+	now := r.clock.MonotonicNS()
+	pr.heard, pr.lastReplyNS = true, now
+	if m.seq > pr.ackedSeq {
+		pr.ackedSeq = m.seq
+		defer r.confirmReads()
+	}
+	switch m.typ {
+	case msgHeartbeatReply:
+		if pr.state == stateProbe && pr.probeSentNS != 0 && now-pr.probeSentNS >= r.cfg.HeartbeatNS {
+			pr.probeSentNS = 0 // the follower is back: probe again now
+		}
+	case msgAppendReply:
+		if m.ok {
+			if m.index > pr.match {
+				pr.match, pr.progressNS = m.index, now
+			}
+			pr.next = max(pr.next, pr.match+1)
+			n := 0
+			for n < len(pr.inflight) && pr.inflight[n] <= m.index {
+				n++
+			}
+			pr.inflight = append(pr.inflight[:0], pr.inflight[n:]...)
+			if pr.state == stateProbe {
+				pr.next = pr.match + 1
+				pr.become(stateReplicate, now)
+			}
+			r.advanceCommit()
+		} else {
+			if m.index < pr.match || pr.state == stateSnapshot {
+				return // stale: it rejected something older than what it has
+			}
+			next := min(m.index, m.hint+1)
+			for next-1 > pr.match && next-1 > r.base && r.termAt(next-1) > m.hintTerm {
+				next--
+			}
+			pr.next = max(next, pr.match+1)
+			pr.become(stateProbe, now)
+		}
+	case msgSnapshotReply:
+		if pr.state != stateSnapshot || r.snapshot == nil || m.index != r.snapshot.index {
+			return
+		}
+		if m.ok {
+			pr.match = max(pr.match, m.index)
+			pr.next = pr.match + 1
+			pr.become(stateProbe, now)
+			r.advanceCommit()
+		} else {
+			pr.snapOffset = min(m.offset, uint64(len(r.snapshot.data)))
+			r.sendSnapshotChunk(m.from, now)
+			return
+		}
+	}
+	if r.role == Leader {
+		r.replicate(m.from)
+	}
+}
+
+// advanceCommit commits the highest index that a majority holds durably,
+// if its entry is of the current term (Raft's commit rule). The leader
+// counts its own durable copy, not what it merely appended.
+func (r *Replica) advanceCommit() {
+	if r.role != Leader {
+		return
+	}
+	matches := make([]uint64, 0, len(r.peers))
+	for p := range r.peers {
+		if uint32(p) == r.self {
+			matches = append(matches, r.durable)
+		} else {
+			matches = append(matches, r.peers[p].match)
+		}
+	}
+	slices.Sort(matches)
+	n := matches[len(matches)-r.quorum]
+	if n > r.commit && r.termAt(n) == r.term {
+		r.commit = n
+		r.applyCommitted()
+	}
+}
+
+// receiveAppend is a follower accepting (or refusing) the leader's entries.
+func (r *Replica) receiveAppend(m *message) {
+	if r.installing != 0 {
+		return // the leader retries once the snapshot is acknowledged
+	}
+	r.leaderSeq = max(r.leaderSeq, m.seq)
+	prev, entries := m.prevIndex, m.entries
+	if prev < r.commit {
+		// Entries up to commit are the leader's already.
+		skip := min(r.commit-prev, uint64(len(entries)))
+		entries = entries[skip:]
+		prev += skip
+	} else if prev > r.lastIndex {
+		r.rejectAppend(m, r.lastIndex)
+		return
+	} else if t := r.termAt(prev); t != m.prevTerm {
+		// Skip back over this replica's whole term t: the leader has none
+		// of its entries from there on, or they would have matched.
+		h := prev - 1
+		for h > r.commit && r.termAt(h) == t {
+			h--
+		}
+		r.rejectAppend(m, h)
+		return
+	}
+	appended := false
+	for _, e := range entries {
+		if e.Index <= r.lastIndex {
+			if r.termAt(e.Index) == e.Term {
+				continue
+			}
+			r.dropWaitersFrom(e.Index)
+			r.truncateFrom(e.Index) // e.Index > commit: never a committed entry
+		}
+		e.Data = bytes.Clone(e.Data)
+		if d, err := decodeEntry(e.Data); err == nil {
+			r.lastTS = max(r.lastTS, d.timestamp)
+		}
+		r.appendLocal(e)
+		appended = true
+	}
+	last := m.prevIndex + uint64(len(m.entries))
+	r.verified = max(r.verified, min(last, r.lastIndex))
+	r.commit = max(r.commit, min(m.commit, r.verified))
+	r.applyCommitted()
+	if appended {
+		r.flush()
+	}
+	if !r.syncing {
+		r.acknowledge()
+	}
+}
+
+func (r *Replica) rejectAppend(m *message, hint uint64) {
+	r.sendPeer(m.from, &message{typ: msgAppendReply, term: r.term, seq: r.leaderSeq,
+		index: m.prevIndex, hint: hint, hintTerm: r.termAt(hint)})
+}
+
+// acknowledge tells the leader how far this replica's log matches the
+// leader's and is durable.
+func (r *Replica) acknowledge() {
+	if r.role != Follower || r.leader == NoLeader || r.installing != 0 {
+		return
+	}
+	r.sendPeer(r.leader, &message{typ: msgAppendReply, term: r.term, seq: r.leaderSeq, ok: true,
+		index: min(r.durable, r.verified)})
+}
+
+// dropWaitersFrom answers the clients waiting for entries from index on,
+// which are being replaced: they retry, and dedupe finds out what ran.
+func (r *Replica) dropWaitersFrom(index uint64) {
+	for i := index; i <= r.lastIndex; i++ {
+		if w, ok := r.waiting[i]; ok {
+			delete(r.waiting, i)
+			r.sendError(w.to, w.h, core.PrimaryUnreachable, "the leader changed before the request committed; retry it")
+		}
+	}
+}
+
+func (r *Replica) receiveHeartbeat(m *message) {
+	r.leaderSeq = max(r.leaderSeq, m.seq)
+	r.commit = max(r.commit, min(m.commit, r.verified))
+	r.applyCommitted()
+	r.sendPeer(m.from, &message{typ: msgHeartbeatReply, term: r.term, seq: r.leaderSeq})
+}
+
+// incomingSnapshot is a snapshot arriving from the leader in chunks.
+type incomingSnapshot struct {
+	index, term uint64
+	data        []byte
+}
+
+func (r *Replica) receiveSnapshot(m *message) {
+	reply := message{typ: msgSnapshotReply, term: r.term, index: m.index}
+	switch {
+	case r.installing != 0:
+		return // acknowledged once saved
+	case m.index <= r.commit:
+		// It has all of that already; its appends' acknowledgements tell
+		// the leader how far.
+		if m.index <= min(r.durable, r.verified) {
+			reply.ok = true
+			r.sendPeer(m.from, &reply)
+		}
+		return
+	}
+	in := r.incoming
+	if in == nil || in.index != m.index || in.term != m.snapTerm {
+		if m.offset != 0 {
+			r.sendPeer(m.from, &reply) // offset 0: start again
+			return
+		}
+		in = &incomingSnapshot{index: m.index, term: m.snapTerm}
+		r.incoming = in
+	}
+	if m.offset != uint64(len(in.data)) {
+		reply.offset = uint64(len(in.data))
+		r.sendPeer(m.from, &reply)
+		return
+	}
+	in.data = append(in.data, m.data...)
+	if uint64(len(in.data)) < m.total {
+		reply.offset = uint64(len(in.data))
+		r.sendPeer(m.from, &reply)
+		return
+	}
+	r.incoming = nil
+	r.installSnapshot(in.index, in.term, in.data)
+}
+
+// installSnapshot replaces this follower's state and log with the leader's
+// snapshot, and acknowledges it once it is durable (SnapshotSaved).
+func (r *Replica) installSnapshot(index, term uint64, data []byte) {
+	if err := r.restoreState(data); err != nil {
+		return // the leader starts over when it hears nothing
+	}
+	r.dropWaitersFrom(r.applied + 1)
+	r.resetLog(index, term)
+	r.queued = nil
+	r.syncUpTo = min(r.syncUpTo, index)
+	r.sinceSnapshot, r.bytesSince, r.lastSnapBytes = 0, 0, uint64(len(data))
+	r.lastTS = max(r.lastTS, r.lastOpTS)
+	r.installing = index
+	r.io.SaveSnapshot(index, term, data)
+}
