@@ -543,4 +543,3 @@ func (r *Replica) restoreState(b []byte) error {
 	r.sessions, r.sm = sessions, sm
 	return nil
 }
-
