@@ -56,7 +56,8 @@ import (
 //	entity_history
 //	get_latest            *LatestResult       bool found, and the event only when found
 //	get_latest_batch      *LatestResults      u32 count, count x (bool found, event when found)
-//	stats                 *Stats              u64 event_count, u64 entity_count, u64 storage_bytes, u64 index_bytes
+//	stats                 *Stats              u64 event_count, u64 entity_count, u64 storage_bytes, u64 index_bytes,
+//	                                          u64 replication_lag_ms
 //	status                *StatusReply        u64 events_count, u64 entities_count, u64 index_bytes,
 //	                                          u64 uptime_seconds, str version, str cluster_state, str node_id
 //	topology              *TopologyReply      u64 version, u32 replica_count, u32 primary,
@@ -420,6 +421,7 @@ func AppendReply(dst []byte, op Operation, reply any) ([]byte, error) {
 		e.u64(r.EntityCount)
 		e.u64(r.StorageBytes)
 		e.u64(r.IndexBytes)
+		e.u64(r.ReplicationLagMS)
 	case OpStatus:
 		r, ok := value[StatusReply](reply)
 		if !ok {
@@ -516,7 +518,7 @@ func DecodeReply(op Operation, b []byte) (any, error) {
 		}
 		v = &rs
 	case OpStats:
-		v = &Stats{EventCount: d.u64(), EntityCount: d.u64(), StorageBytes: d.u64(), IndexBytes: d.u64()}
+		v = &Stats{EventCount: d.u64(), EntityCount: d.u64(), StorageBytes: d.u64(), IndexBytes: d.u64(), ReplicationLagMS: d.u64()}
 	case OpStatus:
 		v = &StatusReply{
 			EventsCount: d.u64(), EntitiesCount: d.u64(), IndexBytes: d.u64(), UptimeSeconds: d.u64(),

@@ -192,7 +192,7 @@ func genReply(t *rapid.T, op Operation) any {
 		rs := LatestResults(rapid.SliceOfN(rapid.Custom(genLatest), 0, 6).Draw(t, "results"))
 		return &rs
 	case OpStats:
-		return &Stats{EventCount: rapid.Uint64().Draw(t, "events"), EntityCount: rapid.Uint64().Draw(t, "entities"), StorageBytes: rapid.Uint64().Draw(t, "storage"), IndexBytes: rapid.Uint64().Draw(t, "index")}
+		return &Stats{EventCount: rapid.Uint64().Draw(t, "events"), EntityCount: rapid.Uint64().Draw(t, "entities"), StorageBytes: rapid.Uint64().Draw(t, "storage"), IndexBytes: rapid.Uint64().Draw(t, "index"), ReplicationLagMS: rapid.Uint64().Draw(t, "lag")}
 	case OpStatus:
 		return &StatusReply{
 			EventsCount: rapid.Uint64().Draw(t, "events"), EntitiesCount: rapid.Uint64().Draw(t, "entities"),

@@ -154,9 +154,12 @@ type LatestResult struct {
 
 // Stats are the state machine's counts. StorageBytes counts stored event
 // records at RecordSize bytes each; IndexBytes estimates index memory.
+// ReplicationLagMS is the leader's: how long the furthest-behind replica
+// has not held every entry of the leader's log (0 when all do).
 type Stats struct {
-	EventCount   uint64
-	EntityCount  uint64
-	StorageBytes uint64
-	IndexBytes   uint64
+	EventCount       uint64
+	EntityCount      uint64
+	StorageBytes     uint64
+	IndexBytes       uint64
+	ReplicationLagMS uint64
 }

@@ -302,8 +302,8 @@ func (g *Gateway) cleanup(c *call) *failure {
 	})
 }
 
-// GET /stats: the state machine's counts and the topology's replica count
-// and primary. replication_lag_ms is 0: one replica has no lag.
+// GET /stats: the state machine's counts and replication lag (from the
+// leader) and the topology's replica count and primary.
 func (g *Gateway) stats(c *call) *failure {
 	if _, f := c.params(); f != nil {
 		return f
@@ -329,7 +329,7 @@ func (g *Gateway) stats(c *call) *failure {
 		w.key("primary_replica")
 		w.num(int64(t.Primary))
 		w.key("replication_lag_ms")
-		w.num(0)
+		w.u64(s.ReplicationLagMS)
 		w.close()
 	})
 }

@@ -1,36 +1,54 @@
-// Package replica is GeoEvent's replica: the log, commit, client sessions,
-// snapshots and the leader's timestamps, around the state machine.
+// Package replica is GeoEvent's replica: Raft consensus, the log, commit,
+// client sessions, linearizable reads, snapshots and the leader's
+// timestamps, around the state machine.
 //
 // A Replica is single-threaded and deterministic. Everything it does is a
-// reaction to one input — a client frame ([Replica.Receive]), a clock tick
-// ([Replica.Tick]) or a storage completion ([Replica.Synced],
-// [Replica.SnapshotSaved]) — and everything it does to the world goes
-// through the [core.IO] it was given. It never blocks, never starts a
-// goroutine and never reads a clock but the [core.Clock] it was given, so
-// the simulator can run it from a seed and the production event loop (package
-// io) can run the very same code.
+// reaction to one input — a client frame ([Replica.Receive]), a frame from
+// another replica ([Replica.ReceivePeer]), a clock tick ([Replica.Tick]) or
+// a storage completion ([Replica.Synced], [Replica.SnapshotSaved]) — and
+// everything it does to the world goes through the [core.IO] it was given.
+// It never blocks, never starts a goroutine, never reads a clock but the
+// [core.Clock] it was given and never draws randomness but from the
+// [core.Rand] it was given (election timeouts), so the simulator can run a
+// cluster from a seed and the production event loop (package io) runs the
+// very same code.
 //
-// This version runs a cluster of one replica; consensus across replicas
-// (Raft) adds followers and elections to the same shape.
+// # Files
+//
+//	replica.go      the client path: sessions, dedupe, applying, executing
+//	log.go          the in-memory log, group commit, durability
+//	raft.go         roles, terms, elections (pre-vote, check-quorum)
+//	replication.go  the leader's appends and snapshots, the follower's side
+//	reads.go        linearizable reads by read index and heartbeat rounds
+//	forward.go      followers forwarding client frames to the leader
+//	messages.go     the replica-to-replica wire format
+//	entry.go        the log entry format
+//	sessions.go     the replicated session table
 //
 // # Invariants
 //
-//   - applied <= commit <= durable <= lastIndex. An entry is applied, and its
-//     client answered, only once it is committed; with one replica an entry
-//     is committed once it is durable and an entry of the current term is
-//     durable at or after it (Raft's commit rule; a new term starts with a
-//     no-op entry so that earlier entries commit).
-//   - Group commit: at most one Sync is in flight. Entries made while it is
-//     in flight wait in queued and go to storage together, with one Sync,
-//     when it completes.
+//   - Safety is Raft's: at most one leader per term; a replica persists
+//     its term and vote before granting a vote and a log entry before
+//     acknowledging it; the leader counts itself toward a majority only
+//     with its durable copy; an entry commits only when a majority holds it
+//     durably and it is of the leader's current term (a new leader appends
+//     a no-op to commit earlier terms' entries). An operation is answered
+//     only after it is committed and applied.
+//   - applied <= commit <= lastIndex; see log.go for the log's own.
 //   - Every operation entry carries its timestamp; the leader assigns them
-//     strictly increasing (at least the wall clock, above every earlier one)
-//     and applying never reads a clock. Insert and upsert entries carry each
-//     event's S2 cell, computed once by the leader.
+//     strictly increasing (at least its wall clock, above every timestamp
+//     in its log) and applying never reads a clock. Insert and upsert
+//     entries carry each event's S2 cell, computed once by the leader.
+//     Applying is therefore the same on every replica.
 //   - The replicated state is the state machine, the session table and the
-//     last applied timestamp; a snapshot holds exactly that.
-//   - Reads do not enter the log: the leader answers them from its applied
-//     state, which holds every write it has acknowledged.
+//     last applied timestamp; a snapshot holds exactly that, so dedupe and
+//     ordering survive a leader change.
+//   - Client frames reach the leader (followers forward them); the leader
+//     holds them until its term's no-op is applied, so that nothing is
+//     answered from a state that lacks earlier terms' writes.
+//   - Reads do not enter the log: the leader answers them once a heartbeat
+//     round confirms it still leads and the commit index they arrived at is
+//     applied (reads.go).
 //   - Queues are bounded: beyond MaxPendingEntries unapplied entries a new
 //     write is refused with the retryable 212 CLUSTER_BUSY.
 package replica

@@ -338,7 +338,7 @@ func (r *Replica) becomeLeader() {
 	r.role, r.leader = Leader, r.self
 	r.peers = make([]progress, r.cfg.ReplicaCount)
 	r.eachPeer(func(p uint32) {
-		r.peers[p] = progress{next: r.lastIndex + 1, heard: true}
+		r.peers[p] = progress{next: r.lastIndex + 1, heard: true, caughtUpNS: now}
 	})
 	r.heartbeatDue, r.quorumCheckDue = now, now+r.cfg.ElectionTimeoutNS
 	r.reads = readState{seq: r.reads.seq, confirmed: r.reads.seq}

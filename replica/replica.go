@@ -493,7 +493,9 @@ func (r *Replica) execute(op core.Operation, ts uint64, req any) (any, error) {
 	case core.OpEntityHistory:
 		return sm.History(ts, req.(*core.HistoryQuery))
 	case core.OpStats:
-		return sm.Stats(ts), nil
+		st := sm.Stats(ts)
+		st.ReplicationLagMS = r.replicationLagMS()
+		return st, nil
 	case core.OpStatus:
 		st := sm.Stats(ts)
 		return &core.StatusReply{

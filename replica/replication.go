@@ -50,6 +50,7 @@ type progress struct {
 	probeSentNS uint64   // probe: when the unanswered probe was sent (0: none)
 	progressNS  uint64   // when match last advanced or the state changed
 	lastReplyNS uint64   // when the follower last answered
+	caughtUpNS  uint64   // when it last held the leader's whole log
 	heard       bool     // answered since the last check-quorum
 	ackedSeq    uint64   // the highest read round it confirmed (reads.go)
 	snapOffset  uint64   // snapshot: bytes the follower holds
@@ -187,6 +188,21 @@ func (r *Replica) keepFrom(index uint64) uint64 {
 	return index
 }
 
+// replicationLagMS is, on the leader, how long the furthest-behind
+// follower has not held the leader's whole log.
+func (r *Replica) replicationLagMS() uint64 {
+	if r.role != Leader {
+		return 0
+	}
+	now, lag := r.clock.MonotonicNS(), uint64(0)
+	r.eachPeer(func(p uint32) {
+		if pr := &r.peers[p]; pr.match < r.lastIndex {
+			lag = max(lag, (now-pr.caughtUpNS)/1_000_000)
+		}
+	})
+	return lag
+}
+
 // receiveFollowerReply handles a follower's answer (of the leader's term).
 func (r *Replica) receiveFollowerReply(m *message) {
 	pr := &r.peers[m.from]
@@ -205,6 +221,9 @@ func (r *Replica) receiveFollowerReply(m *message) {
 		if m.ok {
 			if m.index > pr.match {
 				pr.match, pr.progressNS = m.index, now
+			}
+			if pr.match >= r.lastIndex {
+				pr.caughtUpNS = now
 			}
 			pr.next = max(pr.next, pr.match+1)
 			n := 0
