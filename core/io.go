@@ -23,10 +23,17 @@ type LogEntry struct {
 // HardState is what must be durable before a replica answers: its current
 // term, its vote in that term (NoVote for none) and the commit index it
 // knows.
+//
+// Repairing is set by storage when it found a damaged record in the log on
+// recovery and cut the log before it: the replica may have acknowledged
+// entries it no longer holds, so it must not vote or campaign until a
+// leader has given them back (package replica clears it then). Storage
+// persists it before it cuts the log.
 type HardState struct {
-	Term   uint64
-	Vote   uint32
-	Commit uint64
+	Term      uint64
+	Vote      uint32
+	Commit    uint64
+	Repairing bool
 }
 
 // NoVote is HardState.Vote when the replica has voted for nobody.

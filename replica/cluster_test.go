@@ -496,3 +496,66 @@ func retryable(c core.Code) bool {
 	info, ok := c.Info()
 	return ok && info.Retryable
 }
+
+// TestDamagedLogDoesNotVoteAwayAcknowledgedWrites: a follower whose log was
+// cut before a damaged record (storage sets Repairing) must not help elect
+// a leader that lacks the writes it acknowledged.
+func TestDamagedLogDoesNotVoteAwayAcknowledgedWrites(t *testing.T) {
+	c := newCluster(t, 3, Config{})
+	l := c.leader()
+	f, other := (l+1)%3, (l+2)%3
+	cl := c.client(l, 1)
+	c.isolate(other)
+	for i := uint64(1); i <= 5; i++ {
+		if rp := cl.call(core.OpUpsert, insertReq(ev(i, int64(i), 1))); rp.err != nil {
+			t.Fatal(rp.err)
+		}
+	}
+	// The leader and the follower that acknowledged the writes crash; the
+	// follower's log is found damaged and cut before the writes.
+	c.crash(l)
+	rec := c.nodes[f].io.crash()
+	cut := 0
+	for cut < len(rec.Entries) {
+		if d, _ := decodeEntry(rec.Entries[cut].Data); d.kind == kindOperation && d.session != 0 {
+			break
+		}
+		cut++
+	}
+	rec.Entries = rec.Entries[:cut]
+	rec.HardState.Repairing = true
+	rec.HardState.Commit = min(rec.HardState.Commit, uint64(cut))
+	c.start(f, rec)
+	c.heal()
+	c.isolate(l)
+	c.run(10 * testET)
+	for i, cn := range c.nodes {
+		if cn.up && cn.r.Status().Role == Leader {
+			t.Fatalf("replica %d was elected while the only replicas up were one that lacks acknowledged writes and one with a damaged log: %v", i, c)
+		}
+	}
+	// The old leader comes back: the writes are all there, and the damaged
+	// replica is repaired.
+	c.restart(l)
+	c.heal()
+	nl := c.leader()
+	nc := c.client(nl, 2)
+	for i := uint64(1); i <= 5; i++ {
+		if e, ok := nc.latest(i); !ok || e.LatNano != int64(i) {
+			t.Fatalf("acknowledged write %d lost", i)
+		}
+	}
+	c.converged()
+	if c.nodes[f].r.repairing {
+		t.Fatalf("replica %d is still repairing: %v", f, c)
+	}
+}
+
+func TestClusterOfOneRefusesDamagedLog(t *testing.T) {
+	n := newNode(t, Config{})
+	rec := n.io.crash()
+	rec.HardState.Repairing = true
+	if _, err := New(n.cfg, n.io, n.clock, testRand(), rec); err == nil {
+		t.Fatal("a cluster of one started on a damaged log it cannot repair")
+	}
+}

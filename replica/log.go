@@ -112,7 +112,7 @@ func (l *raftLog) compactTo(index uint64) {
 
 // saveHardState queues the term, vote and commit for storage.
 func (r *Replica) saveHardState() {
-	r.io.SaveHardState(core.HardState{Term: r.term, Vote: r.vote, Commit: r.commit})
+	r.io.SaveHardState(core.HardState{Term: r.term, Vote: r.vote, Commit: r.commit, Repairing: r.repairing})
 	r.hsDirty = true
 }
 
@@ -154,6 +154,7 @@ func (r *Replica) Synced(index uint64) {
 		r.advanceCommit()
 	case Follower:
 		r.acknowledge()
+		r.checkRepaired()
 	}
 	r.flush()
 }

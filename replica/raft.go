@@ -185,7 +185,11 @@ func (r *Replica) leaderHeard(now uint64) bool {
 func (r *Replica) tickRaft(now uint64) {
 	if r.role != Leader {
 		if now >= r.electionDeadline {
-			r.startPreVote()
+			if r.repairing {
+				r.resetElectionTimer() // it may lack entries it acknowledged: no campaign
+			} else {
+				r.startPreVote()
+			}
 		}
 		return
 	}
@@ -253,7 +257,7 @@ func (r *Replica) receiveVote(m *message) {
 	now := r.clock.MonotonicNS()
 	reply := message{typ: msgVoteReply, term: r.term, pre: m.pre}
 	if m.pre {
-		if m.term > r.term && !r.leaderHeard(now) && r.lastLogIsUpToDate(m.lastIndex, m.lastTerm) {
+		if m.term > r.term && !r.repairing && !r.leaderHeard(now) && r.lastLogIsUpToDate(m.lastIndex, m.lastTerm) {
 			reply.term, reply.ok = m.term, true
 		}
 		r.sendPeer(m.from, &reply)
@@ -266,7 +270,7 @@ func (r *Replica) receiveVote(m *message) {
 		r.becomeFollower(m.term, NoLeader)
 		reply.term = r.term
 	}
-	if m.term == r.term && (r.vote == core.NoVote || r.vote == m.from) && r.lastLogIsUpToDate(m.lastIndex, m.lastTerm) {
+	if m.term == r.term && !r.repairing && (r.vote == core.NoVote || r.vote == m.from) && r.lastLogIsUpToDate(m.lastIndex, m.lastTerm) {
 		r.vote = m.from
 		r.saveHardState()
 		r.resetElectionTimer()

@@ -128,6 +128,10 @@ type Replica struct {
 	installing uint64
 	leaderSeq  uint64 // the highest read round seen from this term's leader
 
+	// repairing: storage found a damaged log record on recovery (see
+	// core.HardState.Repairing and repairDone).
+	repairing bool
+
 	failed error // set when the replica cannot go on (a damaged log entry)
 }
 
@@ -196,6 +200,17 @@ func New(cfg Config, io core.IO, clock core.Clock, rng core.Rand, rec Recovered)
 	r.durable = r.lastIndex
 	r.commit = max(r.commit, min(rec.HardState.Commit, r.lastIndex))
 	r.verified = r.commit
+	if rec.HardState.Repairing {
+		if cfg.ReplicaCount == 1 {
+			return nil, core.Errorf(core.Corruption, "the log was damaged (storage cut it before a bad record) and a cluster of one replica has no peer to repair it from")
+		}
+		// Entries this replica acknowledged may be gone. Until a leader of a
+		// later term gives them back it must not vote or campaign (repair.go).
+		r.repairing = true
+		r.term++
+		r.vote = core.NoVote
+		r.saveHardState()
+	}
 	if cfg.ReplicaCount == 1 {
 		// Alone, the replica is its own majority: it wins the election of
 		// the next term without asking anyone.

@@ -340,6 +340,23 @@ func (r *Replica) receiveAppend(m *message) {
 	}
 	if !r.syncing {
 		r.acknowledge()
+		r.checkRepaired()
+	}
+}
+
+// checkRepaired ends repairing (see New) once this follower durably holds,
+// as its leader's, an entry of the leader's term that the leader committed.
+// That leader's term is later than any in which this replica acknowledged
+// an entry (New raised its term), so every entry committed with its
+// acknowledgement precedes that entry: the replica holds them all again.
+func (r *Replica) checkRepaired() {
+	if !r.repairing || r.role != Follower || r.leader == NoLeader {
+		return
+	}
+	if c := r.commit; c <= min(r.durable, r.verified) && r.termAt(c) == r.term {
+		r.repairing = false
+		r.saveHardState()
+		r.flush()
 	}
 }
 
@@ -373,6 +390,7 @@ func (r *Replica) receiveHeartbeat(m *message) {
 	r.leaderSeq = max(r.leaderSeq, m.seq)
 	r.commit = max(r.commit, min(m.commit, r.verified))
 	r.applyCommitted()
+	r.checkRepaired()
 	r.sendPeer(m.from, &message{typ: msgHeartbeatReply, term: r.term, seq: r.leaderSeq})
 }
 

@@ -2,6 +2,8 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
+	"hash/crc32"
 	"errors"
 	"io"
 	"os"
@@ -18,6 +20,7 @@ func TestHardState(t *testing.T) {
 		{Term: 1, Vote: NoVote, Commit: 0},
 		{Term: 7, Vote: 2, Commit: 1234},
 		{Term: 1<<64 - 1, Vote: 0, Commit: 1<<64 - 1},
+		{Term: 3, Vote: 1, Commit: 9, Repairing: true},
 	} {
 		if err := SaveHardState(dir, hs); err != nil {
 			t.Fatal(err)
@@ -32,7 +35,7 @@ func TestHardState(t *testing.T) {
 	if err := os.WriteFile(tmp, []byte("half"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got, ok, err := LoadHardState(dir); !ok || err != nil || got.Term != 1<<64-1 {
+	if got, ok, err := LoadHardState(dir); !ok || err != nil || got.Term != 3 {
 		t.Fatalf("with leftover tmp: %+v, %v, %v", got, ok, err)
 	}
 	if err := SaveHardState(dir, HardState{Term: 9, Vote: 1, Commit: 5}); err != nil {
@@ -43,6 +46,24 @@ func TestHardState(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Fatalf("%d files in dir, want 1", len(entries))
+	}
+}
+
+// TestHardStateV1 reads the first version of the file (no flags).
+func TestHardStateV1(t *testing.T) {
+	dir := t.TempDir()
+	b := make([]byte, hardStateV1Len)
+	copy(b, hardStateV1)
+	binary.LittleEndian.PutUint64(b[8:], 5)
+	binary.LittleEndian.PutUint64(b[16:], 4)
+	binary.LittleEndian.PutUint32(b[24:], 2)
+	binary.LittleEndian.PutUint32(b[28:], crc32.Checksum(b[:28], castagnoli))
+	if err := os.WriteFile(filepath.Join(dir, hardStateName), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := LoadHardState(dir)
+	if want := (HardState{Term: 5, Commit: 4, Vote: 2}); !ok || err != nil || got != want {
+		t.Fatalf("v1 file: %+v %v %v, want %+v", got, ok, err, want)
 	}
 }
 
