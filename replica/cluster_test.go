@@ -559,3 +559,26 @@ func TestClusterOfOneRefusesDamagedLog(t *testing.T) {
 		t.Fatal("a cluster of one started on a damaged log it cannot repair")
 	}
 }
+
+func TestPingTellsWhetherALeaderIsKnown(t *testing.T) {
+	c := newCluster(t, 3, Config{})
+	l := c.leader()
+	f := (l + 1) % 3
+	ping := func() *core.PingReply {
+		t.Helper()
+		c.nodes[f].r.Receive(7, core.Header{Type: core.MsgRequest}, mustRequest(t, core.OpPing, nil))
+		rs := (&cclient{c: c, node: f, conn: 7}).await()
+		if len(rs) != 1 || rs[0].err != nil {
+			t.Fatalf("ping: %+v", rs)
+		}
+		return rs[0].value.(*core.PingReply)
+	}
+	if p := ping(); !p.Pong {
+		t.Fatalf("a follower of a working leader is unhealthy: %+v", p)
+	}
+	c.isolate(f)
+	c.run(3 * testET)
+	if p := ping(); p.Pong || p.Reason == "" {
+		t.Fatalf("a cut-off replica says pong: %+v", p)
+	}
+}

@@ -521,6 +521,9 @@ func (r *Replica) execute(op core.Operation, ts uint64, req any) (any, error) {
 	case core.OpTopology:
 		return r.topology(), nil
 	case core.OpPing:
+		if !r.leaderHeard(r.clock.MonotonicNS()) {
+			return &core.PingReply{Reason: fmt.Sprintf("replica %d knows no leader (an election is under way, or it is cut off from the majority)", r.self)}, nil
+		}
 		return &core.PingReply{Pong: true}, nil
 	}
 	return nil, core.Errorf(core.UnknownOperation, "unknown operation %d", op)
