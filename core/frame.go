@@ -68,8 +68,9 @@ const (
 type MessageType uint8
 
 // Client protocol messages. Types 64..127 (MsgReplicaFirst..MsgReplicaLast)
-// are reserved for replica-to-replica messages, which the replica package
-// defines; every other value is refused by DecodeFrame.
+// are reserved for replica-to-replica messages: 64..126 are the replica
+// package's, 127 is the peer connection's hello (package io); every other
+// value is refused by DecodeFrame.
 const (
 	MsgRegister      MessageType = 1 // client -> replica: cluster id
 	MsgRegisterReply MessageType = 2 // replica -> client: session id

@@ -43,7 +43,8 @@ const NoVote = ^uint32(0)
 type IO interface {
 	// SendClient queues one frame for a client connection. It never
 	// blocks: a slow or dead connection loses frames, and its client
-	// retries.
+	// retries. The frame is queued as it is: the caller must not modify it
+	// afterwards.
 	SendClient(conn ConnID, frame []byte)
 	// SendPeer queues one frame (a replica-to-replica message, type
 	// 64..127, whose header's client id is the sender's replica index) for
@@ -66,8 +67,9 @@ type IO interface {
 	// SaveSnapshot durably writes a snapshot of the state after applying
 	// index (whose entry has the given term) and then may discard log
 	// entries up to and including index; later entries are kept. When the
-	// log ends before index (a follower installing the leader's snapshot),
-	// the log is emptied and the next AppendLog starts at index+1. It is
+	// log ends before index, or holds index with a different term (a
+	// follower installing the leader's snapshot), the log is emptied and
+	// the next AppendLog starts at index+1. It is
 	// answered by a SnapshotSaved input. data is not modified afterwards
 	// and may be kept without copying.
 	SaveSnapshot(index, term uint64, data []byte)

@@ -24,7 +24,7 @@ const ClusterFileName = "cluster"
 type ClusterInfo struct {
 	Cluster      core.Uint128 // non-zero; clients register with it
 	ReplicaIndex uint32       // 0 .. ReplicaCount-1
-	ReplicaCount uint32       // 1 in this version
+	ReplicaCount uint32       // 1, 3 or 5
 }
 
 // ErrNotEmpty is returned (wrapped) by Format for a data directory that
@@ -37,10 +37,8 @@ func (ci ClusterInfo) Validate() error {
 	switch {
 	case ci.Cluster.IsZero():
 		return errors.New("the cluster id must not be zero")
-	case ci.ReplicaCount == 3 || ci.ReplicaCount == 5:
-		return fmt.Errorf("replica count %d is not supported yet: clusters of 3 and 5 replicas come with replication; use a replica count of 1", ci.ReplicaCount)
-	case ci.ReplicaCount != 1:
-		return fmt.Errorf("replica count %d is not supported: it must be 1 (3 and 5 come with replication)", ci.ReplicaCount)
+	case ci.ReplicaCount != 1 && ci.ReplicaCount != 3 && ci.ReplicaCount != 5:
+		return fmt.Errorf("replica count %d is not supported: it must be 1 (no fault tolerance), 3 (survives one failed replica) or 5 (survives two)", ci.ReplicaCount)
 	case ci.ReplicaIndex >= ci.ReplicaCount:
 		return fmt.Errorf("replica index %d is out of range for a replica count of %d (0..%d)", ci.ReplicaIndex, ci.ReplicaCount, ci.ReplicaCount-1)
 	}

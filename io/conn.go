@@ -67,19 +67,36 @@ func (q *sendQueue) push(f []byte) pushResult {
 // still queued then are dropped.
 func (q *sendQueue) take(spare [][]byte) (frames [][]byte, ok bool) {
 	for {
-		q.mu.Lock()
-		if q.closed {
-			q.mu.Unlock()
-			return nil, false
+		if frames, ok = q.poll(spare); !ok || len(frames) > 0 {
+			return frames, ok
 		}
-		if len(q.frames) > 0 {
-			frames, q.frames, q.bytes = q.frames, spare[:0], 0
-			q.mu.Unlock()
-			return frames, true
-		}
-		q.mu.Unlock()
 		<-q.wake
 	}
+}
+
+// poll is take without the wait: it returns no frames when none are
+// queued. A caller that waits itself waits on q.wake.
+func (q *sendQueue) poll(spare [][]byte) (frames [][]byte, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return nil, false
+	}
+	if len(q.frames) == 0 {
+		return nil, true
+	}
+	frames, q.frames, q.bytes = q.frames, spare[:0], 0
+	return frames, true
+}
+
+// drop discards the frames queued so far and returns how many there were.
+func (q *sendQueue) drop() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := len(q.frames)
+	clear(q.frames)
+	q.frames, q.bytes = q.frames[:0], 0
+	return n
 }
 
 func (q *sendQueue) close() {
@@ -93,7 +110,8 @@ func (q *sendQueue) close() {
 	}
 }
 
-// conn is one client connection.
+// conn is one accepted connection: a client's, or another replica's
+// outbound connection to this one (which only carries frames in).
 type conn struct {
 	id  core.ConnID
 	nc  net.Conn
@@ -107,8 +125,9 @@ type conn struct {
 type netEventKind uint8
 
 const (
-	evOpened netEventKind = iota
-	evFrame
+	evOpened    netEventKind = iota
+	evFrame                  // a client frame
+	evPeerFrame              // a replica-to-replica frame, on a connection opened with a peer hello
 	evClosed
 )
 
@@ -182,12 +201,22 @@ func (s *Server) untrack(c *conn) {
 // read reads c's frames and hands each to the loop, waiting for the loop
 // to be done with it before reading the next into the same buffer. Any
 // error, a bad frame included, closes the connection.
+//
+// A connection whose first frame is a valid MsgPeerHello is another
+// replica's outbound connection (see peers.go): every later frame must be a
+// replica-to-replica message from that replica, and goes to the loop as
+// evPeerFrame. On any other connection a replica-to-replica frame closes
+// the connection.
 func (s *Server) read(c *conn) {
 	defer s.wg.Done()
 	br := bufio.NewReaderSize(c.nc, readBufferSize)
 	buf := make([]byte, initialFrameBuffer)
-	var err error
-	for {
+	var (
+		err    error
+		isPeer bool
+		from   uint32 // the peer's replica index, once isPeer
+	)
+	for first := true; ; first = false {
 		var h core.Header
 		var payload []byte
 		h, payload, err = core.ReadFrame(br, buf)
@@ -198,11 +227,26 @@ func (s *Server) read(c *conn) {
 			// That frame had a buffer of its own; grow the reused one.
 			buf = make([]byte, min(max(size, 2*cap(buf)), maxReusedFrameBuffer))
 		}
-		if h.Type.Replica() {
-			continue // replica-to-replica messages come with replication
+		kind := evFrame
+		switch {
+		case isPeer:
+			err = checkPeerFrame(from, h)
+			kind = evPeerFrame
+		case first && h.Type == MsgPeerHello:
+			if from, err = s.checkPeerHello(h, payload); err == nil {
+				isPeer = true
+				s.log.Debug("replica connection opened", zap.Uint64("conn", uint64(c.id)),
+					zap.Uint32("peer", from), zap.Stringer("remote", c.nc.RemoteAddr()))
+				continue
+			}
+		case h.Type.Replica():
+			err = peerRefusedf("a replica-to-replica frame (type %d) on a connection that did not open with a peer hello", h.Type)
+		}
+		if err != nil {
+			break
 		}
 		select {
-		case s.events <- netEvent{kind: evFrame, c: c, h: h, payload: payload}:
+		case s.events <- netEvent{kind: kind, c: c, h: h, payload: payload}:
 		case <-s.loopDone:
 			err = net.ErrClosed
 		}
@@ -219,7 +263,14 @@ func (s *Server) read(c *conn) {
 		}
 	}
 	var bad *core.Error
+	var refused *peerRefused
 	switch {
+	case errors.As(err, &refused):
+		fields := []zap.Field{zap.Uint64("conn", uint64(c.id)), zap.Stringer("remote", c.nc.RemoteAddr()), zap.String("reason", refused.reason)}
+		if isPeer {
+			fields = append(fields, zap.Uint32("peer", from))
+		}
+		s.log.Warn("closing a replica connection", fields...)
 	case errors.As(err, &bad):
 		s.log.Warn("bad frame; closing the connection", zap.Uint64("conn", uint64(c.id)),
 			zap.Stringer("remote", c.nc.RemoteAddr()), zap.String("code", bad.Name), zap.String("reason", bad.Message))
@@ -250,12 +301,7 @@ func (s *Server) write(c *conn) {
 		if !ok {
 			return
 		}
-		if s.opts.WriteTimeout > 0 {
-			_ = c.nc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
-		}
-		bufs := net.Buffers(frames)
-		_, err := bufs.WriteTo(c.nc)
-		clear(frames)
+		err := s.writeFrames(c.nc, frames)
 		spare = frames[:0]
 		if err != nil {
 			s.log.Debug("write failed; closing the connection", zap.Uint64("conn", uint64(c.id)), zap.Error(err))
@@ -264,4 +310,16 @@ func (s *Server) write(c *conn) {
 			return
 		}
 	}
+}
+
+// writeFrames writes frames to nc with one write (writev), under the write
+// timeout, and clears frames (dropping its references) for reuse.
+func (s *Server) writeFrames(nc net.Conn, frames [][]byte) error {
+	if s.opts.WriteTimeout > 0 {
+		_ = nc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+	}
+	bufs := net.Buffers(frames)
+	_, err := bufs.WriteTo(nc)
+	clear(frames)
+	return err
 }

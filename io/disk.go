@@ -1,6 +1,7 @@
 package io
 
 import (
+	"fmt"
 	stdio "io"
 	"sync"
 
@@ -159,12 +160,22 @@ func (d *disk) do(op *diskOp) error {
 		if err != nil {
 			return err
 		}
-		// Package store keeps the snapshot before this one as a fallback
-		// should this one be damaged; keep the log after it too, so that
-		// falling back loses nothing. Whole segments below it go.
 		fallback := d.lastSnap
 		d.lastSnap = op.index
-		if err := d.log.CompactBefore(fallback + 1); err != nil {
+		if snapshotReplacesLog(d.log, op.index, op.term) {
+			// A follower installing the leader's snapshot: what the log
+			// holds does not lead up to it. Empty the log; the next
+			// append starts at index+1. (The fallback snapshot is then of
+			// no use: the log after it is gone. It was of another history
+			// anyway.)
+			if err := d.log.Reset(op.index + 1); err != nil {
+				return err
+			}
+		} else if err := d.log.CompactBefore(fallback + 1); err != nil {
+			// Package store keeps the snapshot before this one as a
+			// fallback should this one be damaged; the log after it is
+			// kept too, so that falling back loses nothing. Whole
+			// segments below it go.
 			return err
 		}
 		d.report(completion{snapshot: true, index: op.index})
@@ -172,14 +183,40 @@ func (d *disk) do(op *diskOp) error {
 	return nil
 }
 
+// snapshotReplacesLog reports whether a snapshot at (index, term) makes
+// the whole log useless: the log ends before index, or holds index with
+// another term (the entries after it then follow a different history; Raft
+// discards them too, dissertation figure 5.3 / InstallSnapshot).
+func snapshotReplacesLog(log *store.Log, index, term uint64) bool {
+	if log.LastIndex() < index {
+		return true
+	}
+	if index < log.FirstIndex() {
+		return false // compacted away: it was ours
+	}
+	t, err := log.Term(index)
+	return err == nil && t != term
+}
+
 // append writes entries after the log's end, first discarding every entry
-// from the first one's index on (core.IO.AppendLog).
+// from the first one's index on (core.IO.AppendLog). Entries that start
+// beyond the log's end may only follow a snapshot that covers the gap (a
+// follower that installed one): the log then restarts at them.
 func (d *disk) append(entries []core.LogEntry) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	if first := entries[0].Index; first >= 1 && first <= d.log.LastIndex() {
+	first := entries[0].Index
+	switch last := d.log.LastIndex(); {
+	case first >= 1 && first <= last:
 		if err := d.log.TruncateAfter(first - 1); err != nil {
+			return err
+		}
+	case first > last+1 && d.log.FirstIndex() != 0:
+		if d.lastSnap < first-1 {
+			return fmt.Errorf("append at index %d leaves a gap after the log's last index %d that no snapshot covers (the newest is at %d)", first, last, d.lastSnap)
+		}
+		if err := d.log.Reset(first); err != nil {
 			return err
 		}
 	}

@@ -16,18 +16,56 @@
 //     flight (group commit). A failed write or fsync stops the server: the
 //     state of the files is then unknown and only a restart (recovery) may
 //     go on.
-//   - The accept goroutine, started once the first Sync has completed (the
-//     replica has then committed and applied all it recovered, so no client
-//     sees the state from before a restart; until then connections wait in
-//     the listen backlog), and, per connection, one reader and one writer.
-//     A reader decodes frames with core.ReadFrame into a buffer it reuses,
-//     hands each to the loop and waits until the loop has handled it (the
-//     payload aliases the buffer; this also bounds each connection to one
-//     frame in the loop's queue). A bad frame (length, checksum, version,
-//     type) closes the connection. A writer drains its connection's bounded
-//     send queue, writing every frame queued so far with one writev.
-//     SendClient never blocks the loop: when a connection's queue is full
-//     (a client that does not read), the connection is closed.
+//   - The accept goroutine, started with the loop, and, per accepted
+//     connection, one reader and one writer. Connections are accepted at
+//     once, before the replica has synced anything: the replica itself
+//     holds client frames until it has applied what it recovered (so no
+//     client sees the state from before a restart), and a follower may
+//     sync nothing until it hears from a leader, which needs this
+//     listener. A reader decodes frames with core.ReadFrame into a buffer
+//     it reuses, hands each to the loop and waits until the loop has
+//     handled it (the payload aliases the buffer; this also bounds each
+//     connection to one frame in the loop's queue). A bad frame (length,
+//     checksum, version, type) closes the connection. A writer drains its
+//     connection's bounded send queue, writing every frame queued so far
+//     with one writev. SendClient never blocks the loop: when a
+//     connection's queue is full (a client that does not read), the
+//     connection is closed.
+//   - Per other replica, one dialer that keeps an outbound connection to
+//     it (reconnecting with backoff) and writes the replica's messages for
+//     it (SendPeer) from a bounded queue, with one writev per batch, plus a
+//     watcher that notices when the peer closes the connection. SendPeer
+//     never blocks the loop either: a full queue, or a peer that cannot be
+//     reached, drops the message (Raft sends again). See peers.go for the
+//     hello that opens these connections.
+//
+// # Replicas and clients on one address
+//
+// A replica listens on one address (its entry of Options.Addresses) for
+// clients and for the other replicas. A connection whose first frame is a
+// peer hello (MsgPeerHello: cluster id and sender index) is another
+// replica's outbound connection: it carries only that replica's
+// replica-to-replica messages (types 64..126, client id = its index), each
+// handed to Replica.ReceivePeer; replies go back over this replica's own
+// outbound connection to it. Any other connection is a client's, carrying
+// client messages (types 1..5) to Replica.Receive; a replica-to-replica
+// frame on it closes it, as does a bad hello (wrong cluster, bad index).
+//
+// The payload handed to Replica.Receive and Replica.ReceivePeer aliases the
+// reader's buffer and is valid only during the call: what the replica keeps
+// it must copy, and that includes a frame it passes on to SendClient or
+// SendPeer, which queue the slice as it is, to be written later.
+//
+// # Storage semantics the replica relies on
+//
+// AppendLog at an index within the log first truncates from there on. A
+// snapshot beyond the log's end, or at an index the log holds with another
+// term, empties the log (store.Log.Reset) so the next append starts right
+// after the snapshot; an append beyond the log's end is accepted only when
+// the newest snapshot covers the gap. Recovery applies the same rule to
+// what it finds (a crash can interrupt the emptying), and refuses, as
+// corruption, a log that leaves entries missing after the newest valid
+// snapshot.
 //
 // # Data directory
 //

@@ -32,6 +32,11 @@ type Options struct {
 	// that lets it fill up is disconnected.
 	SendQueueBytes  int
 	SendQueueFrames int
+	// PeerQueueBytes and PeerQueueFrames bound the queue of messages to
+	// each other replica not yet written (defaults 32 MiB and 4096
+	// frames): beyond them messages are dropped, and Raft sends again.
+	PeerQueueBytes  int
+	PeerQueueFrames int
 	// WriteTimeout closes a connection one of whose writes takes longer
 	// (default 30 s; negative: none).
 	WriteTimeout time.Duration
@@ -57,6 +62,12 @@ func (o *Options) setDefaults() {
 	if o.SendQueueFrames <= 0 {
 		o.SendQueueFrames = 4096
 	}
+	if o.PeerQueueBytes <= 0 {
+		o.PeerQueueBytes = 32 << 20
+	}
+	if o.PeerQueueFrames <= 0 {
+		o.PeerQueueFrames = 4096
+	}
 	if o.WriteTimeout == 0 {
 		o.WriteTimeout = 30 * time.Second
 	}
@@ -78,11 +89,21 @@ type Server struct {
 	disk  *disk
 	r     *replica.Replica // owned by the loop once Run has started
 
-	events   chan netEvent
-	conns    map[core.ConnID]*conn // loop-owned
-	loopDone chan struct{}         // closed when the loop has exited (or never will run)
-	stop     chan struct{}         // closed by Close
-	wg       sync.WaitGroup        // accept, readers, writers
+	events chan netEvent
+	conns  map[core.ConnID]*conn // loop-owned
+	status replica.Status        // loop-owned: the replica's last logged role, term and leader
+
+	peers      []*peer // outbound connections, by replica index (nil: this replica)
+	peerCtx    context.Context
+	peerCancel context.CancelFunc // at shutdown: stops dialing
+	// peerFrame receives each replica-to-replica frame on the loop; the
+	// payload is valid until it returns. It is the replica's ReceivePeer
+	// (tests observe the transport by replacing it before Run).
+	peerFrame func(h core.Header, payload []byte)
+
+	loopDone chan struct{}  // closed when the loop has exited (or never will run)
+	stop     chan struct{}  // closed by Close
+	wg       sync.WaitGroup // accept, readers, writers, peer dialers and watchers
 
 	mu       sync.Mutex
 	live     map[*conn]struct{} // connections to close at shutdown
@@ -141,12 +162,15 @@ func Open(dir string, opts Options) (s *Server, err error) {
 		opts: opts, log: lg, dir: dir, info: info, ln: ln, clock: NewClock(),
 		events:   make(chan netEvent, 256),
 		conns:    make(map[core.ConnID]*conn),
+		status:   replica.Status{Leader: replica.NoLeader},
 		loopDone: make(chan struct{}),
 		stop:     make(chan struct{}),
 		live:     make(map[*conn]struct{}),
 		runDone:  make(chan struct{}),
 	}
 	s.disk = newDisk(dir, log, rec.SnapshotIndex, s.loopDone)
+	s.peers = s.newPeers()
+	s.peerCtx, s.peerCancel = context.WithCancel(context.Background())
 
 	cfg := opts.Replica
 	cfg.Cluster, cfg.ReplicaIndex, cfg.ReplicaCount = info.Cluster, info.ReplicaIndex, info.ReplicaCount
@@ -154,8 +178,10 @@ func Open(dir string, opts Options) (s *Server, err error) {
 	cfg.Addresses[info.ReplicaIndex] = ln.Addr().String() // the real port when asked for port 0
 	s.r, err = replica.New(cfg, replicaIO{s}, s.clock, NewRand(), rec)
 	if err != nil {
+		s.peerCancel()
 		return nil, fmt.Errorf("start the replica on what %s holds: %w", dir, err)
 	}
+	s.peerFrame = s.r.ReceivePeer
 	go s.disk.run()
 	lg.Info("listening", zap.String("cluster", info.Cluster.String()), zap.Stringer("address", ln.Addr()),
 		zap.Uint32("replica_count", info.ReplicaCount), zap.String("data", dir))
@@ -209,22 +235,36 @@ func readRecovered(dir string, log *store.Log, lg *zap.Logger) (replica.Recovere
 		rec.Snapshot, rec.SnapshotIndex, rec.SnapshotTerm = data, snap.Index, snap.Term
 	}
 	from := rec.SnapshotIndex + 1
+	what := func() string {
+		if rec.SnapshotIndex > 0 {
+			return "the newest valid snapshot covers up to index " + strconv.FormatUint(rec.SnapshotIndex, 10)
+		}
+		return "there is no snapshot"
+	}
 	switch {
-	case log.FirstIndex() == 0:
-		// Empty: the replica's first append may start anywhere.
-	case log.LastIndex() < from:
-		// The snapshot covers the whole log: none of it is needed, and the
-		// next append must follow the snapshot.
+	case log.FirstIndex() == 0 && log.LastIndex()+1 == from:
+		// Empty, and the next append follows the snapshot (or, with none,
+		// starts the log).
+	case log.LastIndex() < from || (rec.SnapshotIndex > 0 && snapshotReplacesLog(log, rec.SnapshotIndex, rec.SnapshotTerm)):
+		// The snapshot covers the whole log (a follower installed the
+		// leader's snapshot, or the log was emptied after one and a crash
+		// interrupted that), or the log holds the snapshot's index with
+		// another term (a follower installing a snapshot over entries of
+		// another history): none of the log is needed, and the next
+		// append must follow the snapshot.
+		lg.Info("the snapshot replaces the whole log: emptying it",
+			zap.Uint64("snapshot_index", rec.SnapshotIndex), zap.Uint64("snapshot_term", rec.SnapshotTerm),
+			zap.Uint64("log_first", log.FirstIndex()), zap.Uint64("log_last", log.LastIndex()))
 		if err := log.Reset(from); err != nil {
 			return rec, fmt.Errorf("reset the log after snapshot %d: %w", rec.SnapshotIndex, err)
 		}
+	case log.FirstIndex() == 0:
+		// Empty, but restarted after a snapshot beyond the one we have.
+		return rec, core.Errorf(core.Corruption, "%s: the log is empty after index %d but %s: entries %d..%d are missing (restore the data directory from an intact replica)",
+			dir, log.LastIndex(), what(), from, log.LastIndex())
 	case log.FirstIndex() > from:
-		what := "there is no snapshot"
-		if rec.SnapshotIndex > 0 {
-			what = "the newest valid snapshot covers up to index " + strconv.FormatUint(rec.SnapshotIndex, 10)
-		}
 		return rec, core.Errorf(core.Corruption, "%s: the log starts at index %d but %s: entries %d..%d are missing (restore the data directory from an intact replica)",
-			dir, log.FirstIndex(), what, from, log.FirstIndex()-1)
+			dir, log.FirstIndex(), what(), from, log.FirstIndex()-1)
 	default:
 		es, err := log.Entries(from, log.LastIndex()+1)
 		if err != nil {
@@ -257,6 +297,17 @@ func (s *Server) Run(ctx context.Context) error {
 	s.mu.Unlock()
 	defer close(s.runDone)
 
+	// Connections are accepted at once: the replica holds client frames
+	// until it has applied what it recovered (and a follower may not sync
+	// anything until it hears from a leader, which needs this listener).
+	s.wg.Add(1)
+	go s.accept()
+	for _, p := range s.peers {
+		if p != nil {
+			s.wg.Add(1)
+			go s.runPeer(p)
+		}
+	}
 	err := s.loop(ctx)
 	s.downOnce.Do(s.shutdown)
 	if err == nil {
@@ -288,11 +339,7 @@ func (s *Server) loop(ctx context.Context) error {
 	defer close(s.loopDone)
 	tick := time.NewTicker(s.opts.TickInterval)
 	defer tick.Stop()
-	// Connections are accepted once the first Sync has completed: the
-	// replica has then committed and applied everything it recovered (its
-	// new term's no-op entry is durable), so no client sees the state from
-	// before the restart.
-	accepting := false
+	s.logStatus()
 	for {
 		select {
 		case <-ctx.Done():
@@ -310,11 +357,6 @@ func (s *Server) loop(ctx context.Context) error {
 				s.r.SnapshotSaved(c.index)
 			default:
 				s.r.Synced(c.index)
-				if !accepting {
-					accepting = true
-					s.wg.Add(1)
-					go s.accept()
-				}
 			}
 		case <-tick.C:
 			s.r.Tick()
@@ -323,7 +365,28 @@ func (s *Server) loop(ctx context.Context) error {
 			s.log.Error("replica stopped", zap.Error(err))
 			return fmt.Errorf("replica: %w", err)
 		}
+		s.logStatus()
 	}
+}
+
+// logStatus logs the replica's role, term and leader when one of them has
+// changed since the last call.
+func (s *Server) logStatus() {
+	st := s.r.Status()
+	if st.Role == s.status.Role && st.Term == s.status.Term && st.Leader == s.status.Leader {
+		return
+	}
+	leader := int64(-1) // none known
+	if st.Leader != replica.NoLeader {
+		leader = int64(st.Leader)
+	}
+	msg := "role changed"
+	if st.Leader != s.status.Leader {
+		msg = "leader changed"
+	}
+	s.log.Info(msg, zap.Uint64("term", st.Term), zap.Stringer("role", st.Role), zap.Int64("leader", leader),
+		zap.Uint64("commit", st.Commit), zap.Uint64("last_index", st.LastIndex))
+	s.status = st
 }
 
 func (s *Server) handle(ev netEvent) {
@@ -336,6 +399,11 @@ func (s *Server) handle(ev netEvent) {
 			s.r.Receive(c.id, ev.h, ev.payload)
 		}
 		c.ack <- struct{}{} // never blocks: the reader waits for exactly this
+	case evPeerFrame:
+		if !c.dead {
+			s.peerFrame(ev.h, ev.payload)
+		}
+		c.ack <- struct{}{}
 	case evClosed:
 		c.q.close()
 		delete(s.conns, c.id)
@@ -351,6 +419,12 @@ func (s *Server) shutdown() {
 		close(s.loopDone) // Run never ran the loop
 	}
 	s.ln.Close()
+	s.peerCancel()
+	for _, p := range s.peers {
+		if p != nil {
+			p.close()
+		}
+	}
 	s.mu.Lock()
 	s.closing = true
 	for c := range s.live {
@@ -389,7 +463,7 @@ func (rio replicaIO) SendClient(id core.ConnID, frame []byte) {
 	}
 }
 
-func (rio replicaIO) SendPeer(to uint32, frame []byte) {} // TODO(issue 5): peer connections
+func (rio replicaIO) SendPeer(to uint32, frame []byte) { rio.s.sendPeer(to, frame) }
 
 func (rio replicaIO) AppendLog(entries []core.LogEntry) {
 	rio.s.disk.push(diskOp{kind: opAppend, entries: entries})

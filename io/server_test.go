@@ -45,12 +45,22 @@ type running struct {
 func serve(t *testing.T, dir string, opts Options) *running {
 	t.Helper()
 	opts.Addresses = []string{"127.0.0.1:0"}
+	return serveWith(t, dir, opts, nil)
+}
+
+// serveWith opens dir with opts (opts.Addresses set), lets prepare adjust
+// the server before it runs, and runs it until the test ends or stop.
+func serveWith(t *testing.T, dir string, opts Options, prepare func(*Server)) *running {
+	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	}
 	s, err := Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if prepare != nil {
+		prepare(s)
 	}
 	r := &running{Server: s, runErr: make(chan error, 1)}
 	go func() { r.runErr <- s.Run(context.Background()) }()
@@ -359,12 +369,21 @@ func TestBadFrameClosesOnlyThatConnection(t *testing.T) {
 	s.stop(t)
 }
 
-func TestReplicaMessagesAreIgnored(t *testing.T) {
+// A replica-to-replica frame on a connection that did not open with a peer
+// hello closes that connection only.
+func TestReplicaMessageWithoutHelloClosesTheConnection(t *testing.T) {
 	s := serve(t, formatDir(t), Options{})
-	c := dial(t, s.Addr())
-	c.send(core.Header{ClientID: 2, Type: core.MsgReplicaFirst}, []byte("vote for me"))
-	c.register(testCluster)
-	c.ping()
+	good := dial(t, s.Addr())
+	good.register(testCluster)
+	for _, first := range []bool{true, false} {
+		c := dial(t, s.Addr())
+		if !first {
+			c.register(testCluster)
+		}
+		c.send(core.Header{ClientID: 0, Type: core.MsgReplicaFirst}, []byte("vote for me"))
+		c.expectClosed()
+		good.ping()
+	}
 	s.stop(t)
 }
 
@@ -490,17 +509,32 @@ func TestClusterFile(t *testing.T) {
 	if err := Format(dir, want); !errors.Is(err, ErrNotEmpty) {
 		t.Fatalf("Format of a non-empty directory: %v", err)
 	}
+	for _, good := range []ClusterInfo{
+		{Cluster: testCluster, ReplicaIndex: 2, ReplicaCount: 3},
+		{Cluster: testCluster, ReplicaIndex: 4, ReplicaCount: 5},
+	} {
+		d := t.TempDir()
+		if err := Format(d, good); err != nil {
+			t.Fatalf("Format(%+v): %v", good, err)
+		}
+		if got, err := ReadClusterFile(d); err != nil || got != good {
+			t.Fatalf("got %+v, %v", got, err)
+		}
+	}
 	for _, bad := range []ClusterInfo{
-		{Cluster: testCluster, ReplicaCount: 3},
 		{Cluster: testCluster, ReplicaCount: 2},
+		{Cluster: testCluster, ReplicaCount: 4},
+		{Cluster: testCluster, ReplicaCount: 7},
+		{Cluster: testCluster, ReplicaCount: 0},
 		{Cluster: testCluster, ReplicaIndex: 1, ReplicaCount: 1},
+		{Cluster: testCluster, ReplicaIndex: 3, ReplicaCount: 3},
 		{ReplicaCount: 1},
 	} {
 		err := Format(t.TempDir(), bad)
 		if err == nil {
 			t.Fatalf("Format(%+v) succeeded", bad)
 		}
-		if bad.ReplicaCount == 3 && !strings.Contains(err.Error(), "replication") {
+		if bad.ReplicaCount%2 == 0 && !strings.Contains(err.Error(), "1 (no fault tolerance), 3 (survives one failed replica) or 5") {
 			t.Fatalf("Format(%+v): %v", bad, err)
 		}
 	}

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/geoevent/geoevent/core"
@@ -82,7 +83,7 @@ func (r *Replica) ReceivePeer(h core.Header, payload []byte) {
 		r.receiveClient(dest{via: m.from, conn: m.conn}, m.client, m.frame)
 		return
 	case msgForwardReply:
-		r.io.SendClient(m.conn, m.frame)
+		r.io.SendClient(m.conn, bytes.Clone(m.frame)) // the payload is the IO layer's buffer
 		return
 	case msgVote:
 		r.receiveVote(&m)
@@ -392,9 +393,18 @@ func (r *Replica) topology() *core.TopologyReply {
 		if int(i) < len(r.cfg.Addresses) {
 			addr = r.cfg.Addresses[i]
 		}
-		status := "healthy"
-		if r.role == Leader && i != r.self && !r.peers[i].answered(r.clock.MonotonicNS(), r.cfg.ElectionTimeoutNS) {
-			status = "unreachable"
+		// The leader knows who answers; a follower knows itself and the
+		// leader it hears.
+		now, status := r.clock.MonotonicNS(), "healthy"
+		switch {
+		case i == r.self:
+		case r.role == Leader:
+			if !r.peers[i].answered(now, r.cfg.ElectionTimeoutNS) {
+				status = "unreachable"
+			}
+		case i == r.leader && r.leaderHeard(now):
+		default:
+			status = "unknown"
 		}
 		t.Nodes = append(t.Nodes, core.NodeInfo{NodeID: r.nodeID(i), Address: addr, Status: status})
 	}

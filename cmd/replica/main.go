@@ -5,10 +5,11 @@
 //	replica dev    [--data DIR] [--http HOST:PORT] [--addresses HOST:PORT]
 //
 // format makes DIR the data directory of replica I of cluster ID (a UUID or
-// a decimal id) with N replicas; it refuses a directory that is not empty.
-// start serves the replica whose data is in DIR: --addresses lists every
-// replica's binary-protocol address in replica order, and this replica
-// listens on its own entry. dev is a one-replica cluster for development: it
+// a decimal id) with N replicas (1, 3 or 5); it refuses a directory that is
+// not empty. start serves the replica whose data is in DIR: --addresses
+// lists every replica's binary-protocol address in replica order (as many
+// as the cluster has replicas), and this replica listens on its own entry,
+// for clients and for the other replicas alike. dev is a one-replica cluster for development: it
 // formats DIR (default ./geoevent-data) with a random cluster id when it is
 // empty, then serves it on 127.0.0.1:3000 and the HTTP JSON API on
 // 127.0.0.1:8080. With --http, start and dev serve the HTTP JSON API
@@ -49,10 +50,13 @@ const usage = `usage:
   replica dev    [--data DIR] [--http HOST:PORT] [--addresses HOST:PORT]
 
 format  make DIR the data directory of replica I (0-based) of the cluster ID
-        (a UUID or a decimal id) of N replicas; DIR must be new or empty.
+        (a UUID or a decimal id) of N replicas (1, 3 or 5); DIR must be new
+        or empty. Every replica of a cluster gets the same ID and N.
 start   serve the replica in DIR; --addresses lists every replica's
-        binary-protocol address in replica order, and replica I listens on
-        the I-th; --http also serves the HTTP JSON API on HOST:PORT.
+        binary-protocol address in replica order (N of them, the same list
+        for every replica), and replica I listens on the I-th, for clients
+        and the other replicas; --http also serves the HTTP JSON API on
+        HOST:PORT.
 dev     a one-replica cluster for development: formats DIR (default
         ./geoevent-data) with a random cluster id when it is empty, and
         serves the binary protocol on --addresses (default 127.0.0.1:3000)
@@ -122,7 +126,7 @@ func format(args []string, stdout, stderr io.Writer) int {
 	fset := flag.NewFlagSet("format", flag.ContinueOnError)
 	cluster := fset.String("cluster", "", "the cluster `ID`: a UUID or a decimal id, not zero; every replica of the cluster gets the same")
 	index := fset.Uint("replica", 0, "this replica's index `I`, 0 .. N-1")
-	count := fset.Uint("replica-count", 0, "the number of replicas `N` (1 in this version; 3 and 5 come with replication)")
+	count := fset.Uint("replica-count", 0, "the number of replicas `N`: 1, 3 or 5 (a cluster of N survives (N-1)/2 failed replicas)")
 	data := fset.String("data", "", "the data directory `DIR` (created if absent; must be empty)")
 	if code, ok := parse(fset, args, stderr, "cluster", "replica", "replica-count", "data"); !ok {
 		return code
@@ -245,8 +249,9 @@ func serve(log *zap.Logger, dir string, addrs []string, httpAddr string, banner 
 	var gw *ghttp.Server
 	var backend *ghttp.ClientBackend
 	if httpAddr != "" {
-		// The binary server is listening (it accepts once recovery is
-		// durable); the gateway is a local client of it.
+		// The binary server is listening (the replica holds requests
+		// until it has applied what it recovered, and a follower forwards
+		// them to the leader); the gateway is a local client of it.
 		backend, err = ghttp.NewClientBackend([]string{dialAddress(srv.Addr())}, client.Options{Cluster: srv.Cluster().Cluster})
 		if err == nil {
 			gw, err = ghttp.Listen(httpAddr, ghttp.Config{Backend: backend, Logger: log})

@@ -274,7 +274,8 @@ func TestFormatFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--cluster", "1", "--replica", "0", "--replica-count", "3", "--data", dir}, "replication"},
+		{[]string{"--cluster", "1", "--replica", "0", "--replica-count", "2", "--data", dir}, "it must be 1 (no fault tolerance), 3 (survives one failed replica) or 5"},
+		{[]string{"--cluster", "1", "--replica", "3", "--replica-count", "3", "--data", dir}, "replica index 3 is out of range for a replica count of 3"},
 		{[]string{"--cluster", "0", "--replica", "0", "--replica-count", "1", "--data", dir}, "zero"},
 		{[]string{"--cluster", "not-an-id", "--replica", "0", "--replica-count", "1", "--data", dir}, "--cluster"},
 		{[]string{"--cluster", "1", "--replica-count", "1", "--data", dir}, "--replica is required"},

@@ -1,0 +1,303 @@
+package io
+
+import (
+	"fmt"
+	stdio "io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/io/store"
+	"github.com/geoevent/geoevent/replica"
+)
+
+// testDisk runs a disk goroutine over a log in dir, as the server does.
+type testDisk struct {
+	t       *testing.T
+	d       *disk
+	stopped chan struct{}
+}
+
+func startDisk(t *testing.T, dir string, lastSnap uint64) *testDisk {
+	t.Helper()
+	log, _, err := store.OpenLog(dir, store.LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	td := &testDisk{t: t, stopped: make(chan struct{})}
+	td.d = newDisk(dir, log, lastSnap, td.stopped)
+	go td.d.run()
+	t.Cleanup(td.close)
+	return td
+}
+
+func (td *testDisk) close() {
+	select {
+	case <-td.d.exited:
+		return
+	default:
+	}
+	td.d.close()
+	<-td.d.exited
+	close(td.stopped)
+	if err := td.d.closeErr; err != nil {
+		td.t.Errorf("close the log: %v", err)
+	}
+}
+
+// await returns the next completion.
+func (td *testDisk) await() completion {
+	td.t.Helper()
+	select {
+	case c := <-td.d.done:
+		return c
+	case <-time.After(10 * time.Second):
+		td.t.Fatal("no completion")
+		return completion{}
+	}
+}
+
+// sync asks for a Sync and checks that it reports last.
+func (td *testDisk) sync(last uint64) {
+	td.t.Helper()
+	td.d.push(diskOp{kind: opSync})
+	if c := td.await(); c.err != nil || c.snapshot || c.index != last {
+		td.t.Fatalf("sync: got %+v, want Synced(%d)", c, last)
+	}
+}
+
+func (td *testDisk) append(from, to, term uint64) {
+	td.d.push(diskOp{kind: opAppend, entries: entries(from, to, term)})
+}
+
+func (td *testDisk) snapshot(index, term uint64, data string) {
+	td.t.Helper()
+	td.d.push(diskOp{kind: opSnapshot, index: index, term: term, data: []byte(data)})
+	if c := td.await(); c.err != nil || !c.snapshot || c.index != index {
+		td.t.Fatalf("snapshot: got %+v, want SnapshotSaved(%d)", c, index)
+	}
+}
+
+// entries makes entries [from, to] of term, each holding its index.
+func entries(from, to, term uint64) []core.LogEntry {
+	var es []core.LogEntry
+	for i := from; i <= to; i++ {
+		es = append(es, core.LogEntry{Index: i, Term: term, Data: []byte(fmt.Sprint("entry ", i))})
+	}
+	return es
+}
+
+// recoverDir runs the server's recovery on dir and returns what it gives
+// the replica and the log's last index after it; the log is closed.
+func recoverDir(t *testing.T, dir string) (replica.Recovered, uint64) {
+	t.Helper()
+	log, rec, err := recoverStorage(dir, 0, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	return rec, log.LastIndex()
+}
+
+func checkRecovered(t *testing.T, rec replica.Recovered, snapIndex, snapTerm uint64, snap string, first, last uint64) {
+	t.Helper()
+	if rec.SnapshotIndex != snapIndex || rec.SnapshotTerm != snapTerm || string(rec.Snapshot) != snap {
+		t.Fatalf("snapshot %d/%d %q, want %d/%d %q", rec.SnapshotIndex, rec.SnapshotTerm, rec.Snapshot, snapIndex, snapTerm, snap)
+	}
+	var got []uint64
+	for _, e := range rec.Entries {
+		got = append(got, e.Index)
+		if string(e.Data) != fmt.Sprint("entry ", e.Index) {
+			t.Fatalf("entry %d holds %q", e.Index, e.Data)
+		}
+	}
+	var want []uint64
+	for i := first; i <= last && first != 0; i++ {
+		want = append(want, i)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("entries %v, want %v", got, want)
+	}
+}
+
+// A follower installing a snapshot beyond its log's end: the log is
+// emptied, the next append starts after the snapshot, and recovery gives
+// the snapshot and the entries after it.
+func TestDiskSnapshotBeyondTheLog(t *testing.T) {
+	dir := t.TempDir()
+	td := startDisk(t, dir, 0)
+	td.append(1, 5, 1)
+	td.sync(5)
+	td.snapshot(10, 2, "state at 10")
+	td.sync(10) // the log now ends at the snapshot
+	td.append(11, 12, 2)
+	td.sync(12)
+	td.close()
+	rec, last := recoverDir(t, dir)
+	checkRecovered(t, rec, 10, 2, "state at 10", 11, 12)
+	if last != 12 {
+		t.Fatalf("last index %d", last)
+	}
+}
+
+// A snapshot at an index the log holds with another term: the entries after
+// it belong to another history and go too.
+func TestDiskSnapshotOverConflictingEntries(t *testing.T) {
+	dir := t.TempDir()
+	td := startDisk(t, dir, 0)
+	td.append(1, 5, 1)
+	td.snapshot(3, 2, "state at 3")
+	td.sync(3)
+	td.append(4, 4, 2)
+	td.sync(4)
+	td.close()
+	rec, _ := recoverDir(t, dir)
+	checkRecovered(t, rec, 3, 2, "state at 3", 4, 4)
+}
+
+// A snapshot within the log, of the log's own history (a leader's): the
+// entries after it stay.
+func TestDiskSnapshotWithinTheLog(t *testing.T) {
+	dir := t.TempDir()
+	td := startDisk(t, dir, 0)
+	td.append(1, 5, 1)
+	td.snapshot(3, 1, "state at 3")
+	td.sync(5)
+	td.close()
+	rec, _ := recoverDir(t, dir)
+	checkRecovered(t, rec, 3, 1, "state at 3", 4, 5)
+}
+
+// An append beyond the log's end restarts the log when the newest snapshot
+// covers the gap, and fails the disk (stopping the server) otherwise.
+func TestDiskAppendAfterAGap(t *testing.T) {
+	dir := t.TempDir()
+	td := startDisk(t, dir, 0)
+	td.append(1, 5, 1)
+	td.sync(5)
+	td.close()
+	if err := store.SaveSnapshot(dir, 10, 2, func(w stdio.Writer) error { _, err := w.Write([]byte("s")); return err }); err != nil {
+		t.Fatal(err)
+	}
+	td = startDisk(t, dir, 10) // as if the log had not been emptied
+	td.append(11, 12, 2)
+	td.sync(12)
+	td.close()
+	rec, _ := recoverDir(t, dir)
+	checkRecovered(t, rec, 10, 2, "s", 11, 12)
+
+	dir = t.TempDir()
+	td = startDisk(t, dir, 0)
+	td.append(1, 5, 1)
+	td.append(8, 9, 1)
+	td.d.push(diskOp{kind: opSync})
+	if c := td.await(); c.err == nil || !strings.Contains(c.err.Error(), "gap") {
+		t.Fatalf("got %+v, want a failure", c)
+	}
+}
+
+// Recovery after a crash that interrupted the emptying of the log: the
+// snapshot lies beyond what is left, so the log is emptied again and
+// appends follow the snapshot.
+func TestRecoverySnapshotBeyondTheLog(t *testing.T) {
+	dir := t.TempDir()
+	log, _, err := store.OpenLog(dir, store.LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var es []store.Entry
+	for _, e := range entries(1, 5, 1) {
+		es = append(es, store.Entry{Index: e.Index, Term: e.Term, Data: e.Data})
+	}
+	if err := log.Append(es); err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.SaveSnapshot(dir, 10, 2, func(w stdio.Writer) error { _, err := w.Write([]byte("s")); return err }); err != nil {
+		t.Fatal(err)
+	}
+	log, rec, err := recoverStorage(dir, 0, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecovered(t, rec, 10, 2, "s", 0, 0)
+	if log.LastIndex() != 10 || log.FirstIndex() != 0 {
+		t.Fatalf("log %d..%d after recovery", log.FirstIndex(), log.LastIndex())
+	}
+	if err := log.Append([]store.Entry{{Index: 11, Term: 2, Data: []byte("entry 11")}}); err != nil {
+		t.Fatal(err)
+	}
+	log.Close()
+	rec, _ = recoverDir(t, dir)
+	checkRecovered(t, rec, 10, 2, "s", 11, 11)
+}
+
+// A log emptied after a snapshot newer than the newest valid one (that one
+// is damaged) has lost entries: recovery refuses it.
+func TestRecoveryRefusesAnEmptiedLogWithoutItsSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	td := startDisk(t, dir, 0)
+	td.append(1, 5, 1)
+	td.snapshot(3, 1, "state at 3")
+	td.snapshot(20, 2, "state at 20")
+	td.sync(20)
+	td.close()
+	snaps, _ := filepath.Glob(filepath.Join(dir, "snapshot-*20-*.snap"))
+	if len(snaps) != 1 {
+		t.Fatalf("snapshots %v", snaps)
+	}
+	b, _ := os.ReadFile(snaps[0])
+	b[len(b)-5] ^= 0xff
+	os.WriteFile(snaps[0], b, 0o644)
+	_, _, err := recoverStorage(dir, 0, zap.NewNop())
+	if !store.IsCorruption(err) || !strings.Contains(err.Error(), "entries 4..20 are missing") {
+		t.Fatalf("recovery: %v", err)
+	}
+}
+
+// A whole server over a data directory whose log was lost after its newest
+// snapshot (all segments gone): it serves what the snapshot holds, and what
+// it appends afterwards survives a restart.
+func TestServerRecoversFromASnapshotBeyondTheLog(t *testing.T) {
+	dir := formatDir(t)
+	opts := Options{}
+	opts.Replica.SnapshotEvery = 5
+	s := serve(t, dir, opts)
+	c := dial(t, s.Addr())
+	c.register(testCluster)
+	for i := range 12 {
+		c.insert(event(i))
+	}
+	s.stop(t)
+	snap, ok, err := store.LoadLatestSnapshot(dir)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	snap.Body.Close()
+	segs, _ := filepath.Glob(filepath.Join(dir, "log-*.seg"))
+	for _, seg := range segs {
+		os.Remove(seg)
+	}
+
+	s = serve(t, dir, opts)
+	c = dial(t, s.Addr())
+	c.register(testCluster)
+	c.insert(event(100))
+	c.checkLatest(100)
+	s.stop(t)
+	s = serve(t, dir, opts)
+	c = dial(t, s.Addr())
+	c.register(testCluster)
+	c.checkLatest(100)
+	if got := c.latest(0); !got.Found {
+		t.Fatalf("entity 0, in the snapshot at %d, is gone", snap.Index)
+	}
+	s.stop(t)
+}
