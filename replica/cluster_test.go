@@ -582,3 +582,24 @@ func TestPingTellsWhetherALeaderIsKnown(t *testing.T) {
 		t.Fatalf("a cut-off replica says pong: %+v", p)
 	}
 }
+
+// TestStallDoesNotStartElections: when every replica stops running for a
+// while (here: the clock jumps by five election timeouts between two
+// ticks), nobody had a chance to hear anybody; the leader stays.
+func TestStallDoesNotStartElections(t *testing.T) {
+	c := newCluster(t, 3, Config{})
+	l := c.leader()
+	term := c.nodes[l].r.Status().Term
+	c.clock.mono += 5 * testET
+	c.run(testET / 2)
+	for i, cn := range c.nodes {
+		if st := cn.r.Status(); st.Term != term || st.Leader != uint32(l) {
+			t.Fatalf("replica %d after a stall: %+v (leader was %d in term %d)", i, st, l, term)
+		}
+	}
+	// A leader that really is gone is still replaced.
+	c.crash(l)
+	if nl := c.leader(); nl == l {
+		t.Fatal("the crashed leader still leads")
+	}
+}

@@ -127,7 +127,7 @@ func (r *Replica) ReceivePeer(h core.Header, payload []byte) {
 		if r.leader != m.from {
 			r.leader = m.from
 		}
-		r.leaderContact = r.clock.MonotonicNS()
+		r.leaderContact = r.raftNow()
 		r.resetElectionTimer()
 		switch m.typ {
 		case msgAppend:
@@ -170,7 +170,7 @@ func (r *Replica) eachPeer(f func(p uint32)) {
 
 func (r *Replica) resetElectionTimer() {
 	et := r.cfg.ElectionTimeoutNS
-	r.electionDeadline = r.clock.MonotonicNS() + et + r.rng.Uint64()%et
+	r.electionDeadline = r.raftNow() + et + r.rng.Uint64()%et
 }
 
 // leaderHeard reports whether a leader was heard from within the election
@@ -180,6 +180,25 @@ func (r *Replica) leaderHeard(now uint64) bool {
 		return true
 	}
 	return r.leader != NoLeader && now-r.leaderContact < r.cfg.ElectionTimeoutNS
+}
+
+// raftNow is the time Raft's timers run on: the monotonic clock, except
+// that it advances by at most maxTickGap between two ticks. A replica that
+// did not run for a while (a long apply, a snapshot, a GC pause, a stopped
+// process) had no chance to hear its leader or followers, whose messages
+// wait in its queue: counting that time would start needless elections
+// and make a leader step down for messages it has simply not read yet.
+func (r *Replica) raftNow() uint64 {
+	return r.raftClock + min(r.clock.MonotonicNS()-r.lastTickNS, r.maxTickGap())
+}
+
+func (r *Replica) maxTickGap() uint64 { return r.cfg.ElectionTimeoutNS / 4 }
+
+// advanceRaftClock moves raftNow's base to this tick.
+func (r *Replica) advanceRaftClock() uint64 {
+	r.raftClock = r.raftNow()
+	r.lastTickNS = r.clock.MonotonicNS()
+	return r.raftClock
 }
 
 // tickRaft runs the timers.
@@ -211,7 +230,8 @@ func (r *Replica) tickRaft(now uint64) {
 	if now >= r.heartbeatDue {
 		r.heartbeatDue = now + r.cfg.HeartbeatNS
 		r.startRound()
-		r.eachPeer(func(p uint32) { r.retryStalled(p, now) })
+		mono := r.clock.MonotonicNS() // progress timings are on the plain clock
+		r.eachPeer(func(p uint32) { r.retryStalled(p, mono) })
 	}
 	r.dropIdleSnapshot()
 }
@@ -255,7 +275,7 @@ func (r *Replica) startElection() {
 }
 
 func (r *Replica) receiveVote(m *message) {
-	now := r.clock.MonotonicNS()
+	now := r.raftNow()
 	reply := message{typ: msgVoteReply, term: r.term, pre: m.pre}
 	if m.pre {
 		if m.term > r.term && !r.repairing && !r.leaderHeard(now) && r.lastLogIsUpToDate(m.lastIndex, m.lastTerm) {
@@ -328,7 +348,7 @@ func (r *Replica) becomeFollower(term uint64, leader uint32) {
 	r.role, r.leader = Follower, leader
 	r.verified = r.commit // re-established by the leader's appends
 	if leader != NoLeader {
-		r.leaderContact = r.clock.MonotonicNS()
+		r.leaderContact = r.raftNow()
 	}
 	r.resetElectionTimer()
 	if wasLeader {
@@ -339,7 +359,7 @@ func (r *Replica) becomeFollower(term uint64, leader uint32) {
 // becomeLeader takes over: every follower's position is probed from the
 // end of the leader's log, and the term's no-op entry is appended.
 func (r *Replica) becomeLeader() {
-	now := r.clock.MonotonicNS()
+	now := r.raftNow()
 	r.role, r.leader = Leader, r.self
 	r.peers = make([]progress, r.cfg.ReplicaCount)
 	r.eachPeer(func(p uint32) {
@@ -375,7 +395,7 @@ func (r *Replica) stepDown() {
 // clusterState is status's cluster_state: "healthy" while a leader is known
 // to this replica and (on the leader) a majority answers.
 func (r *Replica) clusterState() string {
-	if r.leaderHeard(r.clock.MonotonicNS()) {
+	if r.leaderHeard(r.raftNow()) {
 		return "healthy"
 	}
 	return "no_leader"
@@ -395,14 +415,14 @@ func (r *Replica) topology() *core.TopologyReply {
 		}
 		// The leader knows who answers; a follower knows itself and the
 		// leader it hears.
-		now, status := r.clock.MonotonicNS(), "healthy"
+		status := "healthy"
 		switch {
 		case i == r.self:
 		case r.role == Leader:
-			if !r.peers[i].answered(now, r.cfg.ElectionTimeoutNS) {
+			if !r.peers[i].answered(r.clock.MonotonicNS(), r.cfg.ElectionTimeoutNS) {
 				status = "unreachable"
 			}
-		case i == r.leader && r.leaderHeard(now):
+		case i == r.leader && r.leaderHeard(r.raftNow()):
 		default:
 			status = "unknown"
 		}

@@ -96,11 +96,12 @@ type Replica struct {
 
 	raftLog // the log, its durability and commit (log.go)
 
-	// Timers, in the clock's monotonic nanoseconds.
-	electionDeadline uint64 // a follower or candidate campaigns at this time
-	leaderContact    uint64 // when a current leader was last heard from
-	heartbeatDue     uint64 // leader: next heartbeat round
-	quorumCheckDue   uint64 // leader: next check-quorum
+	// Raft's timers, on raftNow's clock.
+	raftClock, lastTickNS uint64
+	electionDeadline      uint64 // a follower or candidate campaigns at this time
+	leaderContact         uint64 // when a current leader was last heard from
+	heartbeatDue          uint64 // leader: next heartbeat round
+	quorumCheckDue        uint64 // leader: next check-quorum
 
 	// Candidate: the votes of this (pre-)election, by replica.
 	preVote bool
@@ -176,6 +177,7 @@ func New(cfg Config, io core.IO, clock core.Clock, rng core.Rand, rec Recovered)
 		role:     Follower,
 	}
 	r.lastCleanupNS = r.startNS
+	r.raftClock, r.lastTickNS = r.startNS, r.startNS
 	if rec.Snapshot != nil {
 		if err := r.restoreState(rec.Snapshot); err != nil {
 			return nil, err
@@ -262,8 +264,8 @@ func (r *Replica) Tick() {
 	if r.failed != nil {
 		return
 	}
+	r.tickRaft(r.advanceRaftClock())
 	now := r.clock.MonotonicNS()
-	r.tickRaft(now)
 	if r.role == Leader && now-r.lastCleanupNS >= r.cfg.CleanupEveryNS && r.pending() < r.cfg.MaxPendingEntries {
 		r.lastCleanupNS = now
 		payload, _ := core.AppendRequest(nil, core.OpCleanupExpired, &core.CleanupRequest{})
@@ -521,7 +523,7 @@ func (r *Replica) execute(op core.Operation, ts uint64, req any) (any, error) {
 	case core.OpTopology:
 		return r.topology(), nil
 	case core.OpPing:
-		if !r.leaderHeard(r.clock.MonotonicNS()) {
+		if !r.leaderHeard(r.raftNow()) {
 			return &core.PingReply{Reason: fmt.Sprintf("replica %d knows no leader (an election is under way, or it is cut off from the majority)", r.self)}, nil
 		}
 		return &core.PingReply{Pong: true}, nil
