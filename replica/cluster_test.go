@@ -591,6 +591,14 @@ func TestStallDoesNotStartElections(t *testing.T) {
 	l := c.leader()
 	term := c.nodes[l].r.Status().Term
 	c.clock.mono += 5 * testET
+	for i, cn := range c.nodes { // the followers' first tick after the stall
+		if i != l {
+			cn.r.Tick()
+			if st := cn.r.Status(); st.Role != Follower {
+				t.Fatalf("replica %d became a %v at its first tick after a stall", i, st.Role)
+			}
+		}
+	}
 	c.run(testET / 2)
 	for i, cn := range c.nodes {
 		if st := cn.r.Status(); st.Term != term || st.Leader != uint32(l) {
