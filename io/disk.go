@@ -143,6 +143,9 @@ func (d *disk) do(op *diskOp) error {
 		}
 		if hs := d.pendingHS; hs != nil {
 			if !d.haveSaved || *hs != d.savedHS {
+				// A conversion, not a copy field by field: it keeps every
+				// field (Repairing included) and stops compiling should
+				// the two types differ.
 				if err := store.SaveHardState(d.dir, store.HardState(*hs)); err != nil {
 					return err
 				}

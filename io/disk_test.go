@@ -96,7 +96,7 @@ func entries(from, to, term uint64) []core.LogEntry {
 // the replica and the log's last index after it; the log is closed.
 func recoverDir(t *testing.T, dir string) (replica.Recovered, uint64) {
 	t.Helper()
-	log, rec, err := recoverStorage(dir, 0, zap.NewNop())
+	log, rec, err := recoverStorage(dir, 0, 1, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestRecoverySnapshotBeyondTheLog(t *testing.T) {
 	if err := store.SaveSnapshot(dir, 10, 2, func(w stdio.Writer) error { _, err := w.Write([]byte("s")); return err }); err != nil {
 		t.Fatal(err)
 	}
-	log, rec, err := recoverStorage(dir, 0, zap.NewNop())
+	log, rec, err := recoverStorage(dir, 0, 1, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestRecoveryRefusesAnEmptiedLogWithoutItsSnapshot(t *testing.T) {
 	b, _ := os.ReadFile(snaps[0])
 	b[len(b)-5] ^= 0xff
 	os.WriteFile(snaps[0], b, 0o644)
-	_, _, err := recoverStorage(dir, 0, zap.NewNop())
+	_, _, err := recoverStorage(dir, 0, 1, zap.NewNop())
 	if !store.IsCorruption(err) || !strings.Contains(err.Error(), "entries 4..20 are missing") {
 		t.Fatalf("recovery: %v", err)
 	}

@@ -118,9 +118,11 @@ type Server struct {
 
 // Open recovers the replica whose data directory is dir and listens on its
 // address; call Run to serve. It reads the cluster file, opens the log
-// (truncating a torn tail, which it logs; other damage is a Corruption
-// error naming the file and the byte offset), loads the hard state, the
-// newest valid snapshot and the log entries after it, and builds the replica.
+// (truncating a torn tail, which it logs; other damage is repaired from the
+// peers in a cluster of several replicas, see recoverStorage, and is a
+// Corruption error naming the file and the byte offset in a cluster of
+// one), loads the hard state, the newest valid snapshot and the log entries
+// after it, and builds the replica.
 func Open(dir string, opts Options) (s *Server, err error) {
 	opts.setDefaults()
 	info, err := ReadClusterFile(dir)
@@ -138,7 +140,7 @@ func Open(dir string, opts Options) (s *Server, err error) {
 	}
 	lg := opts.Logger.With(zap.Uint32("replica", info.ReplicaIndex))
 
-	log, rec, err := recoverStorage(dir, opts.SegmentBytes, lg)
+	log, rec, err := recoverStorage(dir, opts.SegmentBytes, info.ReplicaCount, lg)
 	if err != nil {
 		return nil, err
 	}
@@ -189,14 +191,35 @@ func Open(dir string, opts Options) (s *Server, err error) {
 }
 
 // recoverStorage opens the log and reads back what the replica needs.
-func recoverStorage(dir string, segmentBytes int64, lg *zap.Logger) (*store.Log, replica.Recovered, error) {
-	log, ri, err := store.OpenLog(dir, store.LogOptions{SegmentBytes: segmentBytes})
+//
+// A damaged record before the log's tail (not a torn write: see package
+// store) may hold an entry this replica acknowledged. A replica of a
+// cluster of one cannot get it back: the log's Corruption error, naming the
+// file and the offset, stops it. A replica with peers repairs it: it first
+// durably sets the hard state's Repairing flag (term, vote and commit as
+// they are), then cuts the log just before the damaged record, dropping
+// everything after it, and recovers from what is left; the replica then
+// neither votes nor campaigns until a leader of a later term has given the
+// lost entries back (core.HardState.Repairing). A crash between the two
+// steps leaves the flag set, or the damage in place to be found again.
+func recoverStorage(dir string, segmentBytes int64, replicaCount uint32, lg *zap.Logger) (*store.Log, replica.Recovered, error) {
+	opts := store.LogOptions{SegmentBytes: segmentBytes}
+	if replicaCount > 1 {
+		opts.Repair = func(store.Damage) error { return markRepairing(dir) }
+	}
+	log, ri, err := store.OpenLog(dir, opts)
 	if err != nil {
 		return nil, replica.Recovered{}, fmt.Errorf("open the log: %w", err)
 	}
 	if ri.TruncatedBytes > 0 {
 		lg.Warn("truncated a torn write at the end of the log (a crash interrupted it; it was never acknowledged)",
 			zap.String("file", ri.TruncatedFile), zap.Int64("bytes", ri.TruncatedBytes))
+	}
+	if d := ri.Damage; d != nil {
+		lg.Warn("cut the log before a damaged record: repairing it from the other replicas (this replica neither votes nor campaigns until a leader has given back what was cut)",
+			zap.String("file", d.File), zap.Int64("offset", d.Offset), zap.String("damage", d.Reason),
+			zap.Uint64("damaged_index", d.Index), zap.Uint64("log_last", ri.LastIndex),
+			zap.Int("dropped_segments", ri.DroppedSegments))
 	}
 	rec, err := readRecovered(dir, log, lg)
 	if err != nil {
@@ -208,6 +231,24 @@ func recoverStorage(dir string, segmentBytes int64, lg *zap.Logger) (*store.Log,
 		zap.Uint64("snapshot_index", rec.SnapshotIndex), zap.Int("snapshot_bytes", len(rec.Snapshot)),
 		zap.Uint64("log_first", ri.FirstIndex), zap.Uint64("log_last", ri.LastIndex), zap.Int("entries_after_snapshot", len(rec.Entries)))
 	return log, rec, nil
+}
+
+// markRepairing durably sets the Repairing flag of the hard state in dir,
+// keeping its term, vote and commit (those of a new replica when there is
+// none yet).
+func markRepairing(dir string) error {
+	hs, ok, err := store.LoadHardState(dir)
+	if err != nil {
+		return fmt.Errorf("load the hard state to mark the damaged log as being repaired: %w", err)
+	}
+	if !ok {
+		hs = store.HardState{Vote: store.NoVote}
+	}
+	hs.Repairing = true
+	if err := store.SaveHardState(dir, hs); err != nil {
+		return fmt.Errorf("save the hard state before cutting the damaged log: %w", err)
+	}
+	return nil
 }
 
 func readRecovered(dir string, log *store.Log, lg *zap.Logger) (replica.Recovered, error) {

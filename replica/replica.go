@@ -212,6 +212,7 @@ func New(cfg Config, io core.IO, clock core.Clock, rng core.Rand, rec Recovered)
 		r.term++
 		r.vote = core.NoVote
 		r.saveHardState()
+		r.flush()
 	}
 	if cfg.ReplicaCount == 1 {
 		// Alone, the replica is its own majority: it wins the election of

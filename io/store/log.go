@@ -53,11 +53,13 @@
 //     incomplete or checksum-failing record with no valid record after it.
 //     OpenLog truncates it. A bad record followed by a valid one (an index in
 //     the range that could follow), or damage in any other segment, stops
-//     OpenLog with a Corruption error naming the file and the byte offset.
+//     OpenLog with a Corruption error naming the file and the byte offset —
+//     unless LogOptions.Repair is set (a replica with peers to repair from):
+//     OpenLog then cuts the log just before the damage (see Damage).
 //   - Removals keep the log contiguous at every step a crash could interrupt:
-//     TruncateAfter and Reset delete segments newest first, CompactBefore
-//     oldest first, and each fsyncs the directory before it truncates a file
-//     or creates a new one.
+//     TruncateAfter, Reset and OpenLog's cut before damage delete segments
+//     newest first, CompactBefore oldest first, and each fsyncs the directory
+//     before it truncates a file or creates a new one.
 //
 // The hard state and snapshot formats are documented in hardstate.go and
 // snapshot.go.
@@ -103,13 +105,61 @@ type LogOptions struct {
 	// this many bytes (0 means DefaultSegmentBytes). A segment exceeds it by
 	// at most one record.
 	SegmentBytes int64
+
+	// Repair, when set, makes OpenLog cut the log just before damage that
+	// is not a torn tail (see Damage) instead of failing with a Corruption
+	// error: every entry from the damaged one on is dropped, later segments
+	// included. Repair is called first, before anything is changed, and
+	// must make durable that the log is being repaired (the replica's hard
+	// state flag Repairing): a crash during the cut then leaves either the
+	// damage in place, found again by the next OpenLog, or the flag set. An
+	// error from Repair is returned by OpenLog, which then changes nothing.
+	// Only a replica that can fetch the lost entries from its peers may set
+	// it; the cut drops entries that may have been acknowledged.
+	Repair func(Damage) error
 }
+
+// Damage is what OpenLog found wrong before the log's tail: a record that
+// fails its checksum (or declares an impossible length, or ends early) with
+// more of the log after it, a record whose index or term does not follow
+// its predecessor, a damaged segment header, or a segment whose first index
+// does not follow the segment before it. What precedes it is intact.
+type Damage struct {
+	File   string // the segment file
+	Offset int64  // byte offset of the damaged record in File; within the header when the whole segment is rejected
+	// Index is the index the damaged record (or the rejected segment's
+	// first record) should have had: cutting keeps the entries before it,
+	// so the log then ends at Index-1.
+	Index  uint64
+	Reason string // what is wrong, without the file and offset
+	// WholeSegment: the segment's header or place is what is wrong, so the
+	// cut removes the whole file; otherwise it truncates File at Offset.
+	WholeSegment bool
+}
+
+// Err is the Corruption error OpenLog returns for d without LogOptions.Repair.
+func (d Damage) Err() error { return corruptAt(d.File, d.Offset, "%s", d.Reason) }
+
+// damageError is how scan reports Damage: seg is the damaged segment's
+// position in Log.segs.
+type damageError struct {
+	Damage
+	seg int
+}
+
+func (e *damageError) Error() string { return e.Err().Error() }
+func (e *damageError) Unwrap() error { return e.Err() }
 
 // RecoveryInfo reports what OpenLog found.
 type RecoveryInfo struct {
 	FirstIndex, LastIndex uint64 // as FirstIndex() and LastIndex() report after opening
 	TruncatedBytes        int64  // size of the torn tail cut off, 0 when none
 	TruncatedFile         string // the segment it was cut from, "" when none
+	// Damage is the damage cut off under LogOptions.Repair, nil when none;
+	// the log then ends at Damage.Index-1. DroppedSegments counts the
+	// whole segment files that cut removed.
+	Damage          *Damage
+	DroppedSegments int
 }
 
 type termRun struct{ start, term uint64 }
@@ -206,7 +256,10 @@ func segmentHeader(first uint64) []byte {
 // tail (an incomplete or checksum-failing record at the end of the last
 // segment with no valid record after it) is truncated and reported in
 // RecoveryInfo. Any other damage returns a Corruption error naming the file and
-// the byte offset. Leftover .tmp segment files are removed. Before returning
+// the byte offset or, when opts.Repair is set, is cut off with everything after
+// it (see LogOptions.Repair) and reported in RecoveryInfo.Damage: the log
+// then ends just before it, and when nothing is left it is empty as after
+// Reset(Damage.Index). Leftover .tmp segment files are removed. Before returning
 // it fsyncs the last segment and the directory, so whatever it reports as the
 // log is durable (the previous process may have died with writes in the page
 // cache only).
@@ -221,7 +274,7 @@ func OpenLog(dir string, opts LogOptions) (*Log, RecoveryInfo, error) {
 	if err != nil {
 		return nil, RecoveryInfo{}, fmt.Errorf("store: read log directory: %w", err)
 	}
-	l := &Log{dir: dir, segBytes: opts.SegmentBytes, next: 1}
+	l := &Log{dir: dir, segBytes: opts.SegmentBytes, next: 1, bw: bufio.NewWriterSize(io.Discard, writeBufferSize)}
 	for _, de := range names {
 		name := de.Name()
 		if strings.HasPrefix(name, "log-") && strings.HasSuffix(name, ".seg.tmp") {
@@ -244,8 +297,25 @@ func OpenLog(dir string, opts LogOptions) (*Log, RecoveryInfo, error) {
 
 	var info RecoveryInfo
 	if err := l.scan(&info); err != nil {
-		l.closeFiles()
-		return nil, RecoveryInfo{}, err
+		var de *damageError
+		if !errors.As(err, &de) {
+			l.closeFiles()
+			return nil, RecoveryInfo{}, err
+		}
+		if opts.Repair == nil {
+			l.closeFiles()
+			return nil, RecoveryInfo{}, de.Err()
+		}
+		if err := opts.Repair(de.Damage); err != nil {
+			l.closeFiles()
+			return nil, RecoveryInfo{}, err
+		}
+		if err := l.cutDamage(de, &info); err != nil {
+			l.closeFiles()
+			return nil, RecoveryInfo{}, err
+		}
+		d := de.Damage
+		info.Damage = &d
 	}
 	if l.w != nil {
 		if err := syncFile(l.w); err != nil {
@@ -257,7 +327,7 @@ func OpenLog(dir string, opts LogOptions) (*Log, RecoveryInfo, error) {
 		l.closeFiles()
 		return nil, RecoveryInfo{}, err
 	}
-	l.bw = bufio.NewWriterSize(writerOrDiscard(l.w), writeBufferSize)
+	l.bw.Reset(writerOrDiscard(l.w))
 	info.FirstIndex, info.LastIndex = l.FirstIndex(), l.LastIndex()
 	return l, info, nil
 }
@@ -286,10 +356,11 @@ func (l *Log) scan(info *RecoveryInfo) error {
 		}
 		if i > 0 && s.first != l.next {
 			prev := l.segs[i-1]
-			return corruptAt(s.path, 8, "first index %d does not follow %s, which ends at index %d: a segment is missing or overlaps",
-				s.first, filepath.Base(prev.path), prev.end()-1)
+			return &damageError{seg: i, Damage: Damage{File: s.path, Offset: 8, Index: l.next, WholeSegment: true,
+				Reason: fmt.Sprintf("first index %d does not follow %s, which ends at index %d: a segment is missing or overlaps",
+					s.first, filepath.Base(prev.path), prev.end()-1)}}
 		}
-		if err := l.scanSegment(sc, s, last, info); err != nil {
+		if err := l.scanSegment(sc, i, last, info); err != nil {
 			return err
 		}
 		l.next = s.end()
@@ -306,7 +377,17 @@ func (l *Log) scan(info *RecoveryInfo) error {
 	return nil
 }
 
-func (l *Log) scanSegment(sc *scanner, s *segment, last bool, info *RecoveryInfo) error {
+// scanSegment scans l.segs[i]. Damage comes back as a *damageError.
+func (l *Log) scanSegment(sc *scanner, i int, last bool, info *RecoveryInfo) error {
+	s := l.segs[i]
+	headerDamage := func(off int64, format string, args ...any) error {
+		return &damageError{seg: i, Damage: Damage{File: s.path, Offset: off, Index: s.first, WholeSegment: true,
+			Reason: fmt.Sprintf(format, args...)}}
+	}
+	recordDamage := func(pos int64, format string, args ...any) error {
+		return &damageError{seg: i, Damage: Damage{File: s.path, Offset: pos, Index: s.end(),
+			Reason: fmt.Sprintf(format, args...)}}
+	}
 	st, err := s.f.Stat()
 	if err != nil {
 		return fmt.Errorf("store: stat segment: %w", err)
@@ -319,15 +400,15 @@ func (l *Log) scanSegment(sc *scanner, s *segment, last bool, info *RecoveryInfo
 	}
 	switch {
 	case len(h) < segmentHeaderSize:
-		return corruptAt(s.path, int64(len(h)), "segment header is %d bytes, need %d", len(h), segmentHeaderSize)
+		return headerDamage(int64(len(h)), "segment header is %d bytes, need %d", len(h), segmentHeaderSize)
 	case string(h[0:8]) != segmentMagic:
-		return corruptAt(s.path, 0, "bad segment magic %q", h[0:8])
+		return headerDamage(0, "bad segment magic %q", h[0:8])
 	case binary.LittleEndian.Uint32(h[20:24]) != crc32.Checksum(h[0:20], castagnoli):
-		return corruptAt(s.path, 0, "segment header (bytes 0-23) checksum mismatch")
+		return headerDamage(0, "segment header (bytes 0-23) checksum mismatch")
 	case binary.LittleEndian.Uint32(h[16:20]) != 0:
-		return corruptAt(s.path, 16, "segment header reserved field is not zero")
+		return headerDamage(16, "segment header reserved field is not zero")
 	case binary.LittleEndian.Uint64(h[8:16]) != s.first:
-		return corruptAt(s.path, 8, "segment header says first index %d, file name says %d", binary.LittleEndian.Uint64(h[8:16]), s.first)
+		return headerDamage(8, "segment header says first index %d, file name says %d", binary.LittleEndian.Uint64(h[8:16]), s.first)
 	}
 	pos := int64(segmentHeaderSize)
 	s.size = pos
@@ -346,13 +427,13 @@ func (l *Log) scanSegment(sc *scanner, s *segment, last bool, info *RecoveryInfo
 		}
 		e, n, derr := DecodeRecord(b)
 		if derr != nil {
-			return l.badRecord(s, last, pos, fileSize, derr, info)
+			return l.badRecord(s, last, pos, fileSize, derr, info, recordDamage)
 		}
 		if want := s.end(); e.Index != want {
-			return corruptAt(s.path, pos, "record has index %d, expected %d", e.Index, want)
+			return recordDamage(pos, "record has index %d, expected %d", e.Index, want)
 		}
 		if e.Term < l.lastTerm {
-			return corruptAt(s.path, pos, "record %d has term %d, below the previous record's term %d", e.Index, e.Term, l.lastTerm)
+			return recordDamage(pos, "record %d has term %d, below the previous record's term %d", e.Index, e.Term, l.lastTerm)
 		}
 		s.offsets = append(s.offsets, pos)
 		s.addTerm(e.Index, e.Term)
@@ -363,17 +444,19 @@ func (l *Log) scanSegment(sc *scanner, s *segment, last bool, info *RecoveryInfo
 }
 
 // badRecord decides what the bad record at pos in s is: a torn tail (last
-// segment, no valid record after it), which it truncates, or corruption.
-func (l *Log) badRecord(s *segment, last bool, pos, fileSize int64, derr error, info *RecoveryInfo) error {
+// segment, no valid record after it), which it truncates, or damage, which
+// it reports through damage.
+func (l *Log) badRecord(s *segment, last bool, pos, fileSize int64, derr error, info *RecoveryInfo,
+	damage func(pos int64, format string, args ...any) error) error {
 	if !last {
-		return corruptAt(s.path, pos, "%s, in a segment that is not the last", reason(derr))
+		return damage(pos, "%s, in a segment that is not the last", reason(derr))
 	}
 	found, at, index, err := findValidRecord(s.f, pos+1, fileSize, s.end(), pos)
 	if err != nil {
 		return fmt.Errorf("store: read %s: %w", s.path, err)
 	}
 	if found {
-		return corruptAt(s.path, pos, "%s, yet a valid record (index %d) follows at byte %d", reason(derr), index, at)
+		return damage(pos, "%s, yet a valid record (index %d) follows at byte %d", reason(derr), index, at)
 	}
 	if err := s.f.Truncate(pos); err != nil {
 		return fmt.Errorf("store: truncate torn tail of %s: %w", s.path, err)
@@ -383,6 +466,57 @@ func (l *Log) badRecord(s *segment, last bool, pos, fileSize int64, derr error, 
 	}
 	info.TruncatedBytes = fileSize - pos
 	info.TruncatedFile = s.path
+	return nil
+}
+
+// cutDamage removes what scan found damaged and everything after it, the
+// segments after the damaged one first, newest first (so that a crash leaves
+// the log a prefix of itself, as TruncateAfter does), and makes the result
+// durable: the log then ends just before d.Index. When no segment is left,
+// an empty one at d.Index takes its place, as after Reset(d.Index).
+func (l *Log) cutDamage(d *damageError, info *RecoveryInfo) error {
+	keep := d.seg + 1 // segments kept
+	if d.WholeSegment {
+		keep = d.seg
+	}
+	for len(l.segs) > keep {
+		s := l.segs[len(l.segs)-1]
+		s.closeFile()
+		l.segs = l.segs[:len(l.segs)-1]
+		if err := os.Remove(s.path); err != nil {
+			return fmt.Errorf("store: remove %s: %w", s.path, err)
+		}
+		info.DroppedSegments++
+	}
+	if info.DroppedSegments > 0 {
+		if err := syncDir(l.dir); err != nil {
+			return err
+		}
+	}
+	if len(l.segs) == 0 {
+		l.next, l.lastTerm = d.Index, 0
+		return l.createSegment(d.Index)
+	}
+	// The last segment left becomes the active one: the damaged one
+	// (truncated at the damage) or the one before the rejected segment.
+	s := l.segs[len(l.segs)-1]
+	s.closeFile()
+	f, err := os.OpenFile(s.path, os.O_RDWR|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("store: open segment: %w", err)
+	}
+	s.f = f
+	if !d.WholeSegment {
+		// scan indexed the records before the damage: s.size == d.Offset.
+		if err := f.Truncate(d.Offset); err != nil {
+			return fmt.Errorf("store: truncate %s at the damaged record: %w", s.path, err)
+		}
+		if err := syncFile(f); err != nil {
+			return fmt.Errorf("store: fsync %s: %w", s.path, err)
+		}
+	}
+	l.w, l.syncedSize = f, s.size
+	l.next = s.end()
 	return nil
 }
 
