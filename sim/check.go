@@ -12,7 +12,7 @@ import (
 // description of the first problem it finds, or "".
 
 func (w *world) check() string {
-	for _, f := range []func() string{w.checkLiveness, w.checkReplies, w.checkObserved, w.checkMustSee, w.checkLinearizable} {
+	for _, f := range []func() string{w.checkLiveness, w.checkReplies, w.checkObserved, w.checkMustSee, w.checkLinearizable, w.checkConvergence} {
 		if msg := f(); msg != "" {
 			return msg
 		}
@@ -127,8 +127,9 @@ func (w *world) checkReply(op *opRec) string {
 			return "the topology does not list the cluster"
 		}
 	case *core.PingReply:
-		if !r.Pong {
-			return "ping is not pong"
+		// Unhealthy (a replica that knows no leader): pong false, and a reason.
+		if r.Pong == (r.Reason != "") {
+			return "ping is pong with a reason, or neither"
 		}
 	}
 	return ""

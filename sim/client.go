@@ -4,13 +4,17 @@ import (
 	"github.com/geoevent/geoevent/core"
 )
 
-// A simulated client of the binary protocol. It holds one connection and
-// at most one outstanding operation. It registers for a session; a timed
-// out request is resent with the same session and request number (the
-// replica deduplicates), on the same connection or a new one; a retryable
-// error (212 CLUSTER_BUSY) is resent after a backoff; 201 SESSION_EXPIRED
-// ends the operation (a write's outcome is then unknown) and the client
-// registers again.
+// A simulated client of the binary protocol. It holds one connection, to
+// any replica of the cluster, and at most one outstanding operation. It
+// registers for a session; a timed out request is resent with the same
+// session and request number (the replica deduplicates), on the same
+// connection or a new one (in a cluster, to another replica); a retryable
+// error (212 CLUSTER_BUSY, 211 CLUSTER_UNAVAILABLE from a replica that
+// knows no leader, 215 PRIMARY_UNREACHABLE for a request whose entry a
+// leader change overwrote) is resent after a backoff, after 211 and 215
+// perhaps to another replica; 201 SESSION_EXPIRED ends the operation (a
+// write's outcome is then unknown) and the client registers again. A
+// client whose replica is down connects to another one.
 
 type cstate uint8
 
@@ -31,7 +35,9 @@ type client struct {
 	probe bool // the checker's client: a perfect link, scripted reads
 
 	conn        *conn
+	target      int // the replica it connects to next
 	reconnectAt int64
+	switchNext  bool // connect to another replica before resending
 
 	session  uint64
 	state    cstate
@@ -57,7 +63,34 @@ type probeRound struct {
 }
 
 func newClient(w *world, id int, probe bool) *client {
-	return &client{w: w, id: id, probe: probe}
+	return &client{w: w, id: id, probe: probe, target: w.rng.IntN(len(w.nodes))}
+}
+
+// otherReplica is a random replica other than i (i itself when alone).
+func (w *world) otherReplica(i int) int {
+	if len(w.nodes) == 1 {
+		return i
+	}
+	return (i + 1 + w.rng.IntN(len(w.nodes)-1)) % len(w.nodes)
+}
+
+// moveOn closes the client's connection; it connects again at once, to
+// another replica.
+func (c *client) moveOn(why string) {
+	w := c.w
+	w.closeConn(c.conn, why)
+	c.conn = nil
+	c.switchNext = false
+	c.reconnectAt = w.now
+	c.target = w.otherReplica(c.target)
+}
+
+// retryable notes a retryable error: after 211 or 215, a client in a
+// cluster may resend to another replica.
+func (c *client) retryable(code core.Code) {
+	if len(c.w.nodes) > 1 && (code == core.ClusterUnavailable.Code || code == core.PrimaryUnreachable.Code) {
+		c.switchNext = c.w.rng.Float64() < c.w.cfg.switchOnError
+	}
 }
 
 func (c *client) timeout() int64 {
@@ -73,8 +106,9 @@ func (c *client) tick() {
 		if w.now < c.reconnectAt {
 			return
 		}
-		if c.conn = w.openConn(c, w.nodes[0]); c.conn == nil {
+		if c.conn = w.openConn(c, w.nodes[c.target]); c.conn == nil {
 			c.reconnectAt = w.now + 1 + w.rng.Int64N(w.cfg.reconnectMax)
+			c.target = w.otherReplica(c.target)
 			return
 		}
 		switch c.state {
@@ -106,14 +140,16 @@ func (c *client) tick() {
 		}
 	case csRegistering:
 		if w.now >= c.timeoutAt {
+			if c.switchNext {
+				c.moveOn("closed by its client to try another replica")
+				return
+			}
 			c.sendRegister()
 		}
 	case csBusy:
 		if w.now >= c.timeoutAt {
-			if !c.probe && w.rng.Float64() < w.cfg.newConnOnTimeout {
-				w.closeConn(c.conn, "closed by its client after a timeout")
-				c.conn = nil
-				c.reconnectAt = w.now
+			if c.newConnOnTimeout() {
+				c.moveOn("closed by its client after a timeout")
 				return
 			}
 			w.tracef("client %d times out on op %d", c.id, c.cur.id)
@@ -121,12 +157,27 @@ func (c *client) tick() {
 		}
 	case csBackoff:
 		if w.now >= c.retryAt {
+			if c.switchNext {
+				c.moveOn("closed by its client to try another replica")
+				return
+			}
 			c.resend()
 		}
 	}
 }
 
+// newConnOnTimeout decides whether a timed out request is resent on a new
+// connection (in a cluster, to another replica). The checker's client does
+// so only in a cluster, half the time.
+func (c *client) newConnOnTimeout() bool {
+	if c.probe {
+		return len(c.w.nodes) > 1 && c.w.rng.IntN(2) == 0
+	}
+	return c.w.rng.Float64() < c.w.cfg.newConnOnTimeout
+}
+
 func (c *client) register() {
+	c.backoffs = 0
 	c.w.nonce++
 	c.regNonce = c.w.nonce
 	c.regFrame = core.AppendFrame(nil, core.Header{Request: c.regNonce, Type: core.MsgRegister}, core.AppendRegister(nil, clusterID))
@@ -214,6 +265,7 @@ func (c *client) receive(cn *conn, frame []byte) {
 		if opErr != nil && opErr.Retryable {
 			c.state = csBackoff
 			c.backoff()
+			c.retryable(opErr.Code)
 			return
 		}
 		code := core.Code(0)
@@ -233,6 +285,7 @@ func (c *client) receive(cn *conn, frame []byte) {
 				return
 			}
 			c.backoff()
+			c.retryable(e.Code)
 			c.timeoutAt = c.retryAt // resend the register then
 		case !outstanding:
 		case e.Code == core.SessionExpired.Code:
@@ -240,6 +293,7 @@ func (c *client) receive(cn *conn, frame []byte) {
 		case e.Retryable:
 			c.state = csBackoff
 			c.backoff()
+			c.retryable(e.Code)
 		default:
 			w.fail("op %d (%s, client %d session %d request %d) was answered with the error %v", c.cur.id, c.cur.kind, c.id, c.session, h.Request, e)
 		}
@@ -285,8 +339,14 @@ func (c *client) complete(st opStatus, code core.Code, reply any) {
 }
 
 // planRound queues a round of the checker's reads: every entity's whole
-// history, and every entity's latest position in one request.
+// history, and every entity's latest position in one request. A round that
+// is queued and not started yet serves for the new reason too (it starts
+// after it), so that rounds do not pile up.
 func (c *client) planRound(why string) {
+	if k := len(c.rounds); k > 0 && c.rounds[k-1].ops == nil {
+		c.rounds[k-1].why += ", " + why
+		return
+	}
 	c.rounds = append(c.rounds, probeRound{why: why})
 }
 

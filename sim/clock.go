@@ -1,15 +1,18 @@
 package sim
 
 // Clock is one replica's clock (core.Clock): monotonic and realtime
-// nanoseconds that advance with simulated time, tickNS per tick.
+// nanoseconds that advance with simulated time, tickNS per tick, at the
+// replica's own rate.
 //
-// DriftPPM is the hook for clock drift: a clock runs DriftPPM parts per
-// million fast (or slow, when negative) against simulated time. It is 0 in
-// this version. A drifting clock stays monotonic; the checkers bound every
+// A clock runs DriftPPM parts per million fast (or slow, when negative)
+// against simulated time, for both readings; each replica draws its own
+// (within ±200 ppm at most), and its realtime starts at its own offset (up
+// to 10 ms after the others), its monotonic clock at its own base. A
+// drifting clock stays monotonic and never jumps; the checkers bound every
 // operation's timestamp by the smallest and largest realtime of all clocks
-// (world.realtimeBounds), so drift widens those bounds and needs nothing
-// else. A realtime clock that jumps back would also need the bounds to
-// account for the jump.
+// (world.realtimeBounds), so drift and offsets widen those bounds and need
+// nothing else. A realtime clock that jumps back would also need the
+// bounds to account for the jump.
 type Clock struct {
 	now      *int64 // the world's tick
 	monoBase uint64

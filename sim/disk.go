@@ -17,6 +17,13 @@ import (
 // torn tail) and, independently, a random prefix of the pending hard-state
 // saves (the hard state is its own atomically replaced file), and nothing
 // else.
+//
+// Snapshots are written in the order of the other writes, as production
+// storage does: a SaveSnapshot completes after a random latency, a Sync
+// asked after it completes no earlier, and a crash keeps a log entry
+// written after a snapshot only where the log stays contiguous (a
+// follower that installs a leader's snapshot beyond its log appends after
+// it; those entries survive only with the snapshot).
 type disk struct {
 	n *node
 
@@ -39,6 +46,7 @@ type disk struct {
 type diskOp struct {
 	hard    *core.HardState
 	entries []core.LogEntry // an append; its first index may rewind the log
+	snap    *snapshotFile   // a SaveSnapshot, in order with the rest
 }
 
 type pendingSync struct {
@@ -49,6 +57,7 @@ type snapshotFile struct {
 	index, term uint64
 	data        []byte
 	at          int64
+	survives    bool // decided by a crash
 }
 
 func newDisk(n *node) *disk { return &disk{n: n} }
@@ -103,6 +112,9 @@ func (d *disk) saveHardState(hs core.HardState) {
 func (d *disk) sync() {
 	w := d.n.w
 	at := max(w.now+w.rng.Int64N(w.cfg.syncMax-w.cfg.syncMin+1)+w.cfg.syncMin, d.lastSyncAt)
+	if k := len(d.snaps); k > 0 {
+		at = max(at, d.snaps[k-1].at) // after the snapshots asked before it
+	}
 	d.lastSyncAt = at
 	d.syncs = append(d.syncs, pendingSync{ops: len(d.pending)})
 	w.schedule(at, &event{kind: evSynced, node: d.n, epoch: d.n.epoch})
@@ -115,7 +127,14 @@ func (d *disk) saveSnapshot(index, term uint64, data []byte) {
 	if k := len(d.snaps); k > 0 {
 		at = max(at, d.snaps[k-1].at)
 	}
-	d.snaps = append(d.snaps, &snapshotFile{index: index, term: term, data: data, at: at})
+	f := &snapshotFile{index: index, term: term, data: data, at: at}
+	d.snaps = append(d.snaps, f)
+	d.pending = append(d.pending, diskOp{snap: f})
+	if index > d.volLast {
+		// A follower installing its leader's snapshot: the log starts
+		// again after it.
+		d.volLast = index
+	}
 	w.schedule(at, &event{kind: evSnapshotSaved, node: d.n, epoch: d.n.epoch})
 	w.tracef("disk %d snapshot at index %d term %d (%d bytes), done at %d", d.n.idx, index, term, len(data), at)
 }
@@ -126,7 +145,9 @@ func (d *disk) completeSync() uint64 {
 	s := d.syncs[0]
 	d.syncs = d.syncs[1:]
 	for _, op := range d.pending[:s.ops] {
-		d.persist(op, len(op.entries))
+		if !d.persist(op, len(op.entries)) {
+			d.n.w.fail("disk: replica %d log would have a gap after entry %d", d.n.idx, d.lastDurable())
+		}
 	}
 	d.pending = d.pending[s.ops:]
 	for i := range d.syncs {
@@ -137,20 +158,19 @@ func (d *disk) completeSync() uint64 {
 	return idx
 }
 
-// persist makes op durable; for an append only its first n entries.
-func (d *disk) persist(op diskOp, n int) {
-	if op.hard != nil {
+// persist makes op durable; for an append only its first n entries. It
+// reports false, and stops, where an entry would leave a gap in the log.
+func (d *disk) persist(op diskOp, n int) bool {
+	switch {
+	case op.hard != nil:
 		d.hard = *op.hard
 		d.durableCommit = max(d.durableCommit, op.hard.Commit)
-		return
+		return true
+	case op.snap != nil:
+		d.installSnapshot(op.snap)
+		return true
 	}
 	for _, e := range op.entries[:n] {
-		// Writing entry e rewinds the log to e.Index first.
-		k := len(d.log)
-		for k > 0 && d.log[k-1].Index >= e.Index {
-			k--
-		}
-		d.log = d.log[:k]
 		base := uint64(0)
 		if d.snap != nil {
 			base = d.snap.index
@@ -158,12 +178,20 @@ func (d *disk) persist(op diskOp, n int) {
 		if e.Index <= base {
 			continue // covered by the snapshot already
 		}
-		if want := d.lastDurable() + 1; e.Index != want {
-			d.n.w.fail("disk: replica %d log would have a gap: entry %d written after %d", d.n.idx, e.Index, want-1)
-			return
+		if e.Index > d.lastDurable()+1 {
+			return false
 		}
+		// Writing entry e rewinds the log to e.Index first. Entries the
+		// replica overwrote are no longer owed to it.
+		k := len(d.log)
+		for k > 0 && d.log[k-1].Index >= e.Index {
+			k--
+		}
+		d.log = d.log[:k]
+		d.reportedDurable = min(d.reportedDurable, e.Index-1)
 		d.log = append(d.log, e)
 	}
+	return true
 }
 
 // completeSnapshot makes the oldest pending snapshot durable and compacts
@@ -172,6 +200,13 @@ func (d *disk) completeSnapshot() uint64 {
 	f := d.snaps[0]
 	d.snaps = d.snaps[1:]
 	d.installSnapshot(f)
+	for i, op := range d.pending {
+		if op.snap == f {
+			// Durable now; the writes queued before it stay pending.
+			d.pending[i].snap = nil
+			break
+		}
+	}
 	return f.index
 }
 
@@ -196,7 +231,6 @@ func (d *disk) crash() {
 		total += len(op.entries)
 	}
 	keep := w.tornPrefix(total)
-	kept := keep
 	// The hard state file: a random prefix of its pending versions.
 	hards := 0
 	for _, op := range d.pending {
@@ -206,21 +240,32 @@ func (d *disk) crash() {
 	}
 	keptHard := w.tornPrefix(hards)
 	keepHard := keptHard
-	for _, op := range d.pending {
-		switch {
-		case op.hard != nil && keepHard > 0:
-			d.persist(op, 0)
-			keepHard--
-		case op.hard == nil && keep > 0:
-			n := min(keep, len(op.entries))
-			d.persist(op, n)
-			keep -= n
-		}
-	}
 	// Each pending snapshot file was or was not written (atomic replace).
 	for _, f := range d.snaps {
-		if w.rng.IntN(2) == 0 {
-			d.installSnapshot(f)
+		f.survives = w.rng.IntN(2) == 0
+	}
+	kept := 0
+	for _, op := range d.pending {
+		switch {
+		case op.hard != nil:
+			if keepHard > 0 {
+				d.persist(op, 0)
+				keepHard--
+			}
+		case op.snap != nil:
+			if op.snap.survives {
+				d.persist(op, 0)
+			}
+		case keep > 0:
+			n := min(keep, len(op.entries))
+			if d.persist(op, n) {
+				keep -= n
+				kept += n
+			} else {
+				// A gap: the snapshot before these entries was lost,
+				// and they were written after it.
+				keep = 0
+			}
 		}
 	}
 	if d.lastDurable() < d.reportedDurable && !w.opts.BugForgetSyncedOnCrash {

@@ -1,7 +1,8 @@
-// Package sim is GeoEvent's deterministic simulator: it runs a replica
-// (later a cluster) with simulated clocks, disks and client connections,
-// a workload of clients, and fault injection, all in one goroutine from one
-// seed, and checks what the clients saw.
+// Package sim is GeoEvent's deterministic simulator: it runs a cluster of
+// 1, 3 or 5 replicas with simulated clocks, disks, a network between the
+// replicas and client connections, a workload of clients, and fault
+// injection, all in one goroutine from one seed, and checks what the
+// clients saw and what the replicas hold.
 //
 //	res := sim.Run(seed, ticks, sim.Options{})
 //	if res.Failed() { fmt.Println(res.Failure, res.ReplayCommand()) }
@@ -13,69 +14,120 @@
 // by the seed, events are processed in (tick, sequence) order, and no map is
 // iterated where the order could reach the run. The same seed and tick count
 // give the same run, byte for byte: Result.Digest hashes every event (every
-// frame delivered, every disk completion, every crash, every operation's
-// call and return). The checkers run after the run; porcupine checks one
-// entity at a time (in a goroutine of its own, which does not affect the
-// result: there is no timeout, only a deterministic step budget).
+// frame delivered, every disk completion, every crash and partition, every
+// operation's call and return). Options that are drawn from the seed when
+// not given (the replica count) are drawn either way, so giving the value
+// the seed draws replays the same run (Result.ReplayCommand names it). The
+// history checkers run after the run; porcupine checks one entity at a
+// time (in a goroutine of its own, which does not affect the result: there
+// is no timeout, only a deterministic step budget).
 //
 // # The world
 //
-// Time advances in ticks of 1 ms. Each tick: faults are injected, due
-// events are delivered (frames, disk completions, restarts), each live
-// replica gets Tick(), and each client acts (starts an operation, resends
-// after a timeout or backoff, connects again). Replica i has its own Clock
-// (monotonic and realtime nanoseconds advancing with the tick; Clock.DriftPPM
-// is the hook for drift), its own disk, and the connections clients opened
-// to it. The shape is ready for more replicas: nodes is a slice, events
-// name their node and incarnation (epoch), and a replica-to-replica network
-// is one more event kind with its own links.
+// Time advances in ticks of 1 ms. Each tick: faults are injected (and a
+// partition that is over heals), due events are delivered (frames between
+// clients and replicas and between replicas, disk completions, restarts),
+// each live replica gets Tick(), the checkers look at every replica's
+// Status, and each client acts (starts an operation, resends after a
+// timeout or backoff, connects again). Replica i has its own Clock, its own
+// disk, its own seeded random source (election timeouts), the connections
+// clients opened to it, and a link to every other replica. Events name
+// their replica and incarnation (epoch): disk completions of an earlier
+// incarnation are dropped, frames between replicas go to whichever
+// incarnation is up when they arrive.
+//
+// Options.Replicas is the cluster's size (1, 3 or 5; by default drawn from
+// the seed: 1, 3 or 5 with chances 1/4, 1/2, 1/4); Options.Faults is the
+// fault profile: FaultsAll (the default), FaultsNone, FaultsNetwork,
+// FaultsPartition or FaultsCrash (faults.go). The replicas run Raft with
+// election timeouts of 150, 200 or 300 ms and heartbeats every 20, 30 or
+// 50 ms, drawn from the seed.
+//
+// Clocks. Each replica's clock runs at its own rate, up to 0, 50 or
+// 200 ppm (drawn from the seed) fast or slow, and its realtime starts up to
+// 0, 1 or 10 ms after the others'; its monotonic clock starts at a base of
+// its own. Clocks never jump. The checkers bound an operation's timestamp
+// by the smallest and largest realtime of all clocks during the operation.
 //
 // # Fault model
 //
-// Network (client connections). Each frame is delayed by a random number
-// of ticks (so frames reorder), and may be lost or duplicated. A connection
+// Network, client connections. Each frame is delayed by a random number of
+// ticks (so frames reorder), and may be lost or duplicated. A connection
 // may drop at any tick: frames in flight on it are lost, the replica gets
 // Closed, and the client connects again and resends. A crash drops every
 // connection of the replica. Frames are never corrupted (checksums are the
-// core package's business and fuzzed there).
+// core package's business and fuzzed there); a frame that no longer
+// decodes when it arrives was changed after it was sent, which fails the
+// run.
+//
+// Network, between replicas (network.go). Each frame is checked when sent
+// (one whole frame of a replica message type that names its sender), then
+// delayed by a random number of ticks, lost or duplicated, and now and then
+// held back for up to two election timeouts (a straggler from an old
+// term). A frame to a crashed replica is lost; a frame is delivered to the
+// incarnation that is up when it arrives. The replica is handed a copy of
+// the payload, which is overwritten when ReceivePeer returns: a replica
+// must copy what it keeps, as with the production network's buffers.
+// Partitions cut links one direction at a time: a split into a minority
+// and a majority, an isolated leader, a deaf leader (its inbound links
+// cut), a mute leader (outbound cut), one replica's inbound or outbound
+// links, or random links (partial connectivity). At most one is on at a
+// time; it heals after 100 ticks to a few seconds, and when faults stop.
+// Client connections are not partitioned.
+//
+// Crashes. A replica crashes at any tick, whatever the others do (the
+// leader more often than its share); it comes back after 10 to 50 or 500
+// ticks. Synced data survives, so even a cluster that is all down at once
+// loses nothing acknowledged.
 //
 // Disk (one per replica). AppendLog and SaveHardState queue writes in
 // order; Sync covers what is queued and completes after a random latency,
 // answered by Synced(last durable index); SaveSnapshot completes after a
-// random latency, answered by SnapshotSaved, and then compacts the log.
-// A crash may happen at any tick, including while a Sync is in flight, and
+// random latency, answered by SnapshotSaved, and then compacts the log; it
+// is ordered with the writes (a Sync asked after it completes after it; a
+// follower that installs its leader's snapshot beyond its log appends
+// after it). A crash may happen at any tick, including while a Sync is in
+// flight, and
 //
 //   - loses every write not yet synced, except that a random prefix of the
 //     pending log entries survives (a torn tail: storage truncates a torn
-//     record but keeps the complete ones before it), and, independently, a
+//     record but keeps the complete ones before it; entries written after
+//     a snapshot that was lost are lost with it), and, independently, a
 //     random prefix of the pending hard-state saves (the hard state is its
 //     own file, replaced atomically);
 //   - keeps or loses each snapshot not yet saved (an atomic replace);
-//   - never damages synced data: a single replica cannot repair it, so
-//     corruption belongs to the replicated fault model, with repair from
-//     peers. The disk checks its own guarantee (a crash never takes away an
-//     entry Synced reported), and the checkers below check end to end that
-//     a crash, mid-Sync or not, never takes away an acknowledged write.
+//   - never damages synced data: corruption belongs to a later fault
+//     model, with repair from peers. The disk checks its own guarantee (a
+//     crash never takes away an entry Synced reported, unless the replica
+//     overwrote it since), and the checkers below check end to end that a
+//     crash, mid-Sync or not, never takes away an acknowledged write.
 //
 // The disk also fails the run if the replica appends with a gap or
-// overwrites entries at or below the commit index it made durable. Restart
-// builds replica.Recovered from the disk (hard state, snapshot, the entries
-// after it) and calls replica.New again. Options.BugForgetSyncedOnCrash
-// breaks the model on purpose (a crash forgets up to three synced entries),
-// for the test that proves the checkers catch lost writes.
+// overwrites entries at or below the commit index it made durable (even
+// with identical ones: production storage truncates first). Restart builds
+// replica.Recovered from the disk (hard state, snapshot, the entries after
+// it) and calls replica.New again. Options.BugForgetSyncedOnCrash breaks
+// the model on purpose (a crash forgets up to three synced entries), for
+// the test that proves the checkers catch lost writes.
 //
-// Faults (loss, duplication, drops, crashes) stop for the last part of the
-// run (the quiet period), so that liveness can be checked.
+// Faults (loss, duplication, stragglers, drops, partitions, crashes) stop
+// for the last part of the run (the quiet period), so that liveness can be
+// checked; delays and drift go on.
 //
 // # Clients and workload
 //
-// Each client speaks the binary protocol over its connection: it registers
-// for a session; a request is encoded once and resent with the same session
-// id and request number after a timeout (on the same connection, or on a new
-// one), so the replica must deduplicate; 212 CLUSTER_BUSY and other
-// retryable codes are resent after a backoff (100 ms doubling to 1.6 s,
-// with jitter); 201 SESSION_EXPIRED ends the operation (a write's outcome
-// is then unknown, a read is dropped) and the client registers again.
+// Each client speaks the binary protocol over one connection to any replica
+// (a follower forwards to the leader): it registers for a session; a
+// request is encoded once and resent with the same session id and request
+// number after a timeout (on the same connection, or on a new one, in a
+// cluster to another replica), so the replicas must deduplicate; 212
+// CLUSTER_BUSY, 211 CLUSTER_UNAVAILABLE (no leader known), 215
+// PRIMARY_UNREACHABLE (a leader change overwrote the request's entry) and
+// other retryable codes are resent after a backoff (100 ms doubling to
+// 1.6 s, with jitter), after 211 and 215 perhaps to another replica; a
+// client whose replica is down connects to another; 201 SESSION_EXPIRED
+// ends the operation (a write's outcome is then unknown, a read is dropped)
+// and the client registers again.
 // Clients also restart as new instances now and then, and some seeds have a
 // session table barely larger than the clients, so sessions are evicted.
 //
@@ -87,25 +139,47 @@
 // latest across all, history (ranges, paging) and stats, status, topology
 // and ping. Every event carries its write's operation id and batch index in
 // UserData, so every event a read returns can be traced to its write. The
-// checker's own client (a perfect link) reads every entity after every
-// restart and at the end.
+// checker's own client (a perfect link) reads every entity at the start,
+// after every restart, whenever a new leader is seen (it must hold every
+// acknowledged write) and at the end.
 //
 // # Checkers
 //
-// During the run: the replica never reports Err(); every frame it sends is
-// one well-formed frame of a reply type whose payload decodes; a reply
-// answers the operation it was asked; only the expected protocol errors
-// arrive (201, retryable ones); the disk's own checks above.
+// During the run: no replica reports Err(); every frame a replica sends a
+// client is one well-formed frame of a reply type whose payload decodes,
+// and every frame it sends a replica is one well-formed replica message
+// naming its sender; a reply answers the operation it was asked; only the
+// expected protocol errors arrive (201, retryable ones); the disk's own
+// checks above; the replicas send at most 50 frames each to each other in
+// one tick, on average (more is a message storm, which would stall the
+// run). After every tick, for every replica (convergence.go):
+// applied <= commit <= last index, neither applied nor commit goes back
+// within an incarnation, and no two replicas lead the same term (election
+// safety).
+//
+// State digests (convergence.go): a replica's state digest is noted with
+// the index it has applied through, every 150 ticks when that index
+// moved, after it saves a snapshot, when it starts, before it crashes and
+// at the end; any two notes of one index must agree, whichever replicas
+// and incarnations made them. So followers must apply what the leader
+// applied, a follower that installs a snapshot must have the state it was
+// made of, and a restarted replica must replay to the states it had.
+//
+// Convergence: after the last tick the cluster runs on, without clients
+// and faults, until every replica has applied the same index (at most
+// 3 s); their digests must then agree.
 //
 // After the run, in order (the first problem is reported):
 //
 //   - Liveness: every operation is answered, and within the liveness bound
-//     (a timeout, a maximal backoff and a restart, plus a margin) of its
-//     call or of the start of the quiet period, whichever is later.
+//     (a timeout, a maximal backoff and a restart, plus a margin, and in a
+//     cluster ten election timeouts for a leader to emerge) of its call or
+//     of the start of the quiet period, whichever is later.
 //   - Replies on their own: codes (only those the request can get), result
 //     counts and indexes, committed exactly when every event succeeded,
 //     paging (limits, has_more with a cursor), order (cell then entity,
-//     newest first, ascending history), group filters, radii, since_ns.
+//     newest first, ascending history), group filters, radii, since_ns,
+//     ping (pong, or a reason when the replica is unhealthy).
 //   - Observed events: every event any read returned was written by a write
 //     of the workload exactly as sent (but for the timestamp and cell the
 //     leader sets), has the S2 cell statemachine.AssignCells gives, and the
@@ -117,14 +191,18 @@
 //     later whole-history read of its entity, and be the latest position in
 //     every later latest read, unless an operation that could remove or
 //     replace it ran in between. This is checked on every read, the
-//     checker's reads after each restart included, so a write acknowledged
-//     before a crash that is missing after it fails here; and because seeing
+//     checker's reads after each restart and leader change included, so a
+//     write acknowledged before a crash, or by an earlier leader, that is
+//     missing after it fails here; and because seeing
 //     one event of a batch proves the batch happened, a batch seen in part
 //     fails here too.
 //   - Linearizability (porcupine): the history is partitioned by entity,
 //     and each entity's projection is checked against a sequential model of
 //     one entity (model.go): its events (content, timestamp bounds) and its
 //     expiry.
+//   - Digests and convergence (above): reported after the history
+//     checkers, so that a lost write is reported where the history shows
+//     it.
 //
 // # Partitioning
 //

@@ -4,8 +4,10 @@ import "fmt"
 
 // Result is the outcome of one run.
 type Result struct {
-	Seed  int64
-	Ticks int64 // ticks run (at least what was asked; see MinTicks)
+	Seed     int64
+	Ticks    int64  // ticks run (at least what was asked; see MinTicks)
+	Replicas int    // the cluster's size
+	Faults   Faults // the fault profile
 	// Failure describes the first problem found, or is "" when every
 	// check passed.
 	Failure string
@@ -19,6 +21,11 @@ type Result struct {
 type Stats struct {
 	Ops, Unknown, Abandoned int // operations; writes of unknown outcome; reads dropped
 	Crashes, Drops          int // replica crashes; connection drops
+	Partitions              int // partitions between replicas
+	LeaderChanges           int // terms with a (new) leader seen
+	PeerFrames, PeerLost    int // frames between replicas sent; lost (loss, cuts, crashes)
+	PeerPeak                int // the most frames between replicas sent in one tick
+	DigestNotes             int // state digests noted and compared
 	// Unchecked lists the entities whose linearizability check ran out of
 	// its step budget (see stepBudget) and so decided nothing.
 	Unchecked []int
@@ -30,7 +37,7 @@ func (r Result) Failed() bool { return r.Failure != "" }
 
 // ReplayCommand is the command line that replays the run.
 func (r Result) ReplayCommand() string {
-	return fmt.Sprintf("go run ./cmd/simulator --seed %d --ticks %d", r.Seed, r.Ticks)
+	return fmt.Sprintf("go run ./cmd/simulator --seed %d --ticks %d --replicas %d --faults %s", r.Seed, r.Ticks, r.Replicas, r.Faults)
 }
 
 // Run simulates one seed for ticks ticks (of 1 ms simulated time each) and
@@ -52,8 +59,9 @@ func (w *world) result() Result {
 			w.tracef("FAILURE %s", w.failure)
 		}
 	}
-	res := Result{Seed: seed, Ticks: w.ticks, Failure: w.failure, Digest: w.digest()}
-	res.Stats = Stats{Ops: len(w.hist.ops), Crashes: w.crashes, Drops: w.drops, Config: w.cfg.String(), Unchecked: w.unchecked}
+	res := Result{Seed: seed, Ticks: w.ticks, Replicas: w.cfg.replicas, Faults: w.cfg.faults, Failure: w.failure, Digest: w.digest()}
+	res.Stats = Stats{Ops: len(w.hist.ops), Crashes: w.crashes, Drops: w.drops, Config: w.cfg.String(), Unchecked: w.unchecked,
+		Partitions: w.partitionsCut, LeaderChanges: w.leaderChanges, PeerFrames: w.peerSent, PeerLost: w.peerLost, PeerPeak: w.peerPeak, DigestNotes: w.digestNotes}
 	for _, op := range w.hist.ops {
 		switch op.status {
 		case stUnknown:

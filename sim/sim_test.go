@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,23 +11,26 @@ import (
 )
 
 // testTicks is the length of the runs of go test (20 s simulated): with
-// the quiet period at the end (about 5-6 s), some 14 s of faults.
-const testTicks = 20000
+// the quiet period at the end (about 5-6 s for one replica), some 14 s of
+// faults. clusterTicks is longer: a cluster's quiet period (up to 12 s)
+// allows for elections.
+const (
+	testTicks    = 20000
+	clusterTicks = 30000
+)
 
-// TestSeeds runs a bounded set of seeds; each must pass every checker.
-// (One after the other: the state machine's scan writes a package-level
-// sink, which the race detector reports when replicas run in parallel.)
-func TestSeeds(t *testing.T) {
-	seeds := 48
-	if testing.Short() {
-		seeds = 8
-	}
+// runSeeds runs seeds first..first+count-1 with the options; each must pass
+// every checker.
+func runSeeds(t *testing.T, first int64, count, ticks int, opts Options) {
+	t.Helper()
 	start := time.Now()
-	ops, crashes := 0, 0
-	for seed := int64(1); seed <= int64(seeds); seed++ {
-		r := Run(seed, testTicks, Options{})
+	ops, crashes, parts, leaders := 0, 0, 0, 0
+	for seed := first; seed < first+int64(count); seed++ {
+		r := Run(seed, ticks, opts)
 		ops += r.Stats.Ops
 		crashes += r.Stats.Crashes
+		parts += r.Stats.Partitions
+		leaders += r.Stats.LeaderChanges
 		if r.Failed() {
 			t.Errorf("seed %d failed:\n%s\nconfig: %s\nreplay: %s", seed, r.Failure, r.Stats.Config, r.ReplayCommand())
 		}
@@ -34,24 +38,93 @@ func TestSeeds(t *testing.T) {
 			t.Errorf("seed %d: linearizability of entities %v not decided within the budget", seed, r.Stats.Unchecked)
 		}
 	}
-	t.Logf("%d seeds of %d ticks: %d operations, %d crashes, in %v", seeds, testTicks, ops, crashes, time.Since(start))
+	t.Logf("%d seeds of %d ticks (replicas %d, faults %s): %d operations, %d crashes, %d partitions, %d leaders, in %v",
+		count, ticks, opts.Replicas, opts.Faults, ops, crashes, parts, leaders, time.Since(start))
+}
+
+// seedCount is n, or n/6 (at least 2) with -short.
+func seedCount(n int) int {
+	if testing.Short() {
+		return max(2, n/6)
+	}
+	return n
+}
+
+// TestSeeds runs a bounded set of seeds with one replica; each must pass
+// every checker. The seed tests run in parallel with each other (each run
+// is one goroutine of its own).
+func TestSeeds(t *testing.T) {
+	t.Parallel()
+	runSeeds(t, 1, seedCount(48), testTicks, Options{Replicas: 1})
+}
+
+// TestSeedsThreeReplicas runs seeds with a cluster of three and every
+// fault.
+func TestSeedsThreeReplicas(t *testing.T) {
+	t.Parallel()
+	runSeeds(t, 1001, seedCount(72), clusterTicks, Options{Replicas: 3})
+}
+
+// TestSeedsFiveReplicas runs seeds with a cluster of five and every fault.
+func TestSeedsFiveReplicas(t *testing.T) {
+	t.Parallel()
+	runSeeds(t, 2001, seedCount(40), clusterTicks, Options{Replicas: 5})
+}
+
+// TestFaultProfiles runs a few seeds of each profile, with one replica and
+// with three, and checks that a profile injects only its faults.
+func TestFaultProfiles(t *testing.T) {
+	t.Parallel()
+	for _, replicas := range []int{1, 3} {
+		for _, f := range []Faults{FaultsNone, FaultsNetwork, FaultsPartition, FaultsCrash} {
+			t.Run(fmt.Sprintf("%d/%s", replicas, f), func(t *testing.T) {
+				for seed := int64(3001); seed < 3001+int64(seedCount(3)); seed++ {
+					r := Run(seed, clusterTicks, Options{Replicas: replicas, Faults: f})
+					if r.Failed() {
+						t.Errorf("seed %d failed:\n%s\nconfig: %s\nreplay: %s", seed, r.Failure, r.Stats.Config, r.ReplayCommand())
+					}
+					st := r.Stats
+					if !f.crashes() && st.Crashes > 0 || !f.network() && st.Drops > 0 || !f.partitions() && st.Partitions > 0 {
+						t.Errorf("seed %d, profile %s: %d crashes, %d drops, %d partitions", seed, f, st.Crashes, st.Drops, st.Partitions)
+					}
+				}
+			})
+		}
+	}
 }
 
 // TestDeterminism: the same seed gives the same run, byte for byte (and
-// logging it changes nothing); another seed gives another run.
+// logging it changes nothing); another seed gives another run; a run
+// replayed with the flags of its replay command is the same run.
 func TestDeterminism(t *testing.T) {
-	for _, seed := range []int64{3, 77, 1 << 40} {
-		a := Run(seed, 6000, Options{})
+	for _, tc := range []struct {
+		seed     int64
+		replicas int
+	}{{3, 1}, {77, 1}, {1 << 40, 1}, {5, 3}, {6, 5}} {
+		a := Run(tc.seed, 6000, Options{Replicas: tc.replicas})
 		var log bytes.Buffer
-		b := Run(seed, 6000, Options{Log: &log})
+		b := Run(tc.seed, 6000, Options{Replicas: tc.replicas, Log: &log})
 		if a.Digest != b.Digest || a.Failure != b.Failure || a.Stats.Ops != b.Stats.Ops {
-			t.Fatalf("seed %d: two runs differ: %s vs %s", seed, a.Digest, b.Digest)
+			t.Fatalf("seed %d: two runs differ: %s vs %s", tc.seed, a.Digest, b.Digest)
 		}
 		if log.Len() == 0 || !strings.Contains(log.String(), "invokes op 1:") {
-			t.Fatalf("seed %d: the verbose log is empty", seed)
+			t.Fatalf("seed %d: the verbose log is empty", tc.seed)
 		}
-		if c := Run(seed+1, 6000, Options{}); c.Digest == a.Digest {
-			t.Fatalf("seeds %d and %d give the same digest", seed, seed+1)
+		if c := Run(tc.seed+1, 6000, Options{Replicas: tc.replicas}); c.Digest == a.Digest {
+			t.Fatalf("seeds %d and %d give the same digest", tc.seed, tc.seed+1)
+		}
+	}
+	// The replica count and the profile are drawn from the seed when not
+	// given; the replay command names them, and gives the same run.
+	for seed := int64(10); seed < 14; seed++ {
+		a := Run(seed, 3000, Options{})
+		for _, flag := range []string{fmt.Sprintf("--replicas %d", a.Replicas), "--faults all", "--seed " + fmt.Sprint(seed)} {
+			if !strings.Contains(a.ReplayCommand(), flag) {
+				t.Fatalf("the replay command %q lacks %s", a.ReplayCommand(), flag)
+			}
+		}
+		if b := Run(seed, int(a.Ticks), Options{Replicas: a.Replicas, Faults: a.Faults}); a.Digest != b.Digest {
+			t.Fatalf("seed %d with --replicas %d differs from the run that drew it", seed, a.Replicas)
 		}
 	}
 }
@@ -59,7 +132,7 @@ func TestDeterminism(t *testing.T) {
 // checkerFailure reports whether a failure comes from the checkers of the
 // clients' history (not from the run itself or the disk).
 func checkerFailure(f string) bool {
-	for _, p := range []string{"lost write:", "linearizability:", "observed:"} {
+	for _, p := range []string{"lost write:", "linearizability:", "observed:", "digest:"} {
 		if strings.HasPrefix(f, p) {
 			return true
 		}
@@ -73,7 +146,7 @@ func checkerFailure(f string) bool {
 func TestForgottenSyncedWritesAreCaught(t *testing.T) {
 	caught, linearizability := 0, 0
 	for seed := int64(1); seed <= 10; seed++ {
-		w := newWorld(seed, 20000, Options{BugForgetSyncedOnCrash: true})
+		w := newWorld(seed, 20000, Options{Replicas: 1, BugForgetSyncedOnCrash: true})
 		r := w.result()
 		if !r.Failed() {
 			continue
@@ -97,7 +170,11 @@ func TestForgottenSyncedWritesAreCaught(t *testing.T) {
 func mutationCaught(t *testing.T, seeds int, newMutate func() func(w *world, op *opRec, code core.Code, reply any) any) (caught int) {
 	t.Helper()
 	for seed := int64(1); seed <= int64(seeds); seed++ {
-		w := newWorld(seed, 10000, Options{NoFaults: seed%2 == 0})
+		faults := FaultsAll
+		if seed%2 == 0 {
+			faults = FaultsNone
+		}
+		w := newWorld(seed, 10000, Options{Replicas: 1, Faults: faults})
 		mutate := newMutate()
 		w.mutate = func(op *opRec, code core.Code, reply any) any { return mutate(w, op, code, reply) }
 		if r := w.result(); r.Failed() {
@@ -181,5 +258,184 @@ func TestCheckersCatchMutatedReplies(t *testing.T) {
 				t.Fatalf("caught in %d of 4 seeds", n)
 			}
 		})
+	}
+}
+
+// TestReplicaNetwork checks the links between replicas on their own: delay,
+// one-way cuts, frames to a crashed replica, delivery to the incarnation
+// that is up, the payload overwritten after delivery, and the shapes of
+// the partitions.
+func TestReplicaNetwork(t *testing.T) {
+	w := newWorld(1, 0, Options{Replicas: 3, Faults: FaultsNone})
+	for _, n := range w.nodes {
+		w.start(n)
+	}
+	type got struct {
+		from, to int
+		req      uint32
+		at       int64
+		epoch    int
+	}
+	var delivered []got
+	var lastPayload []byte
+	w.onPeer = func(from, to int, h core.Header, payload []byte) bool {
+		if string(payload) != "raft" {
+			t.Fatalf("payload %q", payload)
+		}
+		lastPayload = payload
+		delivered = append(delivered, got{from, to, h.Request, w.now, w.nodes[to].epoch})
+		return true
+	}
+	send := func(from, to int, req uint32) {
+		w.sendPeer(w.nodes[from], uint32(to), core.AppendFrame(nil, core.Header{ClientID: uint64(from), Request: req, Type: core.MsgReplicaFirst}, []byte("raft")))
+	}
+	runUntil := func(tick int64) {
+		for ; w.now < tick; w.now++ {
+			for len(w.events) > 0 && w.events[0].at <= w.now {
+				e := w.popEvent()
+				if e.kind == evToPeer || e.kind == evRestart {
+					w.handle(e)
+				}
+			}
+		}
+	}
+	send(0, 1, 1)
+	runUntil(w.cfg.peerMaxDelay + 1)
+	if len(delivered) != 1 || delivered[0].req != 1 || delivered[0].at < w.cfg.peerMinDelay {
+		t.Fatalf("delivered %+v", delivered)
+	}
+	if string(lastPayload) == "raft" {
+		t.Fatalf("the payload was not overwritten after delivery")
+	}
+
+	// A one-way cut: 0 -> 1 is lost, 1 -> 0 arrives.
+	w.net.cut[0][1] = true
+	send(0, 1, 2)
+	send(1, 0, 3)
+	runUntil(w.now + w.cfg.peerMaxDelay + 1)
+	if len(delivered) != 2 || delivered[1].req != 3 {
+		t.Fatalf("with 0->1 cut: delivered %+v", delivered)
+	}
+	w.healPartition()
+
+	// A frame to a crashed replica is lost; one that arrives after the
+	// restart goes to the new incarnation.
+	w.cfg.downMin, w.cfg.downMax = w.cfg.peerMaxDelay+2, w.cfg.peerMaxDelay+2
+	send(0, 2, 4)
+	w.crash(w.nodes[2])
+	runUntil(w.now + w.cfg.peerMaxDelay + 1)
+	if len(delivered) != 2 || w.nodes[2].up {
+		t.Fatalf("to a crashed replica: delivered %+v, up %v", delivered, w.nodes[2].up)
+	}
+	runUntil(w.now + 3)
+	if !w.nodes[2].up {
+		t.Fatalf("replica 2 did not restart")
+	}
+	w.cfg.downMin, w.cfg.downMax = 1, 1
+	w.cfg.peerMinDelay, w.cfg.peerMaxDelay = 5, 5
+	send(0, 2, 5)
+	w.crash(w.nodes[2])
+	runUntil(w.now + 6)
+	if len(delivered) != 3 || delivered[2].req != 5 || delivered[2].epoch != 3 {
+		t.Fatalf("to a restarted replica: delivered %+v", delivered)
+	}
+
+	// A frame that names another sender fails the run.
+	w.sendPeer(w.nodes[0], 1, core.AppendFrame(nil, core.Header{ClientID: 2, Type: core.MsgReplicaFirst}, nil))
+	if !strings.Contains(w.failure, "names replica 2 as its sender") {
+		t.Fatalf("failure %q", w.failure)
+	}
+	w.failure = ""
+
+	// The partitions' shapes.
+	cutCount := func() (in, out []int) {
+		in, out = make([]int, 3), make([]int, 3)
+		for a := range 3 {
+			for b := range 3 {
+				if w.net.cut[a][b] {
+					out[a]++
+					in[b]++
+				}
+			}
+		}
+		return in, out
+	}
+	// Replica 0 leads (with the highest term, or the lowest index among
+	// equals): it is the one an isolated, deaf or mute leader cuts off.
+	seen := map[string]bool{}
+	for i := 0; i < 200; i++ {
+		w.startPartition()
+		in, out := cutCount()
+		shape := fmt.Sprint(in, out)
+		for a := range 3 {
+			if w.net.cut[a][a] {
+				t.Fatalf("replica %d cut from itself", a)
+			}
+		}
+		seen[shape] = true
+		if w.net.partUntil < w.now+w.cfg.partMin || w.net.partUntil > w.now+w.cfg.partMax {
+			t.Fatalf("partition until %d at %d", w.net.partUntil, w.now)
+		}
+		w.healPartition()
+		if in, out := cutCount(); fmt.Sprint(in, out) != "[0 0 0] [0 0 0]" {
+			t.Fatalf("healing left cuts %v %v", in, out)
+		}
+	}
+	// Isolated (or split off), deaf, mute.
+	for _, shape := range []string{"[2 1 1] [2 1 1]", "[2 0 0] [0 1 1]", "[0 1 1] [2 0 0]"} {
+		if !seen[shape] {
+			t.Errorf("never saw the partition %s", shape)
+		}
+	}
+}
+
+// TestDigestCheckerCatchesDivergence: a replica whose state is not what it
+// was (a stand-in: its digest is changed as the checker notes it) fails the
+// run. A restarted incarnation is compared with the state it had when it
+// saved the snapshot it starts on (or with the empty state).
+func TestDigestCheckerCatchesDivergence(t *testing.T) {
+	flip := func(d [32]byte) [32]byte { d[0] ^= 1; return d }
+	fromSnapshot := 0
+	for seed := int64(1); seed <= 4; seed++ {
+		w := newWorld(seed, 10000, Options{Replicas: 1, Faults: FaultsCrash})
+		w.cfg.crashPerTick = 1.0 / 1000
+		w.nodes[0].cfg.SnapshotEvery = 7
+		w.mutateDigest = func(n *node, applied uint64, d [32]byte) [32]byte {
+			if n.epoch > 1 {
+				return flip(d)
+			}
+			return d
+		}
+		r := w.result()
+		if r.Stats.Crashes == 0 {
+			t.Fatalf("seed %d: no crash", seed)
+		}
+		if !strings.HasPrefix(r.Failure, "digest:") {
+			t.Fatalf("seed %d, one replica restarted with another state: failure %q", seed, r.Failure)
+		}
+		if !strings.Contains(r.Failure, "through index 0;") {
+			fromSnapshot++
+		}
+	}
+	if fromSnapshot == 0 {
+		t.Fatalf("no restart from a snapshot was caught")
+	}
+}
+
+// TestDigestCheckerComparesReplicas: in a cluster of three, a replica whose
+// state differs from the others' fails the run.
+func TestDigestCheckerComparesReplicas(t *testing.T) {
+	flip := func(d [32]byte) [32]byte { d[0] ^= 1; return d }
+	for seed := int64(1); seed <= 4; seed++ {
+		w := newWorld(seed, 10000, Options{Replicas: 3})
+		w.mutateDigest = func(n *node, applied uint64, d [32]byte) [32]byte {
+			if n.idx == 1 && w.now >= 2000 {
+				return flip(d)
+			}
+			return d
+		}
+		if r := w.result(); !strings.HasPrefix(r.Failure, "digest:") {
+			t.Fatalf("seed %d, replica 1 diverged: failure %q", seed, r.Failure)
+		}
 	}
 }

@@ -14,9 +14,10 @@ import (
 	"github.com/geoevent/geoevent/replica"
 )
 
-// The world is one run: a cluster (one replica in this version), its disks
-// and clocks, the client connections between them and the clients, driven
-// tick by tick from one seeded random source in one goroutine.
+// The world is one run: a cluster of 1, 3 or 5 replicas, their disks and
+// clocks, the network between them, the client connections and the
+// clients, driven tick by tick from one seeded random source in one
+// goroutine.
 
 type evKind uint8
 
@@ -27,14 +28,16 @@ const (
 	evSnapshotSaved                   // a disk completes its oldest SaveSnapshot
 	evConnDown                        // a client learns that its connection is gone
 	evRestart                         // a crashed replica starts again
+	evToPeer                          // a frame from a replica reaches another one
 )
 
 type event struct {
 	at    int64
 	seq   uint64
 	kind  evKind
-	node  *node
+	node  *node // the disk's replica, or a peer frame's addressee
 	epoch int
+	from  int // a peer frame's sender
 	conn  *conn
 	frame []byte
 }
@@ -79,17 +82,27 @@ type node struct {
 	rand  *rand.Rand // the replica's own seeded source (election jitter)
 	cfg   replica.Config
 	conns []*conn // open connections, in opening order
+
+	// For the checkers on the replicas (convergence.go).
+	noted                   bool   // a digest was noted in this incarnation,
+	notedAt                 uint64 // at this applied index
+	snapNote                bool   // it saved a snapshot during the current input
+	lastApplied, lastCommit uint64 // in this incarnation
+	lastRole                replica.Role
+	lastTerm                uint64
+	lastLeader              uint32
 }
 
 // nodeIO is the core.IO a replica is given.
 type nodeIO struct{ n *node }
 
 func (io nodeIO) SendClient(c core.ConnID, frame []byte) { io.n.w.fromReplica(io.n, c, frame) }
-func (io nodeIO) SendPeer(to uint32, frame []byte)       {} // TODO(issue 5): the replica network
+func (io nodeIO) SendPeer(to uint32, frame []byte)       { io.n.w.sendPeer(io.n, to, frame) }
 func (io nodeIO) AppendLog(entries []core.LogEntry)      { io.n.disk.appendLog(entries) }
 func (io nodeIO) SaveHardState(hs core.HardState)        { io.n.disk.saveHardState(hs) }
 func (io nodeIO) Sync()                                  { io.n.disk.sync() }
 func (io nodeIO) SaveSnapshot(index, term uint64, data []byte) {
+	io.n.snapNote = true
 	io.n.disk.saveSnapshot(index, term, data)
 }
 
@@ -106,6 +119,8 @@ type world struct {
 	events  eventHeap
 	seq     uint64
 	nodes   []*node
+	net     *network
+	peerBuf []byte                // the payload a replica is handed (network.go)
 	conns   map[core.ConnID]*conn // lookup only, never iterated
 	lastCon core.ConnID
 	clients []*client
@@ -120,42 +135,68 @@ type world struct {
 
 	// mutate, set by tests only, may change a reply as the client records
 	// it: a stand-in for a replica bug, to show that the checkers see it.
-	mutate  func(op *opRec, code core.Code, reply any) any
-	crashes int
-	drops   int
+	mutate func(op *opRec, code core.Code, reply any) any
+	// mutateDigest, set by tests only, may change a digest as the checker
+	// notes it: a stand-in for a replica whose state diverged.
+	mutateDigest func(n *node, applied uint64, d [32]byte) [32]byte
+	// onPeer, set by tests only, sees every frame delivered between
+	// replicas, and keeps it from the replica when it returns true.
+	onPeer func(from, to int, h core.Header, payload []byte) bool
+
+	// The checkers on the replicas (convergence.go).
+	digests     map[uint64]digestNote // applied index -> first digest noted; lookup only
+	leaders     map[uint64]int        // term -> the replica that led it; lookup only
+	leaderTerm  uint64
+	divergence  string
+	convergence string
+
+	crashes, drops, partitionsCut, leaderChanges int
+	peerSent, peerLost, peerPeak, digestNotes    int
 }
 
 func newWorld(seed int64, ticks int64, opts Options) *world {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15^uint64(seed)>>1))
 	w := &world{
-		seed:  seed,
-		opts:  opts,
-		rng:   rng,
-		conns: make(map[core.ConnID]*conn),
-		trace: sha256.New(),
-		hist:  &history{},
+		seed:    seed,
+		opts:    opts,
+		rng:     rng,
+		conns:   make(map[core.ConnID]*conn),
+		trace:   sha256.New(),
+		hist:    &history{},
+		digests: make(map[uint64]digestNote),
+		leaders: make(map[uint64]int),
 	}
 	w.cfg = newRunConfig(rng, opts)
 	w.ticks = max(ticks, MinTicks(w.cfg))
 	w.tracef("seed %d ticks %d: %s", seed, w.ticks, w.cfg.String())
 	w.wl = newWorkload(w)
 
-	n := &node{w: w, idx: 0}
-	n.disk = newDisk(n)
-	n.clock = &Clock{now: &w.now, monoBase: w.cfg.clockMonoBase, realBase: w.cfg.clockRealBase}
-	n.rand = rand.New(rand.NewPCG(w.rng.Uint64(), w.rng.Uint64()))
-	n.cfg = replica.Config{
-		Cluster:           clusterID,
-		ReplicaIndex:      0,
-		ReplicaCount:      1,
-		Addresses:         []string{"sim-0:3000"},
-		MaxSessions:       w.cfg.maxSessions,
-		MaxPendingEntries: w.cfg.maxPending,
-		SnapshotEvery:     w.cfg.snapshotEvery,
-		SnapshotMinBytes:  w.cfg.snapshotMinBytes,
-		CleanupEveryNS:    w.cfg.cleanupEveryNS,
+	k := w.cfg.replicas
+	var addrs []string
+	for i := range k {
+		addrs = append(addrs, fmt.Sprintf("sim-%d:3000", i))
 	}
-	w.nodes = []*node{n}
+	for i := range k {
+		n := &node{w: w, idx: i}
+		n.disk = newDisk(n)
+		n.clock = &Clock{now: &w.now, monoBase: w.cfg.monoBase[i], realBase: w.cfg.clockRealBase + w.cfg.realOffset[i], DriftPPM: w.cfg.driftPPM[i]}
+		n.rand = rand.New(rand.NewPCG(w.rng.Uint64(), w.rng.Uint64()))
+		n.cfg = replica.Config{
+			Cluster:           clusterID,
+			ReplicaIndex:      uint32(i),
+			ReplicaCount:      uint32(k),
+			Addresses:         addrs,
+			MaxSessions:       w.cfg.maxSessions,
+			MaxPendingEntries: w.cfg.maxPending,
+			SnapshotEvery:     w.cfg.snapshotEvery,
+			SnapshotMinBytes:  w.cfg.snapshotMinBytes,
+			CleanupEveryNS:    w.cfg.cleanupEveryNS,
+			ElectionTimeoutNS: w.cfg.electionTimeoutNS,
+			HeartbeatNS:       w.cfg.heartbeatNS,
+		}
+		w.nodes = append(w.nodes, n)
+	}
+	w.net = newNetwork(k)
 	for i := 0; i < w.cfg.clients; i++ {
 		w.clients = append(w.clients, newClient(w, i, false))
 	}
@@ -222,6 +263,8 @@ func (l lazy) String() string { return l() }
 // hashBytes adds bytes to the trace digest without logging them.
 func (w *world) hashBytes(b []byte) { w.trace.Write(b) }
 
+func (w *world) popEvent() *event { return heap.Pop(&w.events).(*event) }
+
 func (w *world) schedule(at int64, e *event) {
 	e.at = max(at, w.now)
 	w.seq++
@@ -267,20 +310,23 @@ func (w *world) realtimeBounds(from, to int64) (lo, hi uint64) {
 }
 
 func (w *world) run() {
-	w.start(w.nodes[0])
+	for _, n := range w.nodes {
+		w.start(n)
+	}
 	w.probe.planRound("start")
 	finalPlanned := false
 	for w.now = 0; w.now < w.ticks && w.failure == ""; w.now++ {
 		w.injectFaults()
 		for len(w.events) > 0 && w.events[0].at <= w.now && w.failure == "" {
-			w.handle(heap.Pop(&w.events).(*event))
+			w.handle(w.popEvent())
 		}
 		for _, n := range w.nodes {
 			if n.up && w.failure == "" {
 				n.r.Tick()
-				w.checkReplica(n)
+				w.afterInput(n)
 			}
 		}
+		w.observe()
 		if !finalPlanned && w.now >= w.ticks-w.cfg.tail {
 			finalPlanned = true
 			w.probe.planRound("final")
@@ -293,11 +339,24 @@ func (w *world) run() {
 	if w.now > w.ticks {
 		w.now = w.ticks
 	}
+	if w.failure == "" {
+		w.settle()
+	}
 }
 
 func (w *world) checkReplica(n *node) {
 	if err := n.r.Err(); err != nil {
 		w.fail("replica %d reports an error: %v", n.idx, err)
+	}
+}
+
+// afterInput runs after every input to a replica: it checks the replica
+// and notes its digest when it saved a snapshot.
+func (w *world) afterInput(n *node) {
+	w.checkReplica(n)
+	if n.snapNote && n.up && w.failure == "" {
+		n.snapNote = false
+		w.noteDigest(n, "snapshot")
 	}
 }
 
@@ -317,7 +376,7 @@ func (w *world) handle(e *event) {
 		w.tracef("deliver conn %d -> replica %d: %s req=%d session=%d", c.id, n.idx, h.Type.String(), h.Request, h.ClientID)
 		w.hashBytes(e.frame)
 		n.r.Receive(c.id, h, slices.Clone(payload))
-		w.checkReplica(n)
+		w.afterInput(n)
 	case evToClient:
 		c := e.conn
 		if !c.open {
@@ -325,6 +384,11 @@ func (w *world) handle(e *event) {
 		}
 		w.tracef("deliver replica -> conn %d: %d bytes", c.id, len(e.frame))
 		w.hashBytes(e.frame)
+		if _, _, rest, err := core.DecodeFrame(e.frame); err != nil || len(rest) != 0 {
+			// It was checked when sent, and links never corrupt frames.
+			w.fail("a frame to conn %d changed after the replica sent it (a buffer the replica did not own, such as a peer payload, went out with SendClient?): %v", c.id, err)
+			return
+		}
 		c.client.receive(c, e.frame)
 	case evSynced:
 		n := e.node
@@ -334,7 +398,7 @@ func (w *world) handle(e *event) {
 		idx := n.disk.completeSync()
 		w.tracef("disk %d synced through %d", n.idx, idx)
 		n.r.Synced(idx)
-		w.checkReplica(n)
+		w.afterInput(n)
 	case evSnapshotSaved:
 		n := e.node
 		if !n.up || n.epoch != e.epoch {
@@ -343,12 +407,14 @@ func (w *world) handle(e *event) {
 		idx := n.disk.completeSnapshot()
 		w.tracef("disk %d snapshot saved at %d", n.idx, idx)
 		n.r.SnapshotSaved(idx)
-		w.checkReplica(n)
+		w.afterInput(n)
 	case evConnDown:
 		e.conn.client.connDown(e.conn)
 	case evRestart:
 		w.start(e.node)
 		w.probe.planRound("restart")
+	case evToPeer:
+		w.deliverPeer(e)
 	}
 }
 
@@ -362,11 +428,15 @@ func (w *world) start(n *node) {
 		return
 	}
 	n.r, n.up = r, true
+	n.noted, n.snapNote, n.lastApplied, n.lastCommit = false, false, 0, 0
+	n.lastRole, n.lastTerm, n.lastLeader = 0, 0, 0
 	w.tracef("replica %d starts (epoch %d): term %d, snapshot %d, %d entries", n.idx, n.epoch, rec.HardState.Term, rec.SnapshotIndex, len(rec.Entries))
+	w.noteDigest(n, "start")
 }
 
 func (w *world) crash(n *node) {
 	w.crashes++
+	w.noteDigest(n, "crash")
 	w.tracef("replica %d crashes", n.idx)
 	n.up = false
 	n.r = nil
@@ -381,13 +451,30 @@ func (w *world) crash(n *node) {
 }
 
 func (w *world) injectFaults() {
+	if w.net.partitioned() && (w.now >= w.net.partUntil || !w.faultsOn()) {
+		w.healPartition()
+	}
 	if !w.faultsOn() {
 		return
 	}
-	for _, n := range w.nodes {
-		if n.up && w.cfg.crashPerTick > 0 && w.rng.Float64() < w.cfg.crashPerTick {
-			w.crash(n)
+	if w.cfg.crashPerTick > 0 && w.rng.Float64() < w.cfg.crashPerTick {
+		// One replica crashes: the leader, now and then, or any that is up.
+		var up []*node
+		for _, n := range w.nodes {
+			if n.up {
+				up = append(up, n)
+			}
 		}
+		l := w.leader()
+		switch {
+		case l >= 0 && len(w.nodes) > 1 && w.rng.Float64() < w.cfg.crashLeader:
+			w.crash(w.nodes[l])
+		case len(up) > 0:
+			w.crash(up[w.rng.IntN(len(up))])
+		}
+	}
+	if w.cfg.partitionPerTick > 0 && !w.net.partitioned() && w.rng.Float64() < w.cfg.partitionPerTick {
+		w.startPartition()
 	}
 	if w.cfg.connDropPerTick > 0 && w.rng.Float64() < w.cfg.connDropPerTick {
 		var open []*conn

@@ -1,12 +1,28 @@
 // Command simulator runs GeoEvent's deterministic simulation (package sim).
 //
-//	simulator [--seed N] [--ticks T] [--duration D] [--verbose] [--parallel P] [--visualize DIR]
+//	simulator [--seed N] [--ticks T] [--replicas R] [--faults F] [--duration D]
+//	          [--verbose] [--parallel P] [--visualize DIR]
 //
 // With --seed it runs that one seed; --verbose then prints every event of
 // the run. Without --seed it runs random seeds until --duration is over
 // (default 1m), printing progress every few seconds. On a failure it prints
-// the seed, the failure and the command line that replays it, and exits
-// with status 1.
+// the seed, the failure and the command line that replays it (with every
+// flag that shapes the run), and exits with status 1.
+//
+// --replicas is the cluster's size, 1, 3 or 5; without it each seed draws
+// its own (1, 3 or 5 with chances 1/4, 1/2, 1/4), and the replay command
+// names the one drawn (giving it changes nothing: the seed drew it).
+//
+// --faults is the fault profile (default all):
+//
+//	none       no faults: delays and disk latencies only
+//	network    loss, duplication and reordering on every link, client connections dropped
+//	partition  network, plus partitions between replicas (splits, one-way cuts, isolated leader)
+//	crash      replica crashes (unsynced writes lost, torn log tails) and restarts
+//	all        all of the above, each at a rate drawn from the seed
+//
+// Every profile has message delays and clock drift, and every fault stops
+// for the quiet period at the end of the run, when liveness is checked.
 package main
 
 import (
@@ -29,9 +45,22 @@ func main() {
 	verbose := flag.Bool("verbose", false, "with --seed: print every event of the run; otherwise: a line per seed")
 	parallel := flag.Int("parallel", runtime.NumCPU(), "seeds run at once (each seed runs in one goroutine)")
 	visualize := flag.String("visualize", "", "write a porcupine visualization of a non-linearizable history to this directory")
+	replicas := flag.Int("replicas", 0, "replicas in the cluster: 1, 3 or 5 (default: drawn from each seed)")
+	faultsName := flag.String("faults", "all", "fault profile: none, network, partition, crash or all")
 	flag.Parse()
 
-	opts := sim.Options{VisualizeDir: *visualize}
+	faults, err := sim.ParseFaults(*faultsName)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "simulator:", err)
+		os.Exit(2)
+	}
+	switch *replicas {
+	case 0, 1, 3, 5:
+	default:
+		fmt.Fprintf(os.Stderr, "simulator: --replicas %d: want 1, 3 or 5\n", *replicas)
+		os.Exit(2)
+	}
+	opts := sim.Options{VisualizeDir: *visualize, Replicas: *replicas, Faults: faults}
 	if *seed >= 0 {
 		if *verbose {
 			opts.Log = os.Stdout
@@ -48,8 +77,9 @@ func main() {
 }
 
 func report(r sim.Result, took time.Duration) {
-	fmt.Printf("seed %d: %d ticks, %d operations (%d unknown outcome, %d reads abandoned), %d crashes, %d connection drops, %.2fs\n",
-		r.Seed, r.Ticks, r.Stats.Ops, r.Stats.Unknown, r.Stats.Abandoned, r.Stats.Crashes, r.Stats.Drops, took.Seconds())
+	fmt.Printf("seed %d: %d replicas, faults %s, %d ticks, %d operations (%d unknown outcome, %d reads abandoned), %d crashes, %d connection drops, %d partitions, %d leaders, %d of %d replica frames lost, %d digests compared, %.2fs\n",
+		r.Seed, r.Replicas, r.Faults, r.Ticks, r.Stats.Ops, r.Stats.Unknown, r.Stats.Abandoned, r.Stats.Crashes, r.Stats.Drops,
+		r.Stats.Partitions, r.Stats.LeaderChanges, r.Stats.PeerLost, r.Stats.PeerFrames, r.Stats.DigestNotes, took.Seconds())
 	fmt.Printf("  config: %s\n  digest: %s\n", r.Stats.Config, r.Digest)
 	if len(r.Stats.Unchecked) > 0 {
 		fmt.Printf("  warning: linearizability of entities %v was not decided within the checker's budget\n", r.Stats.Unchecked)
