@@ -145,7 +145,7 @@ func (c *Client) call(ctx context.Context, op core.Operation, req any) (any, err
 			case rotates(ce.Code):
 				s.closeConn()
 				s.next()
-			case ce.Retryable || ce.Code == core.RequestInFlight.Code:
+			case ce.Retryable:
 			default:
 				return nil, err // validation, limits and other final answers
 			}

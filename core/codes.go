@@ -52,9 +52,9 @@ var (
 
 	// State, 200-299. Codes 201-204 and 212 are ours: the session protocol
 	// of the binary client and backpressure.
-	SessionExpired       = CodeInfo{201, "SESSION_EXPIRED", 400, false} // unknown or evicted session: register again
-	RequestInFlight      = CodeInfo{202, "REQUEST_IN_FLIGHT", 400, false}
-	StaleRequest         = CodeInfo{203, "STALE_REQUEST", 400, false} // request number below the session's last
+	SessionExpired       = CodeInfo{201, "SESSION_EXPIRED", 400, false}  // unknown or evicted session: register again
+	RequestInFlight      = CodeInfo{202, "REQUEST_IN_FLIGHT", 503, true} // an earlier request of the session is not yet applied here: retry
+	StaleRequest         = CodeInfo{203, "STALE_REQUEST", 400, false}    // request number below the session's last
 	WrongCluster         = CodeInfo{204, "WRONG_CLUSTER", 400, false}
 	ClusterBusy          = CodeInfo{212, "CLUSTER_BUSY", 503, true}            // queues full: retry with backoff
 	ClusterUnavailable   = CodeInfo{211, "CLUSTER_UNAVAILABLE", 503, true}     // spec

@@ -611,3 +611,54 @@ func TestStallDoesNotStartElections(t *testing.T) {
 		t.Fatal("the crashed leader still leads")
 	}
 }
+
+// TestSnapshotKeepsLaterEntries: a follower sent a snapshot whose last
+// entry it holds keeps the entries after it, which it may have
+// acknowledged already (found by the simulator: dropping them lost
+// acknowledged entries and left the leader probing forever).
+func TestSnapshotKeepsLaterEntries(t *testing.T) {
+	c := newCluster(t, 3, Config{})
+	l := c.leader()
+	fi := (l + 1) % 3
+	f, lr := c.nodes[fi].r, c.nodes[l].r
+	c.isolate(fi)
+	cl := c.client(l, 1)
+	for i := uint64(1); i <= 3; i++ {
+		if rp := cl.call(core.OpUpsert, insertReq(ev(i, int64(i), 1))); rp.err != nil {
+			t.Fatal(rp.err)
+		}
+	}
+	deliver := func(m message) {
+		t.Helper()
+		h, payload, _, err := core.DecodeFrame(m.encode(uint32(l)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.ReceivePeer(h, payload)
+	}
+	// The follower gets the leader's entries but not the news that they
+	// committed, and makes them durable.
+	commit := f.Status().Commit
+	m := message{typ: msgAppend, term: lr.term, prevIndex: f.lastIndex, prevTerm: lr.termAt(f.lastIndex), commit: commit}
+	for i := f.lastIndex + 1; i <= lr.lastIndex; i++ {
+		m.entries = append(m.entries, lr.entryAt(i))
+	}
+	deliver(m)
+	for c.nodes[fi].io.syncs > 0 {
+		f.Synced(c.nodes[fi].io.completeSync())
+	}
+	last := f.Status().LastIndex
+	if last != lr.lastIndex || f.Status().Commit+2 > last {
+		t.Fatalf("setup: follower %+v, leader last %d", f.Status(), lr.lastIndex)
+	}
+	// A snapshot whose last entry it holds, below the end of its log.
+	s := message{typ: msgSnapshot, term: lr.term, index: last - 1, snapTerm: lr.termAt(last - 1)}
+	s.data = lr.encodeState()
+	s.total = uint64(len(s.data))
+	deliver(s)
+	if got := f.Status().LastIndex; got != last {
+		t.Fatalf("the follower's log ends at %d after a snapshot at %d, was %d", got, last-1, last)
+	}
+	c.heal()
+	c.converged()
+}

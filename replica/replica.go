@@ -376,7 +376,10 @@ func (r *Replica) receiveRequest(to dest, h core.Header, payload []byte) {
 		r.rewait(h, to) // a retry, perhaps on a new connection: answer there
 		return
 	case busy:
-		r.sendError(to, h, core.RequestInFlight, "request %d is still in flight on this session", inflight)
+		// Either the client broke the one-request-at-a-time rule, or this
+		// replica is behind: a newer leader answered the earlier request
+		// and this one has not applied it yet. A retry settles both.
+		r.sendError(to, h, core.RequestInFlight, "request %d of this session is not yet applied here; retry", inflight)
 		return
 	case r.pending() >= r.cfg.MaxPendingEntries:
 		r.sendError(to, h, core.ClusterBusy, "too many operations pending; retry")

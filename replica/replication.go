@@ -48,6 +48,7 @@ type progress struct {
 	state       progressState
 	inflight    []uint64 // replicate: the last index of each append in flight
 	probeSentNS uint64   // probe: when the unanswered probe was sent (0: none)
+	probePrev   uint64   // probe: the prevIndex of that probe
 	progressNS  uint64   // when match last advanced or the state changed
 	lastReplyNS uint64   // when the follower last answered
 	caughtUpNS  uint64   // when it last held the leader's whole log
@@ -111,7 +112,7 @@ func (r *Replica) replicate(p uint32) {
 		}
 		r.sendPeer(p, &m)
 		if pr.state == stateProbe {
-			pr.probeSentNS = now
+			pr.probeSentNS, pr.probePrev = now, prev
 			return
 		}
 		pr.next = prev + uint64(len(m.entries)) + 1
@@ -231,14 +232,26 @@ func (r *Replica) receiveFollowerReply(m *message) {
 				n++
 			}
 			pr.inflight = append(pr.inflight[:0], pr.inflight[n:]...)
-			if pr.state == stateProbe {
+			switch {
+			case pr.state == stateProbe,
+				pr.state == stateSnapshot && r.snapshot != nil && pr.match >= r.snapshot.index:
 				pr.next = pr.match + 1
 				pr.become(stateReplicate, now)
 			}
 			r.advanceCommit()
 		} else {
-			if m.index < pr.match || pr.state == stateSnapshot {
+			switch {
+			case m.index < pr.match || pr.state == stateSnapshot:
 				return // stale: it rejected something older than what it has
+			case pr.state == stateProbe && pr.probeSentNS != 0 && m.index != pr.probePrev:
+				return // not the probe in flight (a duplicate or a late answer)
+			}
+			if m.hint < pr.match {
+				// Its log ends below what it acknowledged: it lost entries
+				// (a damaged log cut on restart), or this is an old
+				// rejection overtaken by an acknowledgement. Either way
+				// probing from below is safe; commit never goes back.
+				pr.match = m.hint
 			}
 			next := min(m.index, m.hint+1)
 			for next-1 > pr.match && next-1 > r.base && r.termAt(next-1) > m.hintTerm {
@@ -409,6 +422,18 @@ func (r *Replica) receiveSnapshot(m *message) {
 		// It has all of that already; its appends' acknowledgements tell
 		// the leader how far.
 		if m.index <= min(r.durable, r.verified) {
+			reply.ok = true
+			r.sendPeer(m.from, &reply)
+		}
+		return
+	case m.index <= r.lastIndex && r.termAt(m.index) == m.snapTerm:
+		// It holds the snapshot's last entry: its log up to there is the
+		// leader's and committed, and what follows (perhaps acknowledged
+		// already) stays. The snapshot only moves commit.
+		r.verified = max(r.verified, m.index)
+		r.commit = max(r.commit, m.index)
+		r.applyCommitted()
+		if m.index <= r.durable {
 			reply.ok = true
 			r.sendPeer(m.from, &reply)
 		}
