@@ -3,6 +3,7 @@ package core
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 )
 
 // The operation codec: a compact binary encoding of every operation's request
@@ -586,8 +587,10 @@ func (e *encoder) events(evs []GeoEvent) {
 		return
 	}
 	e.u32(uint32(len(evs)))
+	n := len(e.b)
+	e.b = slices.Grow(e.b, len(evs)*RecordSize)[:n+len(evs)*RecordSize] // one allocation, no temporaries
 	for i := range evs {
-		e.b = evs[i].AppendRecord(e.b)
+		evs[i].PutRecord(e.b[n+i*RecordSize:])
 	}
 }
 

@@ -2,6 +2,7 @@ package core
 
 import (
 	"encoding/binary"
+	"slices"
 	"strconv"
 )
 
@@ -81,9 +82,10 @@ func AddSecondsNS(ts, seconds uint64) uint64 {
 
 // AppendRecord appends the 128-byte encoding of e to b.
 func (e *GeoEvent) AppendRecord(b []byte) []byte {
-	var r [RecordSize]byte
-	e.PutRecord(r[:])
-	return append(b, r[:]...)
+	n := len(b)
+	b = slices.Grow(b, RecordSize)[:n+RecordSize]
+	e.PutRecord(b[n:])
+	return b
 }
 
 // PutRecord writes the 128-byte encoding of e into r[0:128].
