@@ -142,6 +142,29 @@ func AppendFrame(dst []byte, h Header, payload []byte) []byte {
 	return le.AppendUint32(dst, crc32.Checksum(dst[start+FrameLengthSize:], castagnoli))
 }
 
+// BeginFrame appends room for a frame's length and header to dst and
+// returns it with the frame's start; append the payload after it, then call
+// FinishFrame. It builds a large frame without copying its payload.
+func BeginFrame(dst []byte) (b []byte, start int) {
+	start = len(dst)
+	return append(dst, make([]byte, FrameLengthSize+FrameHeaderSize)...), start
+}
+
+// FinishFrame completes the frame begun at start (see BeginFrame) with
+// header h and the checksum, as AppendFrame would have written it.
+func FinishFrame(b []byte, start int, h Header) []byte {
+	payload := len(b) - start - FrameLengthSize - FrameHeaderSize
+	if payload > MaxFramePayload {
+		panic(fmt.Sprintf("core: frame payload of %d bytes exceeds %d", payload, MaxFramePayload))
+	}
+	le := binary.LittleEndian
+	le.PutUint32(b[start:], uint32(payload+minFrameBody))
+	le.PutUint64(b[start+4:], h.ClientID)
+	le.PutUint32(b[start+12:], h.Request)
+	b[start+16], b[start+17], b[start+18], b[start+19] = byte(h.Type), ProtocolVersion, 0, 0
+	return le.AppendUint32(b, crc32.Checksum(b[start+FrameLengthSize:], castagnoli))
+}
+
 // DecodeFrame decodes the first frame of b, which may hold several frames or
 // only part of one. It returns the frame's header, its payload (aliasing b,
 // with its capacity cut at the payload's end) and the bytes after the frame.

@@ -571,3 +571,15 @@ func FuzzDecodeMessage(f *testing.F) {
 		}
 	})
 }
+
+func TestBeginFinishFrameMatchesAppendFrame(t *testing.T) {
+	h := Header{ClientID: 1<<40 + 3, Request: 77, Type: MsgReply}
+	for _, payload := range [][]byte{nil, {1}, bytes.Repeat([]byte("geo"), 1000)} {
+		want := AppendFrame([]byte("prefix"), h, payload)
+		b, start := BeginFrame([]byte("prefix"))
+		got := FinishFrame(append(b, payload...), start, h)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("payload of %d bytes: %x, want %x", len(payload), got, want)
+		}
+	}
+}

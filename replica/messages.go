@@ -73,7 +73,7 @@ type message struct {
 
 // encode returns the message as a frame from replica `from`.
 func (m *message) encode(from uint32) []byte {
-	b := make([]byte, 0, 64+len(m.data)+len(m.frame)+entriesSize(m.entries))
+	b, start := core.BeginFrame(make([]byte, 0, core.FrameOverhead+64+len(m.data)+len(m.frame)+entriesSize(m.entries)))
 	u8 := func(v bool) {
 		if v {
 			b = append(b, 1)
@@ -128,7 +128,7 @@ func (m *message) encode(from uint32) []byte {
 		u64(m.index, m.offset)
 		u8(m.ok)
 	}
-	return core.AppendFrame(nil, core.Header{ClientID: uint64(from), Type: m.typ}, b)
+	return core.FinishFrame(b, start, core.Header{ClientID: uint64(from), Type: m.typ})
 }
 
 func entriesSize(es []core.LogEntry) int {
