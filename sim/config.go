@@ -32,6 +32,12 @@ type Options struct {
 	// on every crash, so that acknowledged writes disappear. The checkers
 	// must report it.
 	BugForgetSyncedOnCrash bool
+	// BugDamageWithoutRepairing is for tests only: when the simulated disk
+	// finds a damaged log record on recovery it cuts the log before it but
+	// does not set the hard state's Repairing flag, as storage that forgot
+	// to would. The damaged replica then votes with a log that lacks
+	// entries it acknowledged; the checkers must report the writes lost.
+	BugDamageWithoutRepairing bool
 
 	// VisualizeDir, when set, receives a porcupine visualization (HTML) of
 	// a partition that is not linearizable.
@@ -75,6 +81,10 @@ type runConfig struct {
 	crashPerTick     float64
 	crashLeader      float64 // the chance that a crash picks the leader
 	downMin, downMax int64
+	// The chance that a crash also damages a synced record of the crashed
+	// replica's log (a cluster only, and only while a majority of the
+	// replicas is neither damaged nor repairing; see world.damageLog).
+	damagePerCrash float64
 
 	// Clocks: each replica's runs driftPPM[i] parts per million fast or
 	// slow, and its realtime starts realOffset[i] ns after clockRealBase.
@@ -194,6 +204,7 @@ func newRunConfig(r *rand.Rand, opts Options) runConfig {
 		c.realOffset = append(c.realOffset, r.Uint64N(offset+1))
 		c.monoBase = append(c.monoBase, r.Uint64N(1<<40))
 	}
+	c.damagePerCrash = pick(r, 0, 0.2, 0.5, 1)
 	if c.replicas > 1 {
 		// A client that times out may be talking to a replica cut off from
 		// the leader: it tries another one.
@@ -210,6 +221,11 @@ func newRunConfig(r *rand.Rand, opts Options) runConfig {
 	}
 	if !f.crashes() {
 		c.crashPerTick = 0
+	}
+	if !f.crashes() || c.replicas == 1 {
+		// A replica of a cluster of one has no peer to repair its log
+		// from: it refuses to start on a damaged log.
+		c.damagePerCrash = 0
 	}
 
 	c.digestEvery = 150
@@ -251,6 +267,9 @@ func (c runConfig) String() string {
 	fmt.Fprintf(&b, "clocks(drift=%vppm offset=%vns) ", c.driftPPM, c.realOffset)
 	fmt.Fprintf(&b, "disk(sync=%d..%d snap<=%d) crash/tick=%.5f down=%d..%d ",
 		c.syncMin, c.syncMax, c.snapMax, c.crashPerTick, c.downMin, c.downMax)
+	if c.replicas > 1 {
+		fmt.Fprintf(&b, "damage/crash=%.2f ", c.damagePerCrash)
+	}
 	fmt.Fprintf(&b, "replica(sessions=%d pending=%d snapEvery=%d snapBytes=%d cleanupNS=%d) client(timeout=%d reconnect<=%d think<=%d new=%.3f) ttl=%.2f invalid=%.2f",
 		c.maxSessions, c.maxPending, c.snapshotEvery, c.snapshotMinBytes, c.cleanupEveryNS, c.requestTimeout, c.reconnectMax, c.thinkMax, c.newInstance, c.ttlShare, c.invalidShare)
 	return b.String()

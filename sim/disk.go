@@ -24,6 +24,13 @@ import (
 // written after a snapshot only where the log stays contiguous (a
 // follower that installs a leader's snapshot beyond its log appends after
 // it; those entries survive only with the snapshot).
+//
+// While its replica is down, a synced record of the log may be damaged
+// (damageLog). Recovery then does what production storage does with damage
+// that is not a torn tail: it durably sets the hard state's Repairing flag
+// (term, vote and commit as they are) and cuts the log just before the
+// damaged record, dropping it and every later entry; the replica starts on
+// what is left and repairs it from its peers.
 type disk struct {
 	n *node
 
@@ -41,6 +48,10 @@ type disk struct {
 
 	durableCommit   uint64 // the largest durable HardState.Commit
 	reportedDurable uint64 // the largest index answered with Synced
+
+	// damaged is the index of a log record damaged while the replica is
+	// down (0: none); recovered cuts the log before it.
+	damaged uint64
 }
 
 type diskOp struct {
@@ -106,7 +117,7 @@ func (d *disk) appendLog(entries []core.LogEntry) {
 
 func (d *disk) saveHardState(hs core.HardState) {
 	d.pending = append(d.pending, diskOp{hard: &hs})
-	d.n.w.tracef("disk %d hardstate term=%d vote=%d commit=%d", d.n.idx, hs.Term, hs.Vote, hs.Commit)
+	d.n.w.tracef("disk %d hardstate term=%d vote=%d commit=%d repairing=%v", d.n.idx, hs.Term, hs.Vote, hs.Commit, hs.Repairing)
 }
 
 func (d *disk) sync() {
@@ -284,8 +295,45 @@ func (d *disk) crash() {
 	d.lastSyncAt = 0
 }
 
-// recovered is what a restarting replica reads from the disk.
+// damageLog damages the durable log record at index (an entry after the
+// snapshot) of a crashed replica: its next recovery finds it.
+func (d *disk) damageLog(index uint64) {
+	if d.n.up || len(d.log) == 0 || index < d.log[0].Index || index > d.lastDurable() {
+		panic("sim: damaging a log entry the disk does not hold, or of a live replica")
+	}
+	if d.damaged == 0 || index < d.damaged {
+		d.damaged = index
+	}
+}
+
+// recovered is what a restarting replica reads from the disk. A damaged
+// record is repaired first, as production storage does (io.recoverStorage):
+// the hard state's Repairing flag is made durable, then the log is cut just
+// before the record.
 func (d *disk) recovered() replica.Recovered {
+	if at := d.damaged; at != 0 {
+		w := d.n.w
+		d.damaged = 0
+		if !w.opts.BugDamageWithoutRepairing {
+			d.hard.Repairing = true
+		}
+		k := 0
+		for k < len(d.log) && d.log[k].Index < at {
+			k++
+		}
+		cut := len(d.log) - k
+		d.log = d.log[:k]
+		d.volLast = d.lastDurable()
+		d.reportedDurable = min(d.reportedDurable, d.lastDurable())
+		// The replica commits only what its log holds (replica.New takes
+		// min(HardState.Commit, last index)) and gets the entries cut back
+		// from a leader: appending them is no overwrite. The overwrite
+		// check (appendLog) guards them again once it has made a commit
+		// index that covers them durable.
+		d.durableCommit = min(d.durableCommit, d.lastDurable())
+		w.tracef("disk %d recovery: log record %d damaged: hard state marked repairing (%v), log cut to end at %d (%d entries dropped)",
+			d.n.idx, at, d.hard.Repairing, d.lastDurable(), cut)
+	}
 	rec := replica.Recovered{HardState: d.hard}
 	if d.snap != nil {
 		rec.Snapshot, rec.SnapshotIndex, rec.SnapshotTerm = d.snap.data, d.snap.index, d.snap.term

@@ -96,11 +96,33 @@
 //     random prefix of the pending hard-state saves (the hard state is its
 //     own file, replaced atomically);
 //   - keeps or loses each snapshot not yet saved (an atomic replace);
-//   - never damages synced data: corruption belongs to a later fault
-//     model, with repair from peers. The disk checks its own guarantee (a
-//     crash never takes away an entry Synced reported, unless the replica
-//     overwrote it since), and the checkers below check end to end that a
-//     crash, mid-Sync or not, never takes away an acknowledged write.
+//   - never loses synced data by itself. The disk checks its own guarantee
+//     (a crash never takes away an entry Synced reported, unless the
+//     replica overwrote it since), and the checkers below check end to end
+//     that a crash, mid-Sync or not, never takes away an acknowledged
+//     write.
+//
+// Damaged logs (a cluster of 3 or 5 only: one replica has no peer to
+// repair from, and refuses to start on a damaged log). A crash may also
+// damage one synced record of the crashed replica's log, at a rate drawn
+// from the seed (none, 1/5, 1/2 or every crash): an entry after its newest
+// snapshot, often the first one (the log is then empty after the snapshot)
+// or the last, otherwise any. Its restart finds the damage as production
+// storage does and handles it the same way (io.recoverStorage): it durably
+// sets the hard state's Repairing flag (term, vote and commit as they
+// were), cuts the log just before the damaged record (dropping every later
+// entry, acknowledged ones included), and starts the replica on what is
+// left with HardState.Repairing set; the replica clears the flag with a
+// hard-state write like any other once a leader has given its entries back.
+// Only a minority is damaged at a time: a crash damages the log only if at
+// most (n-1)/2 replicas (this one included) then have a damage pending or
+// Repairing set in their durable hard state, so a majority of intact
+// replicas holds every acknowledged entry and can elect a leader, and
+// every checker below (no acknowledged write lost, linearizability,
+// digests, convergence, liveness) holds as without the fault. The disk's
+// overwrite check (below) counts, after a cut, only the commit index the
+// cut log still holds, until the replica makes a larger one durable: the
+// replica appends the entries it lost again as it gets them back.
 //
 // The disk also fails the run if the replica appends with a gap or
 // overwrites entries at or below the commit index it made durable (even
@@ -108,11 +130,14 @@
 // replica.Recovered from the disk (hard state, snapshot, the entries after
 // it) and calls replica.New again. Options.BugForgetSyncedOnCrash breaks
 // the model on purpose (a crash forgets up to three synced entries), for
-// the test that proves the checkers catch lost writes.
+// the test that proves the checkers catch lost writes;
+// Options.BugDamageWithoutRepairing cuts a damaged log without setting
+// Repairing, for the test that proves the checkers catch a replica that
+// votes with a log it lost acknowledged entries of.
 //
-// Faults (loss, duplication, stragglers, drops, partitions, crashes) stop
-// for the last part of the run (the quiet period), so that liveness can be
-// checked; delays and drift go on.
+// Faults (loss, duplication, stragglers, drops, partitions, crashes,
+// damaged logs) stop for the last part of the run (the quiet period), so
+// that liveness can be checked; delays and drift go on.
 //
 // # Clients and workload
 //

@@ -26,7 +26,9 @@ const (
 	// symmetric splits, one-way cuts, and an isolated leader.
 	FaultsPartition
 	// FaultsCrash crashes replicas (losing unsynced writes, with torn
-	// tails) and restarts them; links lose nothing.
+	// tails) and restarts them; in a cluster, a crash may also damage a
+	// synced record of the replica's log (of a minority of the replicas at
+	// a time), which it must repair from its peers. Links lose nothing.
 	FaultsCrash
 )
 

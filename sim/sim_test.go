@@ -84,8 +84,8 @@ func TestFaultProfiles(t *testing.T) {
 						t.Errorf("seed %d failed:\n%s\nconfig: %s\nreplay: %s", seed, r.Failure, r.Stats.Config, r.ReplayCommand())
 					}
 					st := r.Stats
-					if !f.crashes() && st.Crashes > 0 || !f.network() && st.Drops > 0 || !f.partitions() && st.Partitions > 0 {
-						t.Errorf("seed %d, profile %s: %d crashes, %d drops, %d partitions", seed, f, st.Crashes, st.Drops, st.Partitions)
+					if !f.crashes() && st.Crashes+st.DamagedLogs > 0 || !f.network() && st.Drops > 0 || !f.partitions() && st.Partitions > 0 {
+						t.Errorf("seed %d, profile %s: %d crashes, %d damaged logs, %d drops, %d partitions", seed, f, st.Crashes, st.DamagedLogs, st.Drops, st.Partitions)
 					}
 				}
 			})
@@ -436,6 +436,134 @@ func TestDigestCheckerComparesReplicas(t *testing.T) {
 		}
 		if r := w.result(); !strings.HasPrefix(r.Failure, "digest:") {
 			t.Fatalf("seed %d, replica 1 diverged: failure %q", seed, r.Failure)
+		}
+	}
+}
+
+// damageScenario scripts, in a cluster of three without random faults and
+// without snapshots, the case the Repairing flag exists for. Once there is
+// a leader L, follower C crashes and stays down while L and follower B
+// commit entries C lacks; then B crashes and the first of those entries in
+// its log is damaged (its restart cuts the log before it), and L crashes
+// too. B comes back at once, C a little later, L long after: until L is
+// back, B and C are a majority that does not hold those entries. A replica
+// that honours Repairing lets no leader be elected until L returns; one
+// that ignores it (BugDamageWithoutRepairing) elects a leader that lacks
+// acknowledged writes. It returns the world, run, whether the scenario was
+// set up, and whether a leader was elected while L was down.
+func damageScenario(t *testing.T, seed int64, bug bool) (w *world, r Result, setUp, elected bool) {
+	t.Helper()
+	w = newWorld(seed, clusterTicks, Options{Replicas: 3, Faults: FaultsNone, BugDamageWithoutRepairing: bug})
+	for _, n := range w.nodes {
+		n.cfg.SnapshotEvery, n.cfg.SnapshotMinBytes = 0, 1<<40
+	}
+	crashFor := func(n *node, down int64) {
+		lo, hi := w.cfg.downMin, w.cfg.downMax
+		w.cfg.downMin, w.cfg.downMax = down, down
+		w.crash(n)
+		w.cfg.downMin, w.cfg.downMax = lo, hi
+	}
+	const lagFor = 2500 // ticks during which L and B commit what C lacks
+	step, t1, damaged := 0, int64(0), uint64(0)
+	var l, b, c *node
+	w.onTick = func() {
+		switch {
+		case step == 0 && w.now >= 2000 && w.leader() >= 0:
+			i := w.leader()
+			l, b, c = w.nodes[i], w.nodes[(i+1)%3], w.nodes[(i+2)%3]
+			crashFor(c, lagFor+200)
+			damaged = c.disk.lastDurable() + 1
+			t1, step = w.now, 1
+			w.tracef("test: replica %d (leader %d) crashed; entries from %d on are on %d and %d only", c.idx, l.idx, damaged, l.idx, b.idx)
+		case step == 1 && w.now == t1+lagFor:
+			step = 2
+			if !l.up || !b.up || w.leader() != l.idx || l.r.Status().Commit <= damaged || b.disk.lastDurable() < damaged {
+				w.tracef("test: scenario not set up")
+				return
+			}
+			step = 3
+			crashFor(b, 100)
+			b.disk.damageLog(damaged)
+			w.damagedLogs++
+			crashFor(l, 2000)
+			w.tracef("test: replica %d's log damaged at %d; leader %d down", b.idx, damaged, l.idx)
+		case step == 3 && !l.up && w.leader() >= 0:
+			elected = true
+		}
+	}
+	r = w.result()
+	return w, r, step == 3, elected
+}
+
+// TestDamagedLogRepairing: a damaged minority costs no acknowledged write
+// when the replica honours Repairing, and the checkers catch one that does
+// not (the disk cuts the log but leaves the flag unset). The history
+// checker of durability must see the lost writes on its own, whatever the
+// run reported first (it may be the disk's check that a returning replica
+// was told to overwrite entries it had committed).
+func TestDamagedLogRepairing(t *testing.T) {
+	for seed := int64(1); seed <= 4; seed++ {
+		w, r, ok, elected := damageScenario(t, seed, false)
+		if !ok {
+			t.Fatalf("seed %d: the scenario was not set up", seed)
+		}
+		if r.Failed() {
+			t.Fatalf("seed %d, a damaged follower that repairs: %s", seed, r.Failure)
+		}
+		if elected || r.Stats.DamagedLogs != 1 || w.leaderChanges < 2 {
+			t.Fatalf("seed %d: leader elected without the old leader: %v; %d damaged logs, %d leaders", seed, elected, r.Stats.DamagedLogs, w.leaderChanges)
+		}
+
+		w, r, ok, elected = damageScenario(t, seed, true)
+		if !ok || !elected {
+			t.Fatalf("seed %d, with the bug: scenario set up %v, a leader elected without the old one %v", seed, ok, elected)
+		}
+		if !r.Failed() {
+			t.Fatalf("seed %d: a damaged replica that ignored Repairing was not caught", seed)
+		}
+		msg := w.checkMustSee()
+		if !strings.HasPrefix(msg, "lost write:") {
+			t.Fatalf("seed %d: the run failed with %q, but the durability checker saw no lost write (%q)", seed, r.Failure, msg)
+		}
+		t.Logf("seed %d with the bug: %.160s...", seed, r.Failure)
+	}
+}
+
+// TestDamagedLogsFaultProfile: the crash profile damages logs in clusters
+// of three and five, never more than a minority at a time, and every run
+// passes; a cluster of one never gets the fault.
+func TestDamagedLogsFaultProfile(t *testing.T) {
+	t.Parallel()
+	for _, replicas := range []int{1, 3, 5} {
+		damaged := 0
+		for seed := int64(4001); seed < 4001+12; seed++ {
+			w := newWorld(seed, clusterTicks, Options{Replicas: replicas, Faults: FaultsCrash})
+			inner := w.onTick
+			w.onTick = func() {
+				if inner != nil {
+					inner()
+				}
+				k := 0
+				for _, n := range w.nodes {
+					if n.disk.hard.Repairing || n.disk.damaged != 0 {
+						k++
+					}
+				}
+				if k > (replicas-1)/2 {
+					w.fail("test: %d of %d replicas damaged or repairing", k, replicas)
+				}
+			}
+			r := w.result()
+			if r.Failed() {
+				t.Errorf("seed %d failed:\n%s\nconfig: %s\nreplay: %s", seed, r.Failure, r.Stats.Config, r.ReplayCommand())
+			}
+			damaged += r.Stats.DamagedLogs
+		}
+		switch {
+		case replicas == 1 && damaged > 0:
+			t.Errorf("a cluster of one got %d damaged logs", damaged)
+		case replicas > 1 && damaged == 0:
+			t.Errorf("%d replicas: no damaged log in %d seeds", replicas, seedCount(12))
 		}
 	}
 }

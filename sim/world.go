@@ -142,6 +142,9 @@ type world struct {
 	// onPeer, set by tests only, sees every frame delivered between
 	// replicas, and keeps it from the replica when it returns true.
 	onPeer func(from, to int, h core.Header, payload []byte) bool
+	// onTick, set by tests only, runs at the start of every tick, before
+	// the faults: a scripted scenario.
+	onTick func()
 
 	// The checkers on the replicas (convergence.go).
 	digests     map[uint64]digestNote // applied index -> first digest noted; lookup only
@@ -151,6 +154,7 @@ type world struct {
 	convergence string
 
 	crashes, drops, partitionsCut, leaderChanges int
+	damagedLogs                                  int
 	peerSent, peerLost, peerPeak, digestNotes    int
 }
 
@@ -316,6 +320,9 @@ func (w *world) run() {
 	w.probe.planRound("start")
 	finalPlanned := false
 	for w.now = 0; w.now < w.ticks && w.failure == ""; w.now++ {
+		if w.onTick != nil {
+			w.onTick()
+		}
 		w.injectFaults()
 		for len(w.events) > 0 && w.events[0].at <= w.now && w.failure == "" {
 			w.handle(w.popEvent())
@@ -430,7 +437,7 @@ func (w *world) start(n *node) {
 	n.r, n.up = r, true
 	n.noted, n.snapNote, n.lastApplied, n.lastCommit = false, false, 0, 0
 	n.lastRole, n.lastTerm, n.lastLeader = 0, 0, 0
-	w.tracef("replica %d starts (epoch %d): term %d, snapshot %d, %d entries", n.idx, n.epoch, rec.HardState.Term, rec.SnapshotIndex, len(rec.Entries))
+	w.tracef("replica %d starts (epoch %d): term %d, snapshot %d, %d entries, repairing %v", n.idx, n.epoch, rec.HardState.Term, rec.SnapshotIndex, len(rec.Entries), rec.HardState.Repairing)
 	w.noteDigest(n, "start")
 }
 
@@ -441,6 +448,9 @@ func (w *world) crash(n *node) {
 	n.up = false
 	n.r = nil
 	n.disk.crash()
+	if w.cfg.damagePerCrash > 0 && w.rng.Float64() < w.cfg.damagePerCrash {
+		w.damageLog(n)
+	}
 	for _, c := range n.conns {
 		c.open = false
 		w.schedule(w.now+1, &event{kind: evConnDown, conn: c})
@@ -448,6 +458,46 @@ func (w *world) crash(n *node) {
 	n.conns = nil
 	down := w.cfg.downMin + w.rng.Int64N(w.cfg.downMax-w.cfg.downMin+1)
 	w.schedule(w.now+down, &event{kind: evRestart, node: n})
+}
+
+// damageLog damages a record of a crashed replica's durable log (after its
+// snapshot), found when it restarts (disk.recovered), unless that would
+// leave fewer than a majority of the replicas intact: at most (n-1)/2 may
+// be damaged or repairing (a durable hard state with Repairing set) at
+// once, counting this one, so that a majority holds every acknowledged
+// entry and can elect a leader. It reports whether it did.
+func (w *world) damageLog(n *node) bool {
+	d := n.disk
+	if n.up || len(d.log) == 0 {
+		return false
+	}
+	others := 0
+	for _, m := range w.nodes {
+		if m != n && (m.disk.hard.Repairing || m.disk.damaged != 0) {
+			others++
+		}
+	}
+	if others+1 > (len(w.nodes)-1)/2 {
+		return false
+	}
+	// Often the first entry after the snapshot (the log is then empty) or
+	// the last one (probably acknowledged just before the crash), otherwise
+	// any.
+	first, last := d.log[0].Index, d.lastDurable()
+	var at uint64
+	switch w.rng.IntN(4) {
+	case 0:
+		at = first
+	case 1:
+		at = last
+	default:
+		at = first + w.rng.Uint64N(last-first+1)
+	}
+	d.damageLog(at)
+	w.damagedLogs++
+	w.tracef("disk %d damaged: log record %d of %d..%d (after snapshot %d); %d other replicas damaged or repairing",
+		n.idx, at, first, last, last-uint64(len(d.log)), others)
+	return true
 }
 
 func (w *world) injectFaults() {
