@@ -14,8 +14,13 @@
 //   - lastTS is at least every stored timestamp, so a fresh timestamp
 //     max(opTS, lastTS+1) never collides with a stored event.
 //   - The spatial index holds exactly one key (latest.CellID, entity id) per
-//     entity; the time index exactly one (latest.TimestampNS, entity id); the
-//     expiry index one (expiresAt, entity id) per entity with a finite expiry.
+//     entity; the expiry index one (expiresAt, entity id) per entity with a
+//     finite expiry. The time index holds one live key (latest.TimestampNS,
+//     entity id) per entity, and stale keys: an entity's old key is left in
+//     place when its latest event changes or it is removed, readers skip
+//     keys that no longer match their slot's entity, and a sweep that goes
+//     round the index, paid for by the writes that leave stale keys, keeps
+//     them to a fraction of the entities.
 //   - An entity is visible at time t when expiresAt is 0 or t < expiresAt.
 //     Writes to an invisible (expired) entity first erase it, so expired data
 //     never comes back.

@@ -23,6 +23,7 @@ func (sm *StateMachine) DeleteEntities(opTS uint64, req *core.DeleteRequest) (co
 			reply.NotFound++
 		}
 	}
+	sm.sweepTime()
 	return reply, nil
 }
 
@@ -117,5 +118,6 @@ func (sm *StateMachine) CleanupExpired(opTS uint64, req *core.CleanupRequest) (c
 		reply.Scanned++
 		reply.Removed += uint32(sm.remove(slot, sm.store.at(slot)))
 	}
+	sm.sweepTime()
 	return reply, nil
 }

@@ -26,7 +26,7 @@ func (sm *StateMachine) QueryRadius(opTS uint64, q *core.RadiusQuery) (core.Quer
 	}
 	c := geom.NewCap(q.Center.LatNano, q.Center.LonNano, q.RadiusMM)
 	s := spatialScan{sm: sm, t: opTS, group: q.Group, limit: limit, kind: kindRadius, withDistance: true}
-	s.run(capRegion{&c}, after, hasAfter)
+	s.run(&capRegion{c: &c, f: c.Filter()}, after, hasAfter)
 	return s.result, nil
 }
 
@@ -46,30 +46,57 @@ func (sm *StateMachine) QueryPolygon(opTS uint64, q *core.PolygonQuery) (core.Qu
 		return core.QueryResult{}, err
 	}
 	s := spatialScan{sm: sm, t: opTS, group: q.Group, limit: limit, kind: kindPolygon}
-	s.run(polygonRegion{p}, after, hasAfter)
+	s.run(&polygonRegion{p: p, f: p.Filter()}, after, hasAfter)
 	return s.result, nil
 }
 
 // region is the shape a spatial scan looks in: a covering of leaf-cell
-// ranges, a cheap test on a leaf cell id that never rejects a point inside,
-// and the exact test that defines inclusion.
+// ranges, a cheap judgement of a leaf cell id (geom.LeafOutside: no point
+// of the leaf is inside; geom.LeafInside: every point is; else
+// geom.LeafUnsure), and the exact test that defines inclusion, which also
+// gives the distance where the query reports one.
 type region interface {
-	Ranges() []geom.CellRange
-	MayContainLeaf(leaf uint64) bool
+	ScanRanges() []geom.ScanRange
+	// gather judges a run of keys (their leaf cell ids and values) and
+	// appends the candidates among them to cands.
+	gather(cells []uint64, slots []uint32, cands []candidate) []candidate
 	contains(ev *core.GeoEvent) (distanceMM uint64, ok bool)
 }
 
-type capRegion struct{ *geom.Cap }
-
-func (c capRegion) contains(ev *core.GeoEvent) (uint64, bool) {
-	return c.Contains(ev.LatNano, ev.LonNano)
+type capRegion struct {
+	c *geom.Cap
+	f geom.CapFilter
 }
 
-type polygonRegion struct{ *geom.Polygon }
+func (c *capRegion) ScanRanges() []geom.ScanRange { return c.c.ScanRanges() }
+func (c *capRegion) gather(cells []uint64, slots []uint32, cands []candidate) []candidate {
+	for i, cell := range cells {
+		if c.f.MayContainLeaf(cell) {
+			cands = append(cands, candidate{slots[i], false}) // the distance is wanted anyway
+		}
+	}
+	return cands
+}
+func (c *capRegion) contains(ev *core.GeoEvent) (uint64, bool) {
+	return c.c.Contains(ev.LatNano, ev.LonNano)
+}
 
-func (p polygonRegion) MayContainLeaf(uint64) bool { return true }
-func (p polygonRegion) contains(ev *core.GeoEvent) (uint64, bool) {
-	return 0, p.ContainsPoint(ev.LatNano, ev.LonNano)
+type polygonRegion struct {
+	p *geom.Polygon
+	f geom.PolygonFilter
+}
+
+func (p *polygonRegion) ScanRanges() []geom.ScanRange { return p.p.ScanRanges() }
+func (p *polygonRegion) gather(cells []uint64, slots []uint32, cands []candidate) []candidate {
+	for i, cell := range cells {
+		if class := p.f.ClassifyLeaf(cell); class != geom.LeafOutside {
+			cands = append(cands, candidate{slots[i], class == geom.LeafInside})
+		}
+	}
+	return cands
+}
+func (p *polygonRegion) contains(ev *core.GeoEvent) (uint64, bool) {
+	return 0, p.p.ContainsPoint(ev.LatNano, ev.LonNano)
 }
 
 // spatialScan walks the spatial index over sorted, disjoint cell ranges and
@@ -82,76 +109,139 @@ type spatialScan struct {
 	kind         cursorKind
 	withDistance bool
 	result       core.QueryResult
+
+	cands   []candidate // the batch being gathered
+	matches []match     // matches so far, at most limit+1
 }
 
-// firstPageCap is the capacity results start with: most pages are small,
-// and growing from nothing copies every event several times.
-const firstPageCap = 64
+// candidate is an entity whose key the scan has judged. Its key is
+// spatialKey of the entity (the scan reads only the cell ids and values of
+// the index, not the entity ids).
+type candidate struct {
+	slot   uint32
+	inside bool // the key's leaf cell lies inside the region: no test needed
+}
 
+type match struct {
+	slot     uint32
+	distance uint64
+}
+
+// maxScanBatch is about how many candidates a scan gathers before reading
+// their entities (it may take one leaf's run more): 1,024 entities of 2
+// cache lines each, 128 KiB, which stay in cache while they are checked.
+const maxScanBatch = 1024
+
+// run gathers candidates by their keys alone (the region's judgement of
+// each key's leaf cell rules most non-matches out without reading the
+// entity), in batches; reads each batch's entities with one pass of
+// independent loads, so that their cache misses overlap instead of
+// queueing behind each candidate's checks; checks them in key order; and
+// stops once it holds limit+1 matches. Then it builds the page, sized
+// exactly, from the entities it has just read.
 func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
-	s.result.Events = make([]core.GeoEvent, 0, min(s.limit, firstPageCap))
-	if s.withDistance {
-		s.result.DistancesMM = make([]uint64, 0, min(s.limit, firstPageCap))
-	}
-	var last btree.Key
-	var chunk [scanChunk]candidate
-	for _, r := range reg.Ranges() {
+	sm := s.sm
+	s.cands = sm.scanCands[:0]
+	s.matches = sm.scanMatches[:0]
+	defer func() { sm.scanCands, sm.scanMatches = s.cands[:0], s.matches[:0] }()
+	batch := min(max(s.limit+1, 64), maxScanBatch)
+	var last btree.Key // the key of the limit-th match
+	done := false
+	var it btree.Iter
+	for _, r := range reg.ScanRanges() {
+		if done {
+			break
+		}
 		if hasAfter && after.A > r.Max {
 			continue
 		}
-		it := s.sm.spatial.SeekGE(btree.Key{A: r.Min})
+		// Position it at the range's first key. Ranges often follow each
+		// other closely: when it is already there (no key lies between the
+		// ranges) or the range starts within its leaf, this costs no
+		// descent.
 		if hasAfter && after.A >= r.Min {
-			it = s.sm.spatial.SeekGE(after)
+			sm.spatial.SeekGEFrom(&it, after)
 			if it.Valid() && it.Key() == after {
 				it.Next()
 			}
+		} else if !it.Valid() || it.A() < r.Min {
+			sm.spatial.SeekGEFrom(&it, btree.Key{A: r.Min})
 		}
-		for it.Valid() && it.Key().A <= r.Max {
-			// Gather a chunk of candidates by their keys alone (the
-			// prefilter rules most out without reading the entity)...
+		// Take the range's keys a leaf's run at a time.
+		for !done {
+			cells, slots := it.Run()
 			n := 0
-			for ; n < len(chunk) && it.Valid() && it.Key().A <= r.Max; it.Next() {
-				if reg.MayContainLeaf(it.Key().A) {
-					chunk[n] = candidate{it.Key(), it.Value()}
-					n++
-				}
+			for n < len(cells) && cells[n] <= r.Max {
+				n++
 			}
-			// ...then read their entities: first a pass of independent
-			// loads, so that the cache misses overlap instead of queueing
-			// behind each candidate's checks...
-			s.sm.touch(chunk[:n])
-			// ...then the checks, in key order.
-			for _, c := range chunk[:n] {
-				e := s.sm.store.at(c.slot)
-				if !e.visible(s.t) || (s.group.Set && e.latest.GroupID != s.group.ID) {
-					continue
+			if n == 0 {
+				break // the range's end (or the index's)
+			}
+			if r.Inside {
+				// No key needs judging; the exact test is still wanted
+				// where it gives the distance.
+				for _, slot := range slots[:n] {
+					s.cands = append(s.cands, candidate{slot, !s.withDistance})
 				}
-				d, ok := reg.contains(&e.latest)
-				if !ok {
-					continue
-				}
-				if len(s.result.Events) == s.limit {
-					s.result.HasMore = true
-					s.result.Cursor = encodeCursor(s.kind, last)
-					return
-				}
-				s.result.Events = append(s.result.Events, e.latest)
-				if s.withDistance {
-					s.result.DistancesMM = append(s.result.DistancesMM, d)
-				}
-				last = c.key
+			} else {
+				s.cands = reg.gather(cells[:n], slots[:n], s.cands)
+			}
+			it.Skip(n)
+			if len(s.cands) >= batch {
+				done = s.check(reg, &last)
 			}
 		}
 	}
+	if !done {
+		s.check(reg, &last)
+	}
+
+	n := min(len(s.matches), s.limit)
+	s.result.Events = make([]core.GeoEvent, n)
+	if s.withDistance {
+		s.result.DistancesMM = make([]uint64, n)
+	}
+	for i, m := range s.matches[:n] {
+		s.result.Events[i] = sm.store.at(m.slot).latest
+		if s.withDistance {
+			s.result.DistancesMM[i] = m.distance
+		}
+	}
+	if len(s.matches) > s.limit {
+		s.result.HasMore = true
+		s.result.Cursor = encodeCursor(s.kind, last)
+	}
 }
 
-// scanChunk is how many candidates a scan gathers before reading their
-// entities.
-const scanChunk = 32
-
-type candidate struct {
-	key  btree.Key
-	slot uint32
+// check reads the entities of the gathered candidates and keeps those that
+// match, in key order, until it holds limit+1 matches; it reports whether
+// it does. It empties the batch.
+func (s *spatialScan) check(reg region, last *btree.Key) (full bool) {
+	sm := s.sm
+	sm.touch(s.cands)
+	for _, c := range s.cands {
+		e := sm.store.at(c.slot)
+		if !e.visible(s.t) || (s.group.Set && e.latest.GroupID != s.group.ID) {
+			continue
+		}
+		var d uint64
+		if !c.inside {
+			var ok bool
+			if d, ok = reg.contains(&e.latest); !ok {
+				continue
+			}
+		}
+		s.matches = append(s.matches, match{c.slot, d})
+		if len(s.matches) == s.limit {
+			*last = spatialKey(e)
+		}
+		if len(s.matches) > s.limit {
+			full = true
+			break
+		}
+	}
+	s.cands = s.cands[:0]
+	return full
 }
 
 // touch loads each candidate's entity. The loads do not depend
@@ -162,9 +252,9 @@ type candidate struct {
 func (sm *StateMachine) touch(cs []candidate) {
 	var sum uint64
 	for _, c := range cs {
-		// An entity spans three cache lines; load one word of each.
+		// An entity is two cache lines; load one word of each.
 		e := sm.store.at(c.slot)
-		sum += e.latest.EntityID.Lo + e.latest.GroupID + e.expiresAt
+		sum += e.latest.EntityID.Lo + e.latest.GroupID
 	}
 	sm.touchSink = sum
 }
@@ -217,6 +307,9 @@ func (sm *StateMachine) QueryLatest(opTS uint64, q *core.LatestQuery) (core.Quer
 	}
 	var last btree.Key
 	for ; it.Valid() && it.Key().A > q.SinceNS; it.Prev() {
+		if !sm.liveTimeKey(it.Key(), it.Value()) {
+			continue
+		}
 		e := sm.store.at(it.Value())
 		if !e.visible(opTS) || (q.Group.Set && e.latest.GroupID != q.Group.ID) {
 			continue
@@ -269,12 +362,13 @@ func (sm *StateMachine) History(opTS uint64, q *core.HistoryQuery) (core.QueryRe
 		}
 		from = max(from, after.A+1)
 	}
-	i, _ := e.find(from)
-	n := len(e.older) + 1
+	older := sm.store.older(e)
+	i, _ := find(e, older, from)
+	n := len(older) + 1
 	for ; i < n; i++ {
 		ev := &e.latest
-		if i < len(e.older) {
-			ev = &e.older[i]
+		if i < len(older) {
+			ev = &older[i]
 		}
 		if ev.TimestampNS < from {
 			continue // only the latest can lie below from: find stops at it

@@ -88,9 +88,10 @@ func (sm *StateMachine) encode(w io.Writer, canonical bool) error {
 	for _, slot := range slots {
 		e := sm.store.at(slot)
 		buf = binary.LittleEndian.AppendUint64(buf, e.expiresAt)
-		buf = binary.LittleEndian.AppendUint32(buf, uint32(e.eventCount()))
-		for i := range e.older {
-			buf = e.older[i].AppendRecord(buf)
+		older := sm.store.older(e)
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(older)+1))
+		for i := range older {
+			buf = older[i].AppendRecord(buf)
 		}
 		buf = e.latest.AppendRecord(buf)
 		if len(buf) >= 1<<15 {
@@ -166,7 +167,7 @@ func (sm *StateMachine) restoreEntity(events []core.GeoEvent, expiresAt uint64) 
 	last := len(events) - 1
 	*e = entity{latest: events[last]}
 	if last > 0 {
-		e.older = events[:last:last]
+		sm.store.setOlder(e, events[:last:last])
 	}
 	sm.ids.put(e.latest.EntityID, slot)
 	sm.indexLatest(slot, e)

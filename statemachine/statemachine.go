@@ -1,6 +1,8 @@
 package statemachine
 
 import (
+	"unsafe"
+
 	"github.com/geoevent/geoevent/core"
 	"github.com/geoevent/geoevent/statemachine/internal/btree"
 	"github.com/geoevent/geoevent/statemachine/internal/geom"
@@ -13,25 +15,42 @@ type StateMachine struct {
 	ids     idIndex // entity id -> slot in store
 	store   entityStore
 	spatial *btree.Tree // (latest cell id, entity id) -> slot
-	byTime  *btree.Tree // (latest timestamp, entity id) -> slot
+	byTime  *btree.Tree // (latest timestamp, entity id) -> slot, and stale keys; see sweepTime
 	expiry  *btree.Tree // (expiresAt, entity id) -> slot, finite expiries only
+
+	// The time index drops an entity's key lazily: a key whose entity's
+	// latest event no longer has that timestamp (or that names a slot
+	// which no longer holds that entity) is stale, and readers skip it.
+	// staleTime counts the stale keys; sweepTime removes them, examining
+	// sweepRate keys, from sweepFrom on and round again, for every key that
+	// became stale (sweepDebt).
+	staleTime int
+	sweepDebt int
+	sweepFrom btree.Key
 
 	lastTS uint64 // >= every stored timestamp
 	events uint64 // events stored, visible or expired
 
 	touchSink uint64 // see touch
+
+	// Scratch buffers of spatial scans, kept between queries.
+	scanCands   []candidate
+	scanMatches []match
 }
 
-// entity is one tracked entity: its latest event inline and older events in
-// ascending timestamp order.
+// entity is one tracked entity: its latest event inline; its older events,
+// in ascending timestamp order, in the store's history table.
+//
+// It is 128 bytes without pointers: two cache lines (the store's chunks
+// are page-aligned), and the garbage collector need not scan the store.
 type entity struct {
 	latest    core.GeoEvent
-	older     []core.GeoEvent
 	expiresAt uint64 // 0 = never
+	hist      uint32 // 1 + the index of its older events in the store's history table; 0 = none
+	_         uint32
 }
 
 func (e *entity) visible(t uint64) bool { return e.expiresAt == 0 || t < e.expiresAt }
-func (e *entity) eventCount() uint64    { return uint64(len(e.older)) + 1 }
 
 // New returns an empty state machine.
 func New() *StateMachine {
@@ -76,16 +95,71 @@ func spatialKey(e *entity) btree.Key { return btree.Key{A: e.latest.CellID, ID: 
 func timeKey(e *entity) btree.Key    { return btree.Key{A: e.latest.TimestampNS, ID: e.latest.EntityID} }
 func expiryKey(e *entity) btree.Key  { return btree.Key{A: e.expiresAt, ID: e.latest.EntityID} }
 
-// unindexLatest removes the entity's latest-position keys.
+// unindexLatest removes the entity's latest-position keys: its spatial key
+// at once, its time key by leaving it stale.
 func (sm *StateMachine) unindexLatest(e *entity) {
 	sm.spatial.Delete(spatialKey(e))
-	sm.byTime.Delete(timeKey(e))
+	sm.staleTime++
+	sm.sweepDebt += sweepRate
 }
 
-// indexLatest adds the entity's latest-position keys.
+// indexLatest adds the entity's latest-position keys. A stale time key
+// equal to the new one is taken over.
 func (sm *StateMachine) indexLatest(slot uint32, e *entity) {
 	sm.spatial.Set(spatialKey(e), slot)
-	sm.byTime.Set(timeKey(e), slot)
+	if sm.byTime.Set(timeKey(e), slot) {
+		sm.staleTime--
+	}
+}
+
+// liveTimeKey reports whether the time index's key k, whose value is slot,
+// is the entity's current key rather than a stale one.
+func (sm *StateMachine) liveTimeKey(k btree.Key, slot uint32) bool {
+	e := sm.store.at(slot)
+	return e.latest.EntityID == k.ID && e.latest.TimestampNS == k.A
+}
+
+// sweepRate is how many keys of the time index sweepTime examines for each
+// key that became stale. The sweep goes round the index, so every stale key
+// is gone within a round after it became stale; a round of n+s keys (n
+// entities, s stale keys) comes with at most (n+s)/sweepRate new stale
+// keys, so s stays below about n/(sweepRate-1).
+const sweepRate = 4
+
+// sweepTime pays the sweep debt: it examines that many keys of the time
+// index from sweepFrom on, wrapping round at the end, and removes the stale
+// ones, a leaf at a time. Writes call it once their changes are made.
+func (sm *StateMachine) sweepTime() {
+	budget := sm.sweepDebt
+	sm.sweepDebt = 0
+	for budget > 0 && sm.staleTime > 0 {
+		examined, dropped := 0, 0
+		next, more := sm.byTime.SweepLeaf(sm.sweepFrom, min(budget, 64), func(as []uint64, ids []core.Uint128, vals []uint32, drop []bool) {
+			// Load the entities first, in one pass of independent loads
+			// (their id and timestamp share a cache line).
+			var sum uint64
+			for _, v := range vals {
+				sum += sm.store.at(v).latest.TimestampNS
+			}
+			sm.touchSink = sum
+			for i, v := range vals {
+				if !sm.liveTimeKey(btree.Key{A: as[i], ID: ids[i]}, v) {
+					drop[i] = true
+					dropped++
+				}
+			}
+			examined = len(vals)
+		})
+		budget -= examined
+		sm.staleTime -= dropped
+		if !more {
+			if examined == 0 && sm.sweepFrom == (btree.Key{}) {
+				break // an empty index; staleTime cannot be positive
+			}
+			next = btree.Key{}
+		}
+		sm.sweepFrom = next
+	}
 }
 
 // setExpiry changes an entity's expiry and its expiry-index key.
@@ -115,7 +189,7 @@ func (sm *StateMachine) create(ev *core.GeoEvent) {
 
 // remove erases an entity and all its events; it returns how many events.
 func (sm *StateMachine) remove(slot uint32, e *entity) uint64 {
-	n := e.eventCount()
+	n := sm.store.eventCount(e)
 	sm.unindexLatest(e)
 	sm.setExpiry(slot, e, 0)
 	sm.ids.remove(e.latest.EntityID)
@@ -129,7 +203,7 @@ func (sm *StateMachine) Stats(t uint64) core.Stats {
 	entities, events := uint64(sm.ids.len()), sm.events
 	for it := sm.expiry.SeekGE(btree.Key{}); it.Valid() && it.Key().A <= t; it.Next() {
 		entities--
-		events -= sm.store.at(it.Value()).eventCount()
+		events -= sm.store.eventCount(sm.store.at(it.Value()))
 	}
 	idx := sm.spatial.Bytes() + sm.byTime.Bytes() + sm.expiry.Bytes() +
 		sm.ids.bytes() + sm.store.bytes()
@@ -142,11 +216,16 @@ func (sm *StateMachine) Stats(t uint64) core.Stats {
 }
 
 // entityStore keeps entities in fixed chunks so that growth never copies
-// (and never doubles) the whole store; freed slots are reused LIFO.
+// (and never doubles) the whole store; freed slots are reused LIFO. Older
+// events live in a table of slices, one per entity that has any, whose
+// entries are reused LIFO too.
 type entityStore struct {
 	chunks [][]entity
 	n      uint32 // slots ever handed out
 	free   []uint32
+
+	hists    [][]core.GeoEvent
+	histFree []uint32
 }
 
 const chunkBits = 12
@@ -170,11 +249,47 @@ func (s *entityStore) alloc() uint32 {
 }
 
 func (s *entityStore) release(slot uint32) {
-	*s.at(slot) = entity{}
+	e := s.at(slot)
+	s.setOlder(e, nil)
+	*e = entity{}
 	s.free = append(s.free, slot)
 }
 
-func (s *entityStore) bytes() uint64 {
-	const entityBytes = 144
-	return uint64(len(s.chunks))*chunkSize*entityBytes + uint64(cap(s.free))*4
+// older returns the entity's older events, ascending by timestamp.
+func (s *entityStore) older(e *entity) []core.GeoEvent {
+	if e.hist == 0 {
+		return nil
+	}
+	return s.hists[e.hist-1]
 }
+
+// setOlder makes older the entity's older events.
+func (s *entityStore) setOlder(e *entity, older []core.GeoEvent) {
+	switch {
+	case len(older) > 0 && e.hist == 0:
+		if k := len(s.histFree); k > 0 {
+			e.hist = s.histFree[k-1] + 1
+			s.histFree = s.histFree[:k-1]
+		} else {
+			s.hists = append(s.hists, nil)
+			e.hist = uint32(len(s.hists))
+		}
+		fallthrough
+	case len(older) > 0:
+		s.hists[e.hist-1] = older
+	case e.hist != 0:
+		s.hists[e.hist-1] = nil
+		s.histFree = append(s.histFree, e.hist-1)
+		e.hist = 0
+	}
+}
+
+func (s *entityStore) eventCount(e *entity) uint64 { return uint64(len(s.older(e))) + 1 }
+
+func (s *entityStore) bytes() uint64 {
+	const entityBytes = 128
+	return uint64(len(s.chunks))*chunkSize*entityBytes + uint64(cap(s.free))*4 +
+		uint64(cap(s.hists))*24 + uint64(cap(s.histFree))*4
+}
+
+var _ [0]struct{} = [unsafe.Sizeof(entity{}) - 128]struct{}{}

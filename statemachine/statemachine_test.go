@@ -371,6 +371,11 @@ func TestStateMachineAgainstModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		h := newHarness()
 		t.Repeat(map[string]func(*rapid.T){
+			"": func(t *rapid.T) {
+				if err := h.sm.checkInvariants(); err != nil {
+					t.Fatal(err)
+				}
+			},
 			"tick":   h.tick,
 			"insert": func(t *rapid.T) { h.write(t, false) },
 			"upsert": func(t *rapid.T) { h.write(t, true) },

@@ -79,6 +79,9 @@ func (sm *StateMachine) write(opTS uint64, events []core.GeoEvent, upsert bool) 
 
 	next := base
 	for i := range events {
+		if i%writeAhead == 0 {
+			sm.prefetchWrites(events[i:min(i+writeAhead, len(events))])
+		}
 		sm.lastTS = max(sm.lastTS, events[i].TimestampNS) // client timestamps
 		ev := events[i]                                   // a copy: the request is not modified
 		fresh := ev.TimestampNS == 0
@@ -92,7 +95,30 @@ func (sm *StateMachine) write(opTS uint64, events []core.GeoEvent, upsert bool) 
 	if next > base {
 		sm.lastTS = max(sm.lastTS, next-1) // fresh timestamps
 	}
+	sm.sweepTime()
 	return core.InsertReply{Committed: true, Results: results}, nil
+}
+
+// writeAhead is how many events of a batch prefetchWrites reads ahead.
+const writeAhead = 64
+
+// prefetchWrites loads what writing evs will read first: each entity id's
+// entry in the id index, then each stored entity. Each pass is a run of
+// independent loads, so the processor overlaps their cache misses; the
+// writes that follow find them in cache. The sum only keeps the compiler
+// from dropping the loads.
+func (sm *StateMachine) prefetchWrites(evs []core.GeoEvent) {
+	var sum uint64
+	for i := range evs {
+		sum += sm.ids.entries[sm.ids.home(evs[i].EntityID)].id.Lo
+	}
+	for i := range evs {
+		if slot, ok := sm.ids.get(evs[i].EntityID); ok {
+			e := sm.store.at(slot)
+			sum += e.latest.EntityID.Lo + e.latest.GroupID
+		}
+	}
+	sm.touchSink = sum
 }
 
 type eventKey struct {
@@ -106,22 +132,22 @@ func (sm *StateMachine) hasEvent(k eventKey, t uint64) bool {
 	if !ok {
 		return false
 	}
-	_, found := e.find(k.ts)
+	_, found := find(e, sm.store.older(e), k.ts)
 	return found
 }
 
-// find locates timestamp ts in the entity's events: index len(older) is the
-// latest event. found is false when no event has that timestamp, and then i
-// is where it would go among older.
-func (e *entity) find(ts uint64) (i int, found bool) {
+// find locates timestamp ts in the entity's events, older being its older
+// events: index len(older) is the latest event. found is false when no
+// event has that timestamp, and then i is where it would go among older.
+func find(e *entity, older []core.GeoEvent, ts uint64) (i int, found bool) {
 	if ts == e.latest.TimestampNS {
-		return len(e.older), true
+		return len(older), true
 	}
 	if ts > e.latest.TimestampNS {
-		return len(e.older), false
+		return len(older), false
 	}
-	i = sort.Search(len(e.older), func(j int) bool { return e.older[j].TimestampNS >= ts })
-	return i, i < len(e.older) && e.older[i].TimestampNS == ts
+	i = sort.Search(len(older), func(j int) bool { return older[j].TimestampNS >= ts })
+	return i, i < len(older) && older[i].TimestampNS == ts
 }
 
 // put stores one validated event whose timestamp is set. replaceLatest is
@@ -143,23 +169,25 @@ func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, replaceLatest bool) 
 		sm.replaceLatest(slot, e, ev)
 		return true
 	}
-	i, found := e.find(ev.TimestampNS)
+	older := sm.store.older(e)
+	i, found := find(e, older, ev.TimestampNS)
 	switch {
-	case found && i == len(e.older):
+	case found && i == len(older):
 		sm.replaceLatest(slot, e, ev)
 		return true
 	case found:
-		e.older[i] = *ev
+		older[i] = *ev
 		return true
 	case ev.TimestampNS > e.latest.TimestampNS:
-		e.older = append(e.older, e.latest)
+		sm.store.setOlder(e, append(older, e.latest))
 		sm.replaceLatest(slot, e, ev)
 		sm.events++
 		return false
 	default:
-		e.older = append(e.older, core.GeoEvent{})
-		copy(e.older[i+1:], e.older[i:])
-		e.older[i] = *ev
+		older = append(older, core.GeoEvent{})
+		copy(older[i+1:], older[i:])
+		older[i] = *ev
+		sm.store.setOlder(e, older)
 		sm.events++
 		return false
 	}

@@ -507,8 +507,17 @@ func (t *Tree) delete(k Key) (uint32, bool) {
 	v := l.vals[i]
 	l.removeAt(i)
 	t.n--
+	t.fixShort(l, &path)
+	return v, true
+}
+
+// fixShort restores the invariants after entries were removed from l, the
+// leaf that the descent recorded in path reached: a short leaf (not the
+// root) is merged with or evened out against a sibling under the same
+// parent, and so on up.
+func (t *Tree) fixShort(l *leaf, path *[maxHeight]step) {
 	if l.n >= leafMin || t.height == 0 {
-		return v, true
+		return
 	}
 
 	// The leaf is short: rebalance it with a sibling under the same parent.
@@ -523,7 +532,7 @@ func (t *Tree) delete(k Key) (uint32, bool) {
 	for d := t.height - 1; merged && d > 0; d-- {
 		in := path[d].in
 		if in.n >= innerMin {
-			return v, true
+			return
 		}
 		p := path[d-1]
 		if p.i+1 < p.in.n {
@@ -537,7 +546,56 @@ func (t *Tree) delete(k Key) (uint32, bool) {
 		t.height--
 		t.inners--
 	}
-	return v, true
+}
+
+// SweepLeaf examines up to max entries (max >= 1) of one leaf, in key
+// order, from the first entry >= from, and removes those that judge marks:
+// judge gets their keys (A and ID parts) and values, and sets drop[i] for
+// each entry i to remove. judge must not modify the tree. SweepLeaf
+// rebalances as Delete does, and returns the key of the first entry after
+// those examined, with more false when they were the tree's last.
+//
+// A caller that walks a tree in steps of SweepLeaf reads each leaf once
+// and descends once per step, where Delete would descend once per entry;
+// and judge sees a leaf's values together, so it can read what they refer
+// to in one pass of independent loads.
+func (t *Tree) SweepLeaf(from Key, max int, judge func(as []uint64, ids []core.Uint128, vals []uint32, drop []bool)) (next Key, more bool) {
+	var path [maxHeight]step
+	l := t.descend(from, &path)
+	i := l.lowerBound(from)
+	if i == l.n {
+		// Every entry of the next leaf is >= its separator > from.
+		if l.next == nil {
+			return Key{}, false
+		}
+		from = l.next.key(0)
+		l = t.descend(from, &path)
+		i = 0
+	}
+	end := min(i+max, l.n)
+	var drop [leafCap]bool
+	judge(l.as[i:end:end], l.ids[i:end:end], l.vals[i:end:end], drop[:end-i])
+	w := i
+	for j := i; j < end; j++ {
+		if !drop[j-i] {
+			l.as[w], l.ids[w], l.vals[w] = l.as[j], l.ids[j], l.vals[j]
+			w++
+		}
+	}
+	switch {
+	case end < l.n:
+		next, more = l.key(end), true
+	case l.next != nil:
+		next, more = l.next.key(0), true
+	}
+	if removed := end - w; removed > 0 {
+		l.move(w, l, end, l.n)
+		fillPad(l.as[l.n-removed : l.n])
+		l.n -= removed
+		t.n -= removed
+		t.fixShort(l, &path)
+	}
+	return next, more
 }
 
 // removeKid removes separator i and kids[i+1].
@@ -642,6 +700,17 @@ func (t *Tree) SeekGE(k Key) Iter {
 	return Iter{l: l, i: i}
 }
 
+// SeekGEFrom moves it to the first entry >= k, like SeekGE, but without
+// descending from the root when k lies within the range of it's current
+// leaf: a scan that jumps a little forward stays in its leaf.
+func (t *Tree) SeekGEFrom(it *Iter, k Key) {
+	if l := it.l; l != nil && l.n > 0 && !k.Less(l.key(0)) && !l.key(l.n-1).Less(k) {
+		it.i = l.lowerBound(k)
+		return
+	}
+	*it = t.SeekGE(k)
+}
+
 // SeekLE returns an Iter at the last entry <= k.
 func (t *Tree) SeekLE(k Key) Iter {
 	l := t.findLeaf(k)
@@ -680,6 +749,38 @@ func (it *Iter) Key() Key {
 		return Key{}
 	}
 	return it.l.key(it.i)
+}
+
+// A returns the A part of the current entry's key, or 0 if not Valid. It
+// reads less of the tree than Key.
+func (it *Iter) A() uint64 {
+	if it.l == nil {
+		return 0
+	}
+	return it.l.as[it.i]
+}
+
+// Run returns the A parts of the keys and the values of the entries from
+// the current one to the end of its leaf (empty if not Valid): a scan can
+// read a run of entries as plain slices, then Skip past them. They are
+// valid until the tree changes; the caller must not modify them.
+func (it *Iter) Run() (as []uint64, vals []uint32) {
+	if it.l == nil {
+		return nil, nil
+	}
+	return it.l.as[it.i:it.l.n:it.l.n], it.l.vals[it.i:it.l.n:it.l.n]
+}
+
+// Skip moves n entries forward, n at most the length of Run: to the next
+// leaf's first entry when that passes the end of the current leaf.
+func (it *Iter) Skip(n int) {
+	if it.l == nil {
+		return
+	}
+	it.i += n
+	if it.i >= it.l.n {
+		it.l, it.i = it.l.next, 0
+	}
 }
 
 // Value returns the current entry's value, or 0 if not Valid.

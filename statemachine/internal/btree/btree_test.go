@@ -1,6 +1,7 @@
 package btree
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -70,6 +71,53 @@ func TestTreeModel(t *testing.T) {
 			"MinMax": func(rt *rapid.T) { ok(h.minMax()) },
 			"SeekGENext": func(rt *rapid.T) {
 				ok(h.seekGE(anyKey.Draw(rt, "k"), rapid.IntRange(0, 300).Draw(rt, "steps")))
+			},
+			"SeekGEFrom": func(rt *rapid.T) {
+				// From an iterator anywhere (or at the end), to any key.
+				it := h.t.SeekGE(anyKey.Draw(rt, "from"))
+				for n := rapid.IntRange(0, 100).Draw(rt, "walk"); n > 0 && it.Valid(); n-- {
+					it.Next()
+				}
+				k := anyKey.Draw(rt, "k")
+				h.t.SeekGEFrom(&it, k)
+				ok(h.checkIter(fmt.Sprintf("SeekGEFrom(%v)", k), it, h.m.seekGE(k), +1, rapid.IntRange(0, 100).Draw(rt, "steps")))
+			},
+			"SweepLeaf": func(rt *rapid.T) {
+				ok(h.sweepLeaf(anyKey.Draw(rt, "from"), rapid.IntRange(1, 100).Draw(rt, "max"),
+					rapid.SampledFrom([]float64{0, 0.1, 0.5, 0.9, 1}).Draw(rt, "p"), rapid.Uint64().Draw(rt, "seed")))
+			},
+			"SweepAll": func(rt *rapid.T) {
+				// A whole pass, as the state machine's sweep does it.
+				p := rapid.SampledFrom([]float64{0.3, 0.9, 1}).Draw(rt, "p")
+				seed := rapid.Uint64().Draw(rt, "seed")
+				for from, more := (Key{}), true; more; {
+					var err error
+					from, more, err = h.sweepStep(from, rapid.IntRange(1, 80).Draw(rt, "max"), p, seed)
+					ok(err)
+					seed++
+				}
+				ok(h.check())
+			},
+			"RunSkip": func(rt *rapid.T) {
+				// Walk by runs, skipping part of each, against the model.
+				k := anyKey.Draw(rt, "k")
+				it := h.t.SeekGE(k)
+				i := h.m.seekGE(k)
+				for steps := rapid.IntRange(0, 20).Draw(rt, "steps"); steps > 0 && it.Valid(); steps-- {
+					as, vals := it.Run()
+					if len(as) == 0 || len(as) != len(vals) || i+len(as) > len(h.m.es) {
+						rt.Fatalf("Run at %d: %d keys, %d values, %d entries left", i, len(as), len(vals), len(h.m.es)-i)
+					}
+					for j := range as {
+						if e := h.m.es[i+j]; as[j] != e.k.A || vals[j] != e.v {
+							rt.Fatalf("Run at %d: entry %d is %d=%d, want %v=%d", i, j, as[j], vals[j], e.k, e.v)
+						}
+					}
+					n := rapid.IntRange(1, len(as)).Draw(rt, "skip")
+					it.Skip(n)
+					i += n
+				}
+				ok(h.checkIter("after Run/Skip", it, i, +1, 5))
 			},
 			"SeekLEPrev": func(rt *rapid.T) {
 				ok(h.seekLE(anyKey.Draw(rt, "k"), rapid.IntRange(0, 300).Draw(rt, "steps")))

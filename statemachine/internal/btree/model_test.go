@@ -2,7 +2,10 @@ package btree
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
+
+	"github.com/geoevent/geoevent/core"
 )
 
 // model is the reference implementation: a sorted slice of entries.
@@ -120,7 +123,7 @@ func (h *harness) minMax() error {
 func (h *harness) checkIter(what string, it Iter, i, dir, steps int) error {
 	for s := 0; ; s++ {
 		if i < 0 || i >= len(h.m.es) {
-			if it.Valid() || it.Key() != (Key{}) || it.Value() != 0 {
+			if it.Valid() || it.Key() != (Key{}) || it.A() != 0 || it.Value() != 0 {
 				return fmt.Errorf("%s: step %d: valid at %v, want end", what, s, it.Key())
 			}
 			return nil
@@ -128,7 +131,7 @@ func (h *harness) checkIter(what string, it Iter, i, dir, steps int) error {
 		if !it.Valid() {
 			return fmt.Errorf("%s: step %d: invalid, want %v", what, s, h.m.es[i].k)
 		}
-		if e := h.m.es[i]; it.Key() != e.k || it.Value() != e.v {
+		if e := h.m.es[i]; it.Key() != e.k || it.A() != e.k.A || it.Value() != e.v {
 			return fmt.Errorf("%s: step %d: at %v=%d, want %v=%d", what, s, it.Key(), it.Value(), e.k, e.v)
 		}
 		if s == steps {
@@ -145,6 +148,48 @@ func (h *harness) checkIter(what string, it Iter, i, dir, steps int) error {
 
 func (h *harness) seekGE(k Key, steps int) error {
 	return h.checkIter(fmt.Sprintf("SeekGE(%v)", k), h.t.SeekGE(k), h.m.seekGE(k), +1, steps)
+}
+
+// sweepLeaf runs one SweepLeaf from k, dropping each entry with
+// probability p, and checks it against the model.
+func (h *harness) sweepLeaf(from Key, max int, p float64, seed uint64) error {
+	_, _, err := h.sweepStep(from, max, p, seed)
+	if err != nil {
+		return err
+	}
+	return h.check()
+}
+
+func (h *harness) sweepStep(from Key, max int, p float64, seed uint64) (Key, bool, error) {
+	r := rand.New(rand.NewPCG(seed, 7))
+	var seen []entry
+	var dropped []Key
+	next, more := h.t.SweepLeaf(from, max, func(as []uint64, ids []core.Uint128, vals []uint32, drop []bool) {
+		for i := range as {
+			seen = append(seen, entry{Key{as[i], ids[i]}, vals[i]})
+			if r.Float64() < p {
+				drop[i] = true
+				dropped = append(dropped, Key{as[i], ids[i]})
+			}
+		}
+	})
+	i := h.m.seekGE(from)
+	if len(seen) > max || (len(seen) == 0 && i < len(h.m.es)) {
+		return next, more, fmt.Errorf("SweepLeaf(%v, %d) examined %d entries; %d lie at or after it", from, max, len(seen), len(h.m.es)-i)
+	}
+	for j, e := range seen {
+		if i+j >= len(h.m.es) || h.m.es[i+j] != e {
+			return next, more, fmt.Errorf("SweepLeaf(%v): entry %d is %v, model %v", from, j, e, h.m.es[min(i+j, len(h.m.es)-1)])
+		}
+	}
+	after := i + len(seen)
+	if wantMore := after < len(h.m.es); more != wantMore || (more && next != h.m.es[after].k) {
+		return next, more, fmt.Errorf("SweepLeaf(%v) = next %v, more %v", from, next, more)
+	}
+	for _, k := range dropped {
+		h.m.delete(k)
+	}
+	return next, more, nil
 }
 
 func (h *harness) seekLE(k Key, steps int) error {

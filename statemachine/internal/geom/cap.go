@@ -37,6 +37,8 @@ type Cap struct {
 	latNano, lonNano int64
 	radiusMM         uint64
 	cosLat           float64   // cosine of the center's latitude
+	sinLat           float64   // sine of the center's latitude
+	fast             bool      // fastDistanceMM may be used (the center is within fastMaxLat of the equator)
 	center           r3.Vector // unit vector of the center
 	angle            float64   // radius plus capMarginMM, radians
 	chord2           float64   // squared chord length of angle
@@ -54,7 +56,9 @@ func NewCap(latNano, lonNano int64, radiusMM uint64) Cap {
 		lonNano:  lonNano,
 		radiusMM: radiusMM,
 		cosLat:   math.Cos(float64(latNano) * nanoToRad),
+		sinLat:   math.Sin(float64(latNano) * nanoToRad),
 		center:   pointFromNano(latNano, lonNano),
+		fast:     latNano >= -fastMaxLatNano && latNano <= fastMaxLatNano,
 	}
 	c.angle = (float64(radiusMM) + capMarginMM) / earthRadiusMM
 	if c.angle >= fullCapAngle {
@@ -78,8 +82,76 @@ func NewCap(latNano, lonNano int64, radiusMM uint64) Cap {
 // returns that distance in millimetres. This rule (the rounded millimetre
 // distance is at most the radius) is the definition of inclusion.
 func (c *Cap) Contains(latNano, lonNano int64) (distanceMM uint64, ok bool) {
-	d := haversineMM(c.latNano, c.lonNano, c.cosLat, latNano, lonNano)
+	d, fast := c.fastDistanceMM(latNano, lonNano)
+	if !fast {
+		d = haversineMM(c.latNano, c.lonNano, c.cosLat, latNano, lonNano)
+	}
 	return d, d <= c.radiusMM
+}
+
+const (
+	// fastMaxLatNano bounds the latitude of a center whose distances
+	// fastDistanceMM computes: 80 degrees, so that the cosine of every
+	// latitude it meets (within fastMaxHalf*2 rad more) exceeds 0.15.
+	fastMaxLatNano = 80_000_000_000
+	// fastMaxHalf bounds half the latitude and half the longitude
+	// difference (radians) that fastDistanceMM takes: about 64 km.
+	fastMaxHalf = 0.01
+	// fastRelTol and fastAbsTol bound how close to a half millimetre a
+	// fast distance may lie and still be rounded: far more than the
+	// difference between the fast and the haversineMM evaluation (a few
+	// units in the last place of each, under 1e-14 relative).
+	fastRelTol = 1e-11
+	fastAbsTol = 1e-6
+)
+
+// fastDistanceMM is haversineMM(center, point) without the library's sine,
+// cosine and arcsine, for points near the center: ok is false when it
+// cannot tell the rounded result, and the caller must use haversineMM.
+//
+// It evaluates the same haversine formula with Taylor polynomials, exact to
+// well below a unit in the last place for the small angles it takes
+// (|half difference| <= fastMaxHalf): sin x to x^7 (next term < 3e-22 x),
+// the point's cosine of latitude as cos(a+δ) = cos a (1 - 2 sin²(δ/2)) -
+// sin a sin δ, and asin y to y^9 (y < 0.015, next term < 1e-20 y). The two
+// evaluations differ by far less than fastRelTol*d + fastAbsTol, so when d
+// lies further than that from a half millimetre both round to the same
+// millimetre; closer than that, ok is false.
+func (c *Cap) fastDistanceMM(latNano, lonNano int64) (distanceMM uint64, ok bool) {
+	if !c.fast {
+		return 0, false
+	}
+	dLat := float64(latNano-c.latNano) * (nanoToRad / 2)
+	dLon := float64(lonNano-c.lonNano) * (nanoToRad / 2)
+	if !(math.Abs(dLat) <= fastMaxHalf && math.Abs(dLon) <= fastMaxHalf) {
+		return 0, false
+	}
+	sLat := sinSmall(dLat)
+	sLon := sinSmall(dLon)
+	cosB := c.cosLat*(1-2*sLat*sLat) - c.sinLat*sinSmall(2*dLat)
+	h := sLat*sLat + c.cosLat*cosB*(sLon*sLon)
+	d := 2 * asinSmall(math.Sqrt(h)) * earthRadiusMM
+	fl := math.Floor(d)
+	frac := d - fl
+	if math.Abs(frac-0.5) <= d*fastRelTol+fastAbsTol {
+		return 0, false
+	}
+	if frac > 0.5 {
+		fl++
+	}
+	return uint64(fl), true
+}
+
+// sinSmall is sin x for |x| <= 2*fastMaxHalf, to x^7.
+func sinSmall(x float64) float64 {
+	x2 := x * x
+	return x - x*x2*(1.0/6-x2*(1.0/120-x2*(1.0/5040)))
+}
+
+// asinSmall is asin y for 0 <= y <= 0.015, to y^9.
+func asinSmall(y float64) float64 {
+	y2 := y * y
+	return y + y*y2*(1.0/6+y2*(3.0/40+y2*(5.0/112+y2*(35.0/1152))))
 }
 
 // MayContainLeaf is a cheap prefilter on a leaf cell id: false means that no
@@ -97,12 +169,44 @@ func (c *Cap) MayContainLeaf(leaf uint64) bool {
 	if c.cosPre2 < 0 {
 		return true
 	}
-	// The leaf lies within prefilterSlack of p, a point of its level-22
-	// ancestor, so it can be within angle of the center only if p is within
-	// angle + prefilterSlack: p.c >= cos(angle + slack) |p|, squared.
-	p := approxLeafPoint(leaf)
+	return c.mayContainPoint(approxLeafPoint(leaf))
+}
+
+// mayContainPoint is MayContainLeaf for p = approxLeafPoint(leaf) of a
+// valid leaf, when the cap is neither full nor wide. The leaf lies within
+// prefilterSlack of p, a point of its level-22 ancestor, so it can be
+// within angle of the center only if p is within angle + prefilterSlack:
+// p.c >= cos(angle + slack) |p|, squared.
+func (c *Cap) mayContainPoint(p r3.Vector) bool {
 	d := p.Dot(c.center)
 	return d > 0 && d*d >= c.cosPre2*p.Norm2()
+}
+
+// CapFilter is MayContainLeaf for the keys of one index scan: keys that
+// follow each other on the Hilbert curve share their leading levels, and
+// the filter decodes only the levels in which a key differs from the
+// previous one. It is not safe for concurrent use.
+type CapFilter struct {
+	c   *Cap
+	dec leafDecoder
+}
+
+// Filter returns a CapFilter for c.
+func (c *Cap) Filter() CapFilter { return CapFilter{c: c} }
+
+// MayContainLeaf is c.MayContainLeaf(leaf).
+func (f *CapFilter) MayContainLeaf(leaf uint64) bool {
+	c := f.c
+	if c.full {
+		return true
+	}
+	if !s2.CellID(leaf).IsValid() {
+		return false
+	}
+	if c.cosPre2 < 0 {
+		return true
+	}
+	return c.mayContainPoint(f.dec.point(leaf))
 }
 
 // Ranges returns sorted, disjoint leaf-cell-id ranges, adjacent ones merged,
@@ -123,6 +227,16 @@ func (c *Cap) Ranges() []CellRange {
 	}
 	var buf [25]s2.CellID
 	return rangesOf(appendCapCells(buf[:0], c.center, c.angle, 1))
+}
+
+// ScanRanges is Ranges for an index scan; no range is marked Inside.
+func (c *Cap) ScanRanges() []ScanRange {
+	rs := c.Ranges()
+	out := make([]ScanRange, len(rs))
+	for i, r := range rs {
+		out[i] = ScanRange{CellRange: r}
+	}
+	return out
 }
 
 // appendCapCells appends to dst cells whose union contains the cap of the

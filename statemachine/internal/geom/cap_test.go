@@ -214,3 +214,77 @@ func TestApproxLeafPoint(t *testing.T) {
 		}
 	})
 }
+
+// TestFastDistanceMatchesHaversine: wherever fastDistanceMM answers, it is
+// exactly haversineMM's rounded distance, at every latitude it accepts and
+// every distance up to its limit, including points at half-millimetre
+// distances where rounding is closest to going the other way.
+func TestFastDistanceMatchesHaversine(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		lat, lon := drawCenter(t)
+		if rapid.Bool().Draw(t, "mid latitudes") {
+			lat = rapid.Int64Range(-fastMaxLatNano-1000, fastMaxLatNano+1000).Draw(t, "mid lat")
+		}
+		cp := NewCap(lat, lon, 1000)
+		for k := 0; k < 200; k++ {
+			theta := math.Pow(10, rapid.Float64Range(-10, -1.7).Draw(t, "log theta"))
+			if rapid.IntRange(0, 3).Draw(t, "tie") == 0 {
+				// A distance of about k + 0.5 mm.
+				mm := math.Floor(theta*earthRadiusMM) + 0.5
+				theta = mm / earthRadiusMM
+			}
+			pLat, pLon := destination(lat, lon, theta, rapid.Float64Range(-math.Pi, math.Pi).Draw(t, "beta"))
+			want := haversineMM(lat, lon, cp.cosLat, pLat, pLon)
+			if got, ok := cp.fastDistanceMM(pLat, pLon); ok && got != want {
+				t.Fatalf("fastDistanceMM(%d, %d) from (%d, %d) = %d, haversineMM %d", pLat, pLon, lat, lon, got, want)
+			}
+			if got, _ := cp.Contains(pLat, pLon); got != want {
+				t.Fatalf("Contains distance %d, haversineMM %d", got, want)
+			}
+		}
+	})
+}
+
+// The fast path answers nearly always for a city-sized query.
+func TestFastDistanceUsuallyAnswers(t *testing.T) {
+	cp := NewCap(deg(38.11), deg(13.36), 1_000_000)
+	misses := 0
+	for k := 0; k < 100_000; k++ {
+		theta := 1e6 / earthRadiusMM * float64(k) / 100_000
+		pLat, pLon := destination(deg(38.11), deg(13.36), theta, float64(k))
+		if _, ok := cp.fastDistanceMM(pLat, pLon); !ok {
+			misses++
+		}
+	}
+	if misses > 10 {
+		t.Fatalf("fastDistanceMM declined %d of 100,000 points", misses)
+	}
+}
+
+// The decoder of a scan decodes exactly as approxLeafPoint, whatever the
+// previous id: nearby ids (which share levels), far ones, repeats.
+func TestLeafDecoderMatches(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var d leafDecoder
+		lat, lon := drawCenter(t)
+		id := LeafCell(lat, lon)
+		for k := 0; k < 100; k++ {
+			switch rapid.IntRange(0, 3).Draw(t, "step") {
+			case 0:
+				lat, lon = drawCenter(t)
+				id = LeafCell(lat, lon)
+			case 1: // a neighbour along the curve
+				id = uint64(s2.CellID(id).Advance(rapid.Int64Range(-1<<20, 1<<20).Draw(t, "advance")))
+				if !s2.CellID(id).IsValid() {
+					id = LeafCell(lat, lon)
+				}
+			case 2: // change one bit-pair of the position
+				bit := 2 * rapid.IntRange(0, 29).Draw(t, "bit")
+				id ^= uint64(rapid.IntRange(1, 3).Draw(t, "pair")) << (bit + 1)
+			}
+			if got, want := d.point(id), approxLeafPoint(id); got != want {
+				t.Fatalf("decoder point of %x = %v, approxLeafPoint %v", id, got, want)
+			}
+		}
+	})
+}

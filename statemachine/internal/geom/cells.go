@@ -2,6 +2,7 @@ package geom
 
 import (
 	"math"
+	"math/bits"
 
 	"github.com/golang/geo/r3"
 	"github.com/golang/geo/s2"
@@ -201,4 +202,59 @@ func approxLeafPoint(id uint64) r3.Vector {
 	s := float64(i+half) / maxSize
 	t := float64(j+half) / maxSize
 	return faceUVToXYZ(f, stToUV(s), stToUV(t))
+}
+
+// leafDecoder is approxLeafPoint for a sequence of leaf cell ids, such as
+// the keys of an index scan: it keeps the decoding state of each step for
+// the last id, so an id that shares its leading levels with the previous
+// one (neighbours on the Hilbert curve do) decodes only the levels below.
+// The zero value is ready to use.
+type leafDecoder struct {
+	prev  uint64
+	valid bool
+	// st[k] is the state after decoding step k (k = 7 down to 2): the
+	// leaf coordinates decoded so far and the orientation.
+	st [8]decodeState
+}
+
+type decodeState struct {
+	i, j, orientation int
+}
+
+// point is approxLeafPoint(id).
+func (d *leafDecoder) point(id uint64) r3.Vector {
+	// Step k reads the id's bits k*8+1 to k*8+8 (step 7: bits 57 to 60,
+	// under the face bits), so its state depends only on bits k*8+1 and
+	// above: it still holds when the highest bit in which id differs from
+	// the previous id is at most k*8.
+	k := 7
+	var s decodeState
+	if x := id ^ d.prev; d.valid && x < 1<<57 {
+		hb := 63 - bits.LeadingZeros64(x) // -1 when x is 0
+		r := max((hb+7)/8, 2)
+		s = d.st[r]
+		k = r - 1
+	} else {
+		s = decodeState{orientation: int(id>>61) & swapMask}
+		o := s.orientation + int(id>>57)&0xf<<2
+		o = int(lookupIJ[o])
+		s.i = (o >> (lookupBits + 2)) << (7 * lookupBits)
+		s.j = ((o >> 2) & (1<<lookupBits - 1)) << (7 * lookupBits)
+		s.orientation = o & (swapMask | invertMask)
+		d.st[7] = s
+		k = 6
+	}
+	for ; k >= 2; k-- {
+		o := s.orientation + int(id>>uint(k*2*lookupBits+1))&0xff<<2
+		o = int(lookupIJ[o])
+		s.i += (o >> (lookupBits + 2)) << uint(k*lookupBits)
+		s.j += ((o >> 2) & (1<<lookupBits - 1)) << uint(k*lookupBits)
+		s.orientation = o & (swapMask | invertMask)
+		d.st[k] = s
+	}
+	d.prev, d.valid = id, true
+	const half = 1 << (maxLevel - prefilterLevel - 1)
+	st := float64(s.i+half) / maxSize
+	tt := float64(s.j+half) / maxSize
+	return faceUVToXYZ(int(id>>61), stToUV(st), stToUV(tt))
 }

@@ -95,6 +95,43 @@ func pointFromNano(latNano, lonNano int64) r3.Vector {
 // level is the range [id.RangeMin(), id.RangeMax()] of its leaf cells.
 type CellRange struct{ Min, Max uint64 }
 
+// A ScanRange is a range of leaf cell ids for an index scan, with what the
+// query knows of it: Inside is set when every point whose LeafCell lies in
+// the range is inside the query's region, so its keys need no test.
+type ScanRange struct {
+	CellRange
+	Inside bool
+}
+
+// mergeScanRanges sorts rs, which must be disjoint, and merges neighbours
+// that are adjacent (no leaf cell between them) and alike in Inside.
+func mergeScanRanges(rs []ScanRange) []ScanRange {
+	slices.SortFunc(rs, func(a, b ScanRange) int { return cmp.Compare(a.Min, b.Min) })
+	out := rs[:0]
+	for _, r := range rs {
+		if n := len(out); n > 0 && r.Inside == out[n-1].Inside && r.Min-out[n-1].Max <= 2 {
+			out[n-1].Max = r.Max
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// cellRanges is the CellRanges of scan ranges: adjacent ones merged
+// whatever their Inside.
+func cellRanges(rs []ScanRange) []CellRange {
+	out := make([]CellRange, 0, len(rs))
+	for _, r := range rs {
+		if n := len(out); n > 0 && r.Min-out[n-1].Max <= 2 {
+			out[n-1].Max = r.Max
+			continue
+		}
+		out = append(out, r.CellRange)
+	}
+	return out
+}
+
 // rangesOf turns cells into sorted, disjoint leaf-cell-id ranges, merging
 // ranges that overlap or that are adjacent (no leaf cell between them). It
 // sorts cells.

@@ -31,13 +31,16 @@ const (
 	// maxBandEntries bounds the size of a ring's band index.
 	maxBandEntries = 200_000
 	// Covering limits.
-	coverMaxCells  = 16
+	coverMaxCells  = 64
 	coverMaxLevels = 10
 )
 
-// seg is one edge in the plane, with the inverse slope k = dx/dy.
+// seg is one edge in the plane, with the inverse slope k = dx/dy, its y
+// range, and m = sqrt(1+k²): a point at horizontal distance h from the
+// edge's line is h/m from it.
 type seg struct {
 	ax, ay, bx, by, k float64
+	y0, y1, m         float64
 }
 
 // ringIndex is one ring in the plane: its bounding box and its edges,
@@ -64,7 +67,12 @@ type planarIndex struct {
 	c, e1, e2 r3.Vector // center and tangent axes of the projection
 	minCos    float64   // points with p·c below this are outside
 	rings     []ringIndex
-	holeBands ringBands
+
+	// For PolygonFilter (see classify): squared cosines of the angles
+	// beyond which a leaf is surely cut off and within which it is surely
+	// projected, and the slack of its image in the plane.
+	cosOut2, cosIn2, slackPlane float64
+	holeBands                   ringBands
 }
 
 // ringBands lists, per band of y, the holes whose y ranges reach it.
@@ -121,9 +129,12 @@ func newPlanarIndex(c r3.Vector, minCos float64, pts []r3.Vector, start []int) (
 			}
 		}
 		for i := range ri.segs {
-			if s := &ri.segs[i]; s.by != s.ay {
+			s := &ri.segs[i]
+			if s.by != s.ay {
 				s.k = (s.bx - s.ax) / (s.by - s.ay)
 			}
+			s.y0, s.y1 = min(s.ay, s.by), max(s.ay, s.by)
+			s.m = math.Sqrt(1 + s.k*s.k)
 		}
 		ri.buildBands()
 	}
@@ -171,6 +182,7 @@ func newPlanarIndex(c r3.Vector, minCos float64, pts []r3.Vector, start []int) (
 			}
 		}
 	}
+	pl.prepareFilter()
 	return pl, nil
 }
 
@@ -188,7 +200,12 @@ func (pl *planarIndex) project(p r3.Vector) (x, y float64, ok bool) {
 // inside no hole, each judged by the even-odd rule over its own edges.
 func (pl *planarIndex) contains(v r3.Vector) bool {
 	x, y, ok := pl.project(v)
-	if !ok || !pl.rings[0].contains(x, y) {
+	return ok && pl.containsXY(x, y)
+}
+
+// containsXY is contains for the point (x, y) of the plane.
+func (pl *planarIndex) containsXY(x, y float64) bool {
+	if !pl.rings[0].contains(x, y) {
 		return false
 	}
 	hb := &pl.holeBands
@@ -325,47 +342,22 @@ func faceCellOf(id s2.CellID) faceCell {
 
 func (fc faceCell) id() s2.CellID { return cellIDFromFaceIJLevel(fc.face, fc.i, fc.j, fc.level) }
 
-// relate judges a cell against the outer ring: outside and inside are
-// certain (up to planeTol), boundary is the rest.
-func (pl *planarIndex) relate(fc faceCell) int {
-	n := float64(int(1) << fc.level)
-	u0, u1 := stToUV(float64(fc.i)/n), stToUV(float64(fc.i+1)/n)
-	v0, v1 := stToUV(float64(fc.j)/n), stToUV(float64(fc.j+1)/n)
-	corners := [4][2]float64{{u0, v0}, {u1, v0}, {u1, v1}, {u0, v1}}
-	var qx, qy [4]float64
-	for k, uv := range corners {
-		v := faceUVToXYZ(fc.face, uv[0], uv[1]) // not unit; the projection does not care
-		w := v.Dot(pl.c)
-		if !(w > 0 && w*w >= cellMinCos*cellMinCos*v.Norm2()) {
-			return cellBoundary
-		}
-		qx[k], qy[k] = v.Dot(pl.e1)/w, v.Dot(pl.e2)/w
+// corner is the image of a cell's corner in the plane; ok is false for a
+// corner too far from the center to project (cellMinCos).
+type corner struct {
+	x, y float64
+	ok   bool
+}
+
+// projectCorner projects the point (u, v) of a face.
+func (pl *planarIndex) projectCorner(face int, u, v float64) corner {
+	p := faceUVToXYZ(face, u, v) // not unit; the projection does not care
+	w := p.Dot(pl.c)
+	if !(w > 0 && w*w >= cellMinCos*cellMinCos*p.Norm2()) {
+		return corner{}
 	}
-	ri := &pl.rings[0]
-	if ri.swap {
-		qx, qy = qy, qx
-	}
-	bx0 := min(qx[0], qx[1], qx[2], qx[3]) - planeTol
-	bx1 := max(qx[0], qx[1], qx[2], qx[3]) + planeTol
-	by0 := min(qy[0], qy[1], qy[2], qy[3]) - planeTol
-	by1 := max(qy[0], qy[1], qy[2], qy[3]) + planeTol
-	if bx1 < ri.x0 || bx0 > ri.x1 || by1 < ri.y0 || by0 > ri.y1 {
-		return cellOutside
-	}
-	// Cell edges are geodesics too: the cell is the convex quadrilateral q.
-	// If no edge of the outer ring meets its padded bounding box, the whole
-	// cell is on one side of the ring: the side of its center.
-	for b := ri.band(by0); b <= ri.band(by1); b++ {
-		for _, ei := range ri.bandEdges[ri.bandStart[b]:ri.bandStart[b+1]] {
-			if ri.segs[ei].meetsBox(bx0, bx1, by0, by1) {
-				return cellBoundary
-			}
-		}
-	}
-	if ri.containsRing((qx[0]+qx[1]+qx[2]+qx[3])/4, (qy[0]+qy[1]+qy[2]+qy[3])/4) {
-		return cellInside
-	}
-	return cellOutside
+	r := 1 / w
+	return corner{p.Dot(pl.e1) * r, p.Dot(pl.e2) * r, true}
 }
 
 // meetsBox reports whether the segment may meet the box (conservatively).
@@ -383,52 +375,308 @@ func (s *seg) meetsBox(x0, x1, y0, y1 float64) bool {
 	return true
 }
 
-// cover returns cells whose union contains the outer ring's inside: the
-// cells of its bounding cap, refined (see Polygon.Ranges).
-func (pl *planarIndex) cover(center r3.Vector, angle float64) []s2.CellID {
+// scanRanges returns the leaf-cell-id ranges of cells whose union contains
+// the polygon: the cells of its bounding cap, refined (see
+// Polygon.ScanRanges), each range marked Inside when its cells lie inside
+// the polygon.
+//
+// Each boundary cell keeps the list of the edges (of every ring) that meet
+// its padded box; only those can meet its children, so a split tests the
+// children against its own short list instead of the whole polygon. A
+// child that meets none lies wholly on one side of every ring: the side of
+// its center.
+func (pl *planarIndex) scanRanges(center r3.Vector, angle float64) []ScanRange {
 	type cand struct {
 		fc     faceCell
 		rel    int
 		alive  bool
-		levels int // levels below the starting cells
+		levels int   // levels below the starting cells
+		e0, e1 int32 // its edges: cov.arena[e0:e1] (boundary cells)
 	}
-	cands := make([]cand, 0, 4*coverMaxCells)
+	cov := pl.coverEdges()
+	cands := make([]cand, 0, 2*coverMaxCells)
 	alive := 0
 	var buf [9]s2.CellID
 	for _, id := range appendCapCells(buf[:0], center, angle, 0) {
 		fc := faceCellOf(id)
-		if rel := pl.relate(fc); rel != cellOutside {
-			cands = append(cands, cand{fc: fc, rel: rel, alive: true})
+		n := float64(int(1) << fc.level)
+		u0, u1 := stToUV(float64(fc.i)/n), stToUV(float64(fc.i+1)/n)
+		v0, v1 := stToUV(float64(fc.j)/n), stToUV(float64(fc.j+1)/n)
+		q := [4]corner{
+			pl.projectCorner(fc.face, u0, v0), pl.projectCorner(fc.face, u1, v0),
+			pl.projectCorner(fc.face, u1, v1), pl.projectCorner(fc.face, u0, v1),
+		}
+		e0 := int32(len(cov.arena))
+		rel := cov.relate(pl, q, cov.all)
+		if rel != cellOutside {
+			cands = append(cands, cand{fc: fc, rel: rel, alive: true, e0: e0, e1: int32(len(cov.arena))})
 			alive++
 		}
 	}
 	// Split boundary cells, coarsest first, while the covering stays small.
+	// The four children of a cell share their corners: 9 of them.
 	var kids [4]cand
 	for i := 0; i < len(cands) && alive < coverMaxCells; i++ {
 		cd := cands[i]
 		if cd.rel != cellBoundary || cd.levels >= coverMaxLevels || cd.fc.level >= maxLevel {
 			continue
 		}
+		level := cd.fc.level + 1
+		m := float64(int(1) << level)
+		var g [3][3]corner
+		for a := 0; a < 3; a++ {
+			u := stToUV(float64(2*cd.fc.i+a) / m)
+			for b := 0; b < 3; b++ {
+				g[a][b] = pl.projectCorner(cd.fc.face, u, stToUV(float64(2*cd.fc.j+b)/m))
+			}
+		}
+		mark := len(cov.arena)
 		n := 0
 		for k := 0; k < 4; k++ {
-			fc := faceCell{cd.fc.face, cd.fc.level + 1, 2*cd.fc.i + k>>1, 2*cd.fc.j + k&1}
-			if rel := pl.relate(fc); rel != cellOutside {
-				kids[n] = cand{fc: fc, rel: rel, alive: true, levels: cd.levels + 1}
+			a, b := k>>1, k&1
+			e0 := int32(len(cov.arena))
+			rel := cov.relate(pl, [4]corner{g[a][b], g[a+1][b], g[a+1][b+1], g[a][b+1]}, cov.arena[cd.e0:cd.e1])
+			if rel != cellOutside {
+				kids[n] = cand{fc: faceCell{cd.fc.face, level, 2*cd.fc.i + a, 2*cd.fc.j + b}, rel: rel, alive: true, levels: cd.levels + 1, e0: e0, e1: int32(len(cov.arena))}
 				n++
 			}
 		}
 		if alive-1+n > coverMaxCells {
+			cov.arena = cov.arena[:mark]
 			break // the covering is full: stop at the first split that does not fit
 		}
 		cands[i].alive = false
 		cands = append(cands, kids[:n]...)
 		alive += n - 1
 	}
-	out := make([]s2.CellID, 0, alive)
+	out := make([]ScanRange, 0, alive)
 	for _, cd := range cands {
 		if cd.alive {
-			out = append(out, cd.fc.id())
+			id := cd.fc.id()
+			out = append(out, ScanRange{CellRange{uint64(id.RangeMin()), uint64(id.RangeMax())}, cd.rel == cellInside})
 		}
 	}
-	return out
+	return mergeScanRanges(out)
+}
+
+// coverEdges holds the polygon's edges in plane coordinates (unswapped)
+// for scanRanges, and the arena of its cells' edge lists.
+type coverEdges struct {
+	segs  []seg   // every edge of every ring
+	all   []int32 // 0, 1, ..., len(segs)-1
+	arena []int32
+}
+
+func (pl *planarIndex) coverEdges() *coverEdges {
+	n := 0
+	for r := range pl.rings {
+		n += len(pl.rings[r].segs)
+	}
+	cov := &coverEdges{segs: make([]seg, 0, n), all: make([]int32, n), arena: make([]int32, 0, 4*n+256)}
+	for r := range pl.rings {
+		ri := &pl.rings[r]
+		for _, sg := range ri.segs {
+			if ri.swap {
+				sg.ax, sg.ay, sg.bx, sg.by = sg.ay, sg.ax, sg.by, sg.bx
+			}
+			cov.segs = append(cov.segs, sg)
+		}
+	}
+	for i := range cov.all {
+		cov.all[i] = int32(i)
+	}
+	return cov
+}
+
+// relate judges the cell whose corners project to q against the polygon
+// (outer ring and holes): outside and inside are certain (up to planeTol),
+// boundary is the rest. Cell edges are geodesics too, so the cell is the
+// convex quadrilateral q: if no edge of a ring meets its padded bounding
+// box, the whole cell is on one side of that ring, the side of its
+// center. It tests only the edges listed in from (those that can meet the
+// cell), and appends those that meet the box to the arena.
+func (cov *coverEdges) relate(pl *planarIndex, q [4]corner, from []int32) int {
+	if !(q[0].ok && q[1].ok && q[2].ok && q[3].ok) {
+		cov.arena = append(cov.arena, from...)
+		return cellBoundary
+	}
+	bx0 := min(q[0].x, q[1].x, q[2].x, q[3].x) - planeTol
+	bx1 := max(q[0].x, q[1].x, q[2].x, q[3].x) + planeTol
+	by0 := min(q[0].y, q[1].y, q[2].y, q[3].y) - planeTol
+	by1 := max(q[0].y, q[1].y, q[2].y, q[3].y) + planeTol
+	n := len(cov.arena)
+	for _, ei := range from {
+		if cov.segs[ei].meetsBox(bx0, bx1, by0, by1) {
+			cov.arena = append(cov.arena, ei)
+		}
+	}
+	if len(cov.arena) > n {
+		return cellBoundary
+	}
+	if pl.containsXY((q[0].x+q[1].x+q[2].x+q[3].x)/4, (q[0].y+q[1].y+q[2].y+q[3].y)/4) {
+		return cellInside
+	}
+	return cellOutside
+}
+
+// Relations of a leaf cell to a polygon, as PolygonFilter.ClassifyLeaf
+// judges them.
+const (
+	// LeafOutside: no point whose leaf cell it is lies in the polygon.
+	LeafOutside = iota
+	// LeafInside: every point whose leaf cell it is lies in the polygon.
+	LeafInside
+	// LeafUnsure: the leaf lies near the polygon's boundary (or the
+	// polygon is too wide for the plane); test the point itself.
+	LeafUnsure
+)
+
+// PolygonFilter judges leaf cell ids against a polygon for the keys of one
+// index scan, so that most keys are settled without their point: it
+// decodes each key's level-22 ancestor (reusing the levels it shares with
+// the previous key) and tests that ancestor's center with a margin of the
+// ancestor's size. It is not safe for concurrent use.
+type PolygonFilter struct {
+	pl  *planarIndex
+	dec leafDecoder
+}
+
+// Filter returns a PolygonFilter for p.
+func (p *Polygon) Filter() PolygonFilter { return PolygonFilter{pl: p.planar} }
+
+// ClassifyLeaf returns LeafOutside when ContainsPoint is false for every
+// point whose LeafCell is leaf, LeafInside when it is true for every such
+// point, and otherwise LeafUnsure. An invalid cell id is LeafOutside.
+func (f *PolygonFilter) ClassifyLeaf(leaf uint64) int {
+	if !s2.CellID(leaf).IsValid() {
+		return LeafOutside
+	}
+	if f.pl == nil {
+		return LeafUnsure
+	}
+	return f.pl.classify(f.dec.point(leaf))
+}
+
+// classify is ClassifyLeaf for the point p (not unit) within
+// prefilterSlack of every point of the leaf.
+//
+// Let θc be the angle from the center at which the projection cuts off
+// (cos θc = minCos). A point q within angle s of p/|p| lies at an angle
+// from the center within s of p's angle θ: when θ > θc+s, q is cut off
+// (outside); when θ < θc-s, q is projected. In the plane, q then lies
+// within s/cos²(θc) of p's image (the gnomonic projection stretches lengths
+// by at most 1/cos² of the angle from the center): when no edge of any
+// ring lies that close to p's image, no edge separates the two images, and
+// the even-odd rule gives q p's answer.
+func (pl *planarIndex) classify(p r3.Vector) int {
+	w := p.Dot(pl.c) // |p| cos θ
+	w2, n2 := w*w, p.Norm2()
+	switch {
+	case !(w > 0 && w2 >= pl.cosOut2*n2):
+		return LeafOutside
+	case w2 < pl.cosIn2*n2:
+		return LeafUnsure
+	}
+	r := 1 / w
+	x, y := p.Dot(pl.e1)*r, p.Dot(pl.e2)*r
+	sp := pl.slackPlane
+	in, near := pl.rings[0].classify(x, y, sp)
+	switch {
+	case near:
+		return LeafUnsure
+	case !in:
+		return LeafOutside
+	}
+	hb := &pl.holeBands
+	b0, b1 := bandOf(y-sp, hb.y0, hb.scale, hb.n), bandOf(y+sp, hb.y0, hb.scale, hb.n)
+	for _, j := range hb.holes[hb.start[b0]:hb.start[b1+1]] {
+		in, near := pl.rings[j].classify(x, y, sp)
+		switch {
+		case near:
+			return LeafUnsure
+		case in:
+			return LeafOutside
+		}
+	}
+	return LeafInside
+}
+
+// prepareFilter sets the thresholds of classify.
+func (pl *planarIndex) prepareFilter() {
+	const s = prefilterSlack
+	cut := math.Acos(min(pl.minCos, 1)) // θc; its error (< 1e-12) is far below s
+	cosOut := math.Cos(cut+s) - 1e-12
+	cosIn := math.Cos(max(cut-s, 0)) + 1e-12
+	pl.cosOut2 = cosOut * max(cosOut, 0)
+	pl.cosIn2 = cosIn * cosIn
+	// Points that pass the cut-off lie within θc of the center, q within
+	// θc+s; cos(θc+s) > 0.17 - s as minCos > cos 80°.
+	pl.slackPlane = s/(cosOut*cosOut) + planeTol
+}
+
+// classify reports whether the point (x, y) of the plane is inside the
+// ring by the even-odd rule (as contains) and whether an edge of the ring
+// may lie within sp of it; when near is false, every point within sp of
+// (x, y) gets the same answer from contains.
+func (ri *ringIndex) classify(x, y, sp float64) (in, near bool) {
+	if ri.swap {
+		x, y = y, x
+	}
+	if x < ri.x0-sp || x > ri.x1+sp || y < ri.y0-sp || y > ri.y1+sp {
+		return false, false
+	}
+	b := ri.band(y)
+	for _, ei := range ri.bandEdges[ri.bandStart[b]:ri.bandStart[b+1]] {
+		sg := &ri.segs[ei]
+		if y < sg.y0-sp || y > sg.y1+sp {
+			continue // too far above or below to be near, and not crossed
+		}
+		if (sg.ay > y) == (sg.by > y) {
+			// Not crossed (crosses is false), but y is within sp of an end.
+			if sg.near(x, y, sp) {
+				return false, true
+			}
+			continue
+		}
+		// The ray's line meets the edge at x + h; the edge is |h|/m away.
+		h := sg.ax + float64((y-sg.ay)*sg.k) - x
+		if math.Abs(h) <= sp*sg.m {
+			return false, true
+		}
+		if h > 0 { // as crosses: x < ax + (y-ay)k
+			in = !in
+		}
+	}
+	// Edges within sp of the point but not in its band.
+	b0, b1 := ri.band(y-sp), ri.band(y+sp)
+	if b0 < b {
+		for _, ei := range ri.bandEdges[ri.bandStart[b0]:ri.bandStart[b]] {
+			if ri.segs[ei].near(x, y, sp) {
+				return false, true
+			}
+		}
+	}
+	if b1 > b {
+		for _, ei := range ri.bandEdges[ri.bandStart[b+1]:ri.bandStart[b1+1]] {
+			if ri.segs[ei].near(x, y, sp) {
+				return false, true
+			}
+		}
+	}
+	if x < ri.x0 || x > ri.x1 || y < ri.y0 || y > ri.y1 {
+		return false, false // as containsRing: outside the box is outside
+	}
+	return in, false
+}
+
+// near reports whether the segment may come within sp of (x, y): it is
+// true for every segment that does (and for some that come a little
+// further, beyond an end).
+func (s *seg) near(x, y, sp float64) bool {
+	if x < min(s.ax, s.bx)-sp || x > max(s.ax, s.bx)+sp || y < min(s.ay, s.by)-sp || y > max(s.ay, s.by)+sp {
+		return false
+	}
+	dx, dy := s.bx-s.ax, s.by-s.ay
+	c := dx*(y-s.ay) - dy*(x-s.ax)
+	return c*c <= sp*sp*(dx*dx+dy*dy)
 }

@@ -621,19 +621,32 @@ func (p *Polygon) ContainsPoint(latNano, lonNano int64) bool {
 }
 
 // Ranges returns sorted, disjoint leaf-cell-id ranges, adjacent ones merged,
-// whose union holds the LeafCell of every point ContainsPoint accepts.
+// whose union holds the LeafCell of every point ContainsPoint accepts: the
+// ranges of ScanRanges, with their Inside marks dropped.
+func (p *Polygon) Ranges() []CellRange {
+	return cellRanges(p.ScanRanges())
+}
+
+// ScanRanges returns sorted, disjoint leaf-cell-id ranges whose union holds
+// the LeafCell of every point ContainsPoint accepts, each marked Inside
+// when every point whose leaf cell lies in it is accepted.
 //
 // The covering starts from the cells of the polygon's bounding cap at the
-// level of the cap's size (at most 9 cells), drops those outside the outer
-// ring, and splits the cells that the outer ring's boundary crosses,
-// coarsest first, while the covering stays within 16 cells and 10 levels of
-// the start. (Holes are ignored: they only shrink the polygon.) Polygons
-// too wide for the gnomonic projection use s2.RegionCoverer (16 cells).
-func (p *Polygon) Ranges() []CellRange {
+// level of the cap's size (at most 9 cells), drops those outside the
+// polygon, and splits the cells that a ring's boundary crosses, coarsest
+// first, while the covering stays within 64 cells and 10 levels of the
+// start. Polygons too wide for the gnomonic projection use
+// s2.RegionCoverer on the outer ring (16 cells, none marked Inside).
+func (p *Polygon) ScanRanges() []ScanRange {
 	if p.planar == nil {
 		level := min(s2.MinWidthMetric.MaxLevel(p.capAngle)+8, maxLevel)
 		rc := s2.RegionCoverer{MinLevel: 0, MaxLevel: level, LevelMod: 1, MaxCells: 16}
-		return rangesOf(rc.Covering(p.outer))
+		rs := rangesOf(rc.Covering(p.outer))
+		out := make([]ScanRange, len(rs))
+		for i, r := range rs {
+			out[i] = ScanRange{CellRange: r}
+		}
+		return out
 	}
-	return rangesOf(p.planar.cover(p.capCenter, p.capAngle))
+	return p.planar.scanRanges(p.capCenter, p.capAngle)
 }

@@ -1,6 +1,7 @@
 package geom
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -406,7 +407,8 @@ func TestPolygonProperties(t *testing.T) {
 	})
 }
 
-// Polygon ranges are few and sized to the polygon.
+// Polygon ranges are few (at most one per cell of the covering) and sized
+// to the polygon.
 func TestPolygonRangesSize(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		outer, holes, _, _, rMax := drawPolygon(t)
@@ -415,7 +417,7 @@ func TestPolygonRangesSize(t *testing.T) {
 			t.Skip(err)
 		}
 		rs := p.Ranges()
-		if len(rs) > 16 {
+		if len(rs) > coverMaxCells {
 			t.Fatalf("%d ranges", len(rs))
 		}
 		var leaves float64
@@ -565,5 +567,112 @@ func TestPolygonCombsAgree(t *testing.T) {
 				t.Fatalf("(%d, %d) not in ranges", lat, lon)
 			}
 		}
+	}
+}
+
+// PolygonFilter never contradicts ContainsPoint: a leaf it calls outside
+// holds no contained point, one it calls inside no point outside; nor do
+// scan ranges marked Inside. Points
+// are drawn anywhere, about the polygon, and close to its vertices and
+// edges; ids are judged in a random order and in sorted order (as a scan
+// does), so the decoder's reuse is exercised.
+func TestPolygonFilterAgrees(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		outer, holes, lat, lon, rMax := drawPolygon(t)
+		p, err := NewPolygon(outer, holes)
+		if err != nil {
+			t.Skip(err)
+		}
+		type probe struct {
+			lat, lon int64
+			leaf     uint64
+		}
+		var probes []probe
+		rings := append([][]core.Coordinate{outer}, holes...)
+		for k := 0; k < 100; k++ {
+			var pLat, pLon int64
+			switch k % 4 {
+			case 0:
+				pLat = rapid.Int64Range(-maxLatNano, maxLatNano).Draw(t, "pLat")
+				pLon = rapid.Int64Range(-maxLonNano, maxLonNano).Draw(t, "pLon")
+			case 1, 2:
+				pLat, pLon = destination(lat, lon, rMax*rapid.Float64Range(0, 1.1).Draw(t, "pr"), rapid.Float64Range(-math.Pi, math.Pi).Draw(t, "pb"))
+			case 3: // near a vertex or between two neighbours
+				ring := rapid.SampledFrom(rings).Draw(t, "ring")
+				i := rapid.IntRange(0, len(ring)-1).Draw(t, "vertex")
+				a, b := ring[i], ring[(i+1)%len(ring)]
+				f := rapid.Float64Range(0, 1).Draw(t, "along")
+				off := rapid.SampledFrom([]int64{100, 10_000, 100_000}).Draw(t, "offset") // 1 cm, 1 m, 10 m
+				pLat = a.LatNano + int64(f*float64(b.LatNano-a.LatNano)) + rapid.Int64Range(-off, off).Draw(t, "dlat")
+				pLon = a.LonNano + int64(f*float64(b.LonNano-a.LonNano)) + rapid.Int64Range(-off, off).Draw(t, "dlon")
+				pLat = min(max(pLat, -maxLatNano), maxLatNano)
+				pLon = min(max(pLon, -maxLonNano), maxLonNano)
+			}
+			probes = append(probes, probe{pLat, pLon, LeafCell(pLat, pLon)})
+		}
+		check := func(order string) {
+			f := p.Filter()
+			for _, pr := range probes {
+				got := p.ContainsPoint(pr.lat, pr.lon)
+				switch f.ClassifyLeaf(pr.leaf) {
+				case LeafOutside:
+					if got {
+						t.Fatalf("%s: leaf of (%d, %d) judged outside, but the point is inside", order, pr.lat, pr.lon)
+					}
+				case LeafInside:
+					if !got {
+						t.Fatalf("%s: leaf of (%d, %d) judged inside, but the point is outside", order, pr.lat, pr.lon)
+					}
+				}
+			}
+		}
+		check("drawn order")
+		slices.SortFunc(probes, func(a, b probe) int { return cmp.Compare(a.leaf, b.leaf) })
+		check("sorted")
+
+		// Scan ranges are sorted and disjoint, hold every contained point,
+		// and those marked Inside hold no other.
+		srs := p.ScanRanges()
+		for i := 1; i < len(srs); i++ {
+			if srs[i].Min <= srs[i-1].Max {
+				t.Fatalf("scan ranges %d and %d overlap or are out of order", i-1, i)
+			}
+		}
+		for _, pr := range probes {
+			got := p.ContainsPoint(pr.lat, pr.lon)
+			in := false
+			for _, r := range srs {
+				if pr.leaf >= r.Min && pr.leaf <= r.Max {
+					in = true
+					if r.Inside && !got {
+						t.Fatalf("(%d, %d) lies in a range marked Inside but is outside", pr.lat, pr.lon)
+					}
+				}
+			}
+			if got && !in {
+				t.Fatalf("(%d, %d) is inside but in no scan range", pr.lat, pr.lon)
+			}
+		}
+	})
+}
+
+// On the benchmark polygon the filter settles nearly every point.
+func TestPolygonFilterSettles(t *testing.T) {
+	outer, holes := polygon20()
+	p, err := NewPolygon(outer, holes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := p.Filter()
+	unsure := 0
+	const n = 20_000
+	for k := 0; k < n; k++ {
+		lat, lon := destination(deg(38.11), deg(13.36), 3000/EarthRadiusM*math.Sqrt(float64(k)/n), float64(k))
+		if f.ClassifyLeaf(LeafCell(lat, lon)) == LeafUnsure {
+			unsure++
+		}
+	}
+	if unsure > n/100 {
+		t.Fatalf("%d of %d points unsure", unsure, n)
 	}
 }

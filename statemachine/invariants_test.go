@@ -1,0 +1,167 @@
+package statemachine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// checkInvariants checks the state machine's invariants (see doc.go) by
+// walking every structure: the id index and the store agree, each entity
+// has exactly its keys in the spatial and expiry indexes and its live key
+// in the time index, every other time key is stale and staleTime counts
+// them, and the event count adds up.
+func (sm *StateMachine) checkInvariants() error {
+	live := map[uint32]bool{}
+	var events uint64
+	for _, id := range sm.ids.appendIDs(nil) {
+		slot, _ := sm.ids.get(id)
+		if live[slot] {
+			return fmt.Errorf("slot %d is held by two ids", slot)
+		}
+		live[slot] = true
+		e := sm.store.at(slot)
+		if e.latest.EntityID != id {
+			return fmt.Errorf("slot %d holds entity %v, the id index says %v", slot, e.latest.EntityID, id)
+		}
+		older := sm.store.older(e)
+		for i := range older {
+			next := &e.latest
+			if i+1 < len(older) {
+				next = &older[i+1]
+			}
+			if older[i].TimestampNS >= next.TimestampNS || older[i].EntityID != id {
+				return fmt.Errorf("entity %v: events out of order", id)
+			}
+		}
+		events += uint64(len(older)) + 1
+		if e.latest.TimestampNS > sm.lastTS {
+			return fmt.Errorf("entity %v: timestamp after lastTS", id)
+		}
+		if v, ok := sm.spatial.Get(spatialKey(e)); !ok || v != slot {
+			return fmt.Errorf("entity %v: spatial key missing", id)
+		}
+		if v, ok := sm.byTime.Get(timeKey(e)); !ok || v != slot {
+			return fmt.Errorf("entity %v: time key missing", id)
+		}
+		if v, ok := sm.expiry.Get(expiryKey(e)); (e.expiresAt != 0) != ok || (ok && v != slot) {
+			return fmt.Errorf("entity %v: expiry key wrong", id)
+		}
+	}
+	if events != sm.events {
+		return fmt.Errorf("events %d, counted %d", sm.events, events)
+	}
+	if n := sm.ids.len(); sm.spatial.Len() != n || sm.expiry.Len() > n {
+		return fmt.Errorf("%d entities, %d spatial keys, %d expiry keys", n, sm.spatial.Len(), sm.expiry.Len())
+	}
+	stale := 0
+	for it := sm.byTime.First(); it.Valid(); it.Next() {
+		if !sm.liveTimeKey(it.Key(), it.Value()) {
+			stale++
+		} else if !live[it.Value()] {
+			return fmt.Errorf("time key %v names free slot %d", it.Key(), it.Value())
+		}
+	}
+	if stale != sm.staleTime || sm.byTime.Len() != sm.ids.len()+stale {
+		return fmt.Errorf("%d time keys, %d entities, %d stale; staleTime %d", sm.byTime.Len(), sm.ids.len(), stale, sm.staleTime)
+	}
+	if sm.sweepDebt != 0 {
+		return fmt.Errorf("sweep debt %d left after an operation", sm.sweepDebt)
+	}
+	return nil
+}
+
+// Upserts leave stale time keys behind; the sweep keeps them to a fraction
+// of the entities, and QueryLatest walks past them.
+func TestStaleTimeKeysBounded(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	sm := New()
+	now := uint64(epoch)
+	const n = 5000
+	for first := 1; first <= n; first += 1000 {
+		now += 1e6
+		if _, err := sm.Insert(now, &core.InsertRequest{Events: benchEvents(r, first, 1000)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	maxStale := 0
+	for round := 0; round < 200; round++ {
+		evs := make([]core.GeoEvent, 1+r.IntN(500))
+		for j := range evs {
+			lat, lon := benchPoint(r)
+			evs[j] = core.GeoEvent{EntityID: core.Uint128{Hi: 1, Lo: uint64(1 + r.IntN(n))}, LatNano: lat, LonNano: lon}
+		}
+		AssignCells(evs)
+		now += 1e6
+		if _, err := sm.Upsert(now, &core.InsertRequest{Events: evs}); err != nil {
+			t.Fatal(err)
+		}
+		if round%50 == 49 {
+			ids := []core.Uint128{{Hi: 1, Lo: uint64(1 + r.IntN(n))}, {Hi: 1, Lo: uint64(1 + r.IntN(n))}}
+			if _, err := sm.DeleteEntities(now, &core.DeleteRequest{EntityIDs: ids}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		maxStale = max(maxStale, sm.staleTime)
+	}
+	if err := sm.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	if limit := n/(sweepRate-1) + 500; maxStale > limit {
+		t.Fatalf("%d stale time keys for %d entities (limit %d)", maxStale, n, limit)
+	}
+	t.Logf("at most %d stale time keys for %d entities", maxStale, n)
+
+	// Every entity once, newest first, across pages.
+	var got []core.Uint128
+	q := core.LatestQuery{Page: core.Page{Limit: 777}}
+	for {
+		res, err := sm.QueryLatest(now, &q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, ev := range res.Events {
+			if i > 0 && ev.TimestampNS > res.Events[i-1].TimestampNS {
+				t.Fatal("not newest first")
+			}
+			got = append(got, ev.EntityID)
+		}
+		if !res.HasMore {
+			break
+		}
+		q.Cursor = res.Cursor
+	}
+	if len(got) != sm.ids.len() {
+		t.Fatalf("QueryLatest listed %d entities, %d stored", len(got), sm.ids.len())
+	}
+	seen := map[core.Uint128]bool{}
+	for _, id := range got {
+		if seen[id] {
+			t.Fatalf("entity %v listed twice", id)
+		}
+		seen[id] = true
+	}
+
+	// Deleting most entities leaves most time keys stale at once; the
+	// deletions pay for sweeping them all.
+	var ids []core.Uint128
+	for lo := uint64(1); lo <= n; lo++ {
+		if lo%5 != 0 {
+			ids = append(ids, core.Uint128{Hi: 1, Lo: lo})
+		}
+		if len(ids) == core.MaxBatchIDs || lo == n {
+			if _, err := sm.DeleteEntities(now, &core.DeleteRequest{EntityIDs: ids}); err != nil {
+				t.Fatal(err)
+			}
+			ids = ids[:0]
+		}
+	}
+	if err := sm.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	if sm.staleTime != 0 {
+		t.Fatalf("%d stale time keys left after deleting %d of %d entities", sm.staleTime, n-sm.ids.len(), n)
+	}
+}
