@@ -69,6 +69,9 @@ func (c *Client) Close() error {
 	c.closed = true
 	c.mu.Unlock()
 	c.closeFn(ErrClosed)
+	for _, s := range c.sessions {
+		s.interrupt()
+	}
 	c.calls.Wait()
 	for _, s := range c.sessions {
 		s.closeConn()
@@ -102,19 +105,31 @@ func (c *Client) call(ctx context.Context, op core.Operation, req any) (any, err
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := context.AfterFunc(c.closeCtx, func() { cancel(ErrClosed) })
-	defer stop()
 	totalDL := time.Now().Add(c.opts.TotalTimeout)
-	ctx, cancelTotal := context.WithDeadlineCause(ctx, totalDL, ErrTotalTimeout)
-	defer cancelTotal()
+	if dl, ok := ctx.Deadline(); !ok || dl.After(totalDL) {
+		// TotalTimeout ends first (otherwise the caller's deadline does,
+		// and a timer of our own would be wasted).
+		var cancelTotal context.CancelFunc
+		ctx, cancelTotal = context.WithDeadlineCause(ctx, totalDL, ErrTotalTimeout)
+		defer cancelTotal()
+	}
 
 	var s *session
 	select {
 	case s = <-c.pool:
 	case <-ctx.Done():
 		return nil, fmt.Errorf("geoevent client: waiting for a session: %w", context.Cause(ctx))
+	case <-c.closeCtx.Done():
+		return nil, fmt.Errorf("geoevent client: waiting for a session: %w", ErrClosed)
 	}
 	defer func() { c.pool <- s }()
+	// Close interrupts the call through its session (a registration on
+	// closeCtx itself would make every call contend for its lock).
+	s.setInterrupt(cancel)
+	defer s.setInterrupt(nil)
+	if c.closeCtx.Err() != nil {
+		cancel(ErrClosed) // Close ran before the registration
+	}
 
 	st := callState{op: op, payload: payload}
 	retries := 0

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"net"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -786,7 +787,7 @@ func TestNewValidates(t *testing.T) {
 		MaxBackoff: 1600 * time.Millisecond, TotalTimeout: 30 * time.Second, ConnectTimeout: 5 * time.Second,
 		RequestTimeout: 30 * time.Second, MaxBatchEvents: 10_000,
 	}
-	if c.opts != want {
+	if got := c.opts; got.Dial != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("defaults %+v, want %+v", c.opts, want)
 	}
 }

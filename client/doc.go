@@ -14,6 +14,11 @@
 // duration (retries included), so PoolSize sessions allow PoolSize calls in
 // parallel, and further calls wait for a free session, or for their context.
 //
+// Options.Dial replaces TCP with another transport, a Conn that carries one
+// frame exchange at a time: the HTTP gateway's sessions use in-process
+// connections to the replica of their own process (io.Server.DialLocal)
+// this way, with the same sessions, request numbers and retries.
+//
 // # Retries
 //
 // Every call follows SPEC.md's client-side retry defaults:

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -21,6 +22,12 @@ type Options struct {
 	RequestTimeout time.Duration // default 30 s: one attempt
 	DisableRetries bool          // send each request once
 	MaxBatchEvents int           // default 10,000: larger Insert/Upsert batches are split
+	// Dial opens a session's connection to the replica at addr (an entry
+	// of the client's addresses) within ctx (nil: TCP, under
+	// ConnectTimeout). A transport other than TCP plugs in here, for
+	// example the in-process connection of a gateway that runs in the
+	// replica's process.
+	Dial func(ctx context.Context, addr string) (Conn, error)
 }
 
 // Defaults.

@@ -1,10 +1,9 @@
 package client
 
 import (
-	"bufio"
 	"context"
 	"math"
-	"net"
+	"sync"
 	"time"
 
 	"github.com/geoevent/geoevent/core"
@@ -17,13 +16,30 @@ type session struct {
 	c    *Client
 	addr int // index in c.addrs of the replica to (re)connect to
 
-	conn net.Conn
-	br   *bufio.Reader
-	wbuf []byte
-	rbuf []byte
+	conn Conn // nil: connect before the next exchange
 
 	id      uint64 // session id; 0 = register before the next request
 	lastReq uint32 // last request number used in this session
+
+	// mu guards cancel, the context cancel of the call that holds the
+	// session, which Close calls (from another goroutine).
+	mu     sync.Mutex
+	cancel context.CancelCauseFunc
+}
+
+func (s *session) setInterrupt(cancel context.CancelCauseFunc) {
+	s.mu.Lock()
+	s.cancel = cancel
+	s.mu.Unlock()
+}
+
+// interrupt stops the call that holds the session, if any, with ErrClosed.
+func (s *session) interrupt() {
+	s.mu.Lock()
+	if s.cancel != nil {
+		s.cancel(ErrClosed)
+	}
+	s.mu.Unlock()
 }
 
 // callState is what one call keeps across its attempts.
@@ -42,7 +58,7 @@ func (s *session) next() { s.addr = (s.addr + 1) % len(s.c.addrs) }
 func (s *session) closeConn() {
 	if s.conn != nil {
 		_ = s.conn.Close()
-		s.conn, s.br = nil, nil
+		s.conn = nil
 	}
 }
 
@@ -64,32 +80,30 @@ func (s *session) fail(op string, err error) error {
 // when needed) and reads its answer. A *core.Error return is the server's
 // answer on a healthy connection; any other error has closed the connection.
 func (s *session) attempt(ctx context.Context, st *callState) (any, error) {
-	actx, cancel := context.WithTimeout(ctx, s.c.opts.RequestTimeout)
-	defer cancel()
+	// One attempt lasts at most RequestTimeout: a context of its own only
+	// when the caller's ends later.
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > s.c.opts.RequestTimeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.c.opts.RequestTimeout)
+		defer cancel()
+	}
 	if s.conn == nil {
-		if err := s.dial(actx); err != nil {
+		if err := s.dial(ctx); err != nil {
 			return nil, err
 		}
 	}
-	conn := s.conn
-	dl, _ := actx.Deadline() // always set: RequestTimeout > 0
-	if err := conn.SetDeadline(dl); err != nil {
-		return nil, s.fail("set deadline on", err)
+	if tc, ok := s.conn.(*tcpConn); ok {
+		defer func() {
+			if tc.broken && s.conn == Conn(tc) {
+				s.closeConn()
+			}
+		}()
 	}
-	// Cancelling the context aborts a blocked read or write at once.
-	stop := context.AfterFunc(actx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	defer func() {
-		if !stop() && s.conn == conn {
-			// The deadline may have been moved into the past after the
-			// exchange finished: do not reuse the connection.
-			s.closeConn()
-		}
-	}()
 
 	// A new call on a session whose request numbers ran out opens a new
 	// session; a retry keeps its session and number.
 	if s.id == 0 || (st.session != s.id && s.lastReq == math.MaxUint32) {
-		if err := s.register(); err != nil {
+		if err := s.register(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -97,12 +111,7 @@ func (s *session) attempt(ctx context.Context, st *callState) (any, error) {
 		s.lastReq++
 		st.session, st.req = s.id, s.lastReq
 	}
-	h := core.Header{ClientID: s.id, Request: st.req, Type: core.MsgRequest}
-	s.wbuf = core.AppendFrame(s.wbuf[:0], h, st.payload)
-	if _, err := conn.Write(s.wbuf); err != nil {
-		return nil, s.fail("write to", err)
-	}
-	rh, p, err := s.read()
+	rh, p, err := s.exchange(ctx, core.Header{ClientID: s.id, Request: st.req, Type: core.MsgRequest}, st.payload)
 	if err != nil {
 		return nil, err
 	}
@@ -137,28 +146,38 @@ func (s *session) attempt(ctx context.Context, st *callState) (any, error) {
 }
 
 func (s *session) dial(ctx context.Context) error {
-	d := net.Dialer{Timeout: s.c.opts.ConnectTimeout}
 	addr := s.c.addrs[s.addr]
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	var conn Conn
+	var err error
+	if d := s.c.opts.Dial; d != nil {
+		conn, err = d(ctx, addr)
+	} else {
+		var tc *tcpConn
+		if tc, err = dialTCP(ctx, addr, s.c.opts.ConnectTimeout); err == nil {
+			conn = tc
+		}
+	}
 	if err != nil {
 		s.next()
 		return &connError{addr: addr, op: "connect to", err: err}
 	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-	}
 	s.conn = conn
-	s.br = bufio.NewReaderSize(conn, 64<<10)
 	return nil
 }
 
-// register opens a new session on the connection: request numbers restart.
-func (s *session) register() error {
-	s.wbuf = core.AppendFrame(s.wbuf[:0], core.Header{Type: core.MsgRegister}, core.AppendRegister(nil, s.c.opts.Cluster))
-	if _, err := s.conn.Write(s.wbuf); err != nil {
-		return s.fail("write to", err)
+// exchange sends one frame and returns the answer. Any failure, a bad frame
+// included, closes the connection.
+func (s *session) exchange(ctx context.Context, h core.Header, payload []byte) (core.Header, []byte, error) {
+	rh, p, err := s.conn.Exchange(ctx, h, payload)
+	if err != nil {
+		return rh, nil, s.fail("exchange frames with", err)
 	}
-	h, p, err := s.read()
+	return rh, p, nil
+}
+
+// register opens a new session on the connection: request numbers restart.
+func (s *session) register(ctx context.Context) error {
+	h, p, err := s.exchange(ctx, core.Header{Type: core.MsgRegister}, core.AppendRegister(nil, s.c.opts.Cluster))
 	if err != nil {
 		return err
 	}
@@ -181,17 +200,4 @@ func (s *session) register() error {
 		return e
 	}
 	return s.fail("read from", protocolf("unexpected %s frame in answer to register", h.Type))
-}
-
-// read reads one frame. Any failure, a bad frame included, closes the
-// connection.
-func (s *session) read() (core.Header, []byte, error) {
-	if s.rbuf == nil {
-		s.rbuf = make([]byte, 64<<10)
-	}
-	h, p, err := core.ReadFrame(s.br, s.rbuf)
-	if err != nil {
-		return h, nil, s.fail("read from", err)
-	}
-	return h, p, nil
 }

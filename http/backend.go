@@ -13,8 +13,9 @@ import (
 // *core.QueryResult; nil for stats, status, topology and ping); an
 // operation's failure is a *core.Error. Do must be safe for concurrent use.
 //
-// ClientBackend goes through the binary protocol; a faster in-process path
-// can replace it without touching the gateway.
+// ClientBackend is the one the server uses: the Go client's sessions,
+// over an in-process connection to the local replica (NewLocalBackend) or
+// over TCP (NewClientBackend).
 type Backend interface {
 	Do(ctx context.Context, op core.Operation, req any) (any, error)
 }
@@ -23,14 +24,32 @@ type Backend interface {
 // default: concurrent HTTP requests beyond it wait for a free session.
 const DefaultPoolSize = 64
 
-// ClientBackend is a Backend over the Go client: a pool of sessions to a
-// replica's binary-protocol address, with the client's retries.
+// ClientBackend is a Backend over the Go client: a pool of sessions, with
+// the client's session protocol (register once per session, request
+// numbers, deduplicated retries) and its retry policy.
 type ClientBackend struct {
 	c *client.Client
 }
 
+// LocalAddress names the replica of a NewLocalBackend in the client's
+// error messages.
+const LocalAddress = "in-process replica"
+
+// NewLocalBackend makes a backend whose sessions reach the replica of this
+// process through dial, which opens an in-process connection
+// (io.Server.DialLocal) instead of a TCP one: each session registers over
+// its connection and keeps it, and each request is a function call into the
+// replica's event loop rather than a round trip through the loopback
+// interface. A follower's replica forwards the requests to the leader as it
+// does a TCP client's. opts.Dial is ignored; the rest as NewClientBackend.
+func NewLocalBackend(dial func(ctx context.Context) (client.Conn, error), opts client.Options) (*ClientBackend, error) {
+	opts.Dial = func(ctx context.Context, _ string) (client.Conn, error) { return dial(ctx) }
+	return NewClientBackend([]string{LocalAddress}, opts)
+}
+
 // NewClientBackend makes a backend that talks to the replicas at addresses
-// of the cluster opts.Cluster. opts.PoolSize 0 means DefaultPoolSize.
+// of the cluster opts.Cluster (over TCP, unless opts.Dial says otherwise).
+// opts.PoolSize 0 means DefaultPoolSize.
 // Batches are never split: the gateway refuses more than 10,000 events.
 func NewClientBackend(addresses []string, opts client.Options) (*ClientBackend, error) {
 	if opts.PoolSize == 0 {

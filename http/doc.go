@@ -1,8 +1,11 @@
 // Package http is GeoEvent's JSON gateway: every endpoint of SPEC.md in
 // both of its documented shapes (Form A, degrees; Form B, nanodegrees),
 // translated to the operations of package core and submitted through a
-// [Backend] (today [ClientBackend], the Go client over the binary protocol
-// to the local replica). The gateway holds no state beyond requests in
+// [Backend]: in the server, a [ClientBackend] made by [NewLocalBackend],
+// the Go client's sessions over in-process connections to the replica of
+// the same process (io.Server.DialLocal: the replica sees ordinary client
+// frames and sessions, without sockets), or over TCP with
+// [NewClientBackend]. The gateway holds no state beyond requests in
 // flight. The whole API is described by the OpenAPI 3.1 document in
 // openapi.json, served at GET /openapi.json.
 //
@@ -99,7 +102,24 @@
 //     a JSON error body.
 //
 // [ClientBackend] keeps DefaultPoolSize (64) sessions, so concurrent HTTP
-// requests do not queue behind one session.
+// requests do not queue behind one session; each session registers once,
+// numbers its requests and retries as the Go client does (the replica
+// deduplicates a resent write), and the replica packs concurrent writes
+// into shared log entries and fsyncs.
+//
+// # Serving
+//
+// [Listen] and [Serve] read plain HTTP/1.1 requests themselves -- an
+// origin-form target with a clean, unescaped path, one Host, a body with
+// Content-Length or none, a header block within 16 KiB -- and answer each
+// with one write, keeping the connection (pipelined requests are answered
+// in order). Any other connection (HTTP/1.0, chunked bodies, Expect,
+// Upgrade, escaped or unclean paths, odd headers) is handed, with what was
+// read of it, to a net/http server over the same [Gateway]: the answers are
+// the same either way, net/http's merely cost twice the CPU. Timeouts: 10
+// s for a request's header block, 2 minutes for the whole request and for
+// an idle connection. Handlers read no request header (the fast path passes
+// none).
 //
 // Nothing is written by a rejected request: a request is decoded and
 // validated completely before it is submitted, and a batch with an invalid

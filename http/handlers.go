@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	stdhttp "net/http"
+	"slices"
 	"strconv"
 
 	"github.com/geoevent/geoevent/core"
@@ -34,46 +35,52 @@ func (g *Gateway) insert(c *call) *failure {
 	if !r.Committed && c.form == formA {
 		return batchFailure(r)
 	}
-	return c.ok(func(w *jw) {
-		w.open()
-		w.key("results")
-		w.openArr()
-		for _, res := range r.Results {
-			w.open()
-			w.key("index")
-			w.num(int64(res.Index))
-			if c.form == formA {
-				w.key("result")
-				w.num(int64(res.Code))
-			} else {
-				w.key("code")
-				w.num(int64(res.Code))
-				if res.Code != 0 {
-					w.key("message")
-					w.str(codeName(res.Code))
-				}
-				if op == core.OpUpsert {
-					w.key("updated")
-					w.boolean(res.Updated)
-				}
-			}
-			if r.Committed {
-				w.key("id")
-				w.b = append(w.b, '"')
-				w.b = appendUUID(w.b, req.Events[res.Index].EntityID)
-				w.b = append(w.b, ':')
-				w.b = strconv.AppendUint(w.b, res.TimestampNS, 10)
-				w.b = append(w.b, '"')
-				w.key("timestamp_ns")
-				w.u64(res.TimestampNS)
-			}
-			w.close()
+	return c.ok(func(w *jw) { w.insertResults(r, req, op, c.form) })
+}
+
+// insertResults writes a createBatch answer: {results, committed}.
+func (w *jw) insertResults(r *core.InsertReply, req *core.InsertRequest, op core.Operation, fm form) {
+	w.open()
+	w.key("results")
+	w.openArr()
+	b := w.b
+	for i, res := range r.Results {
+		b = slices.Grow(b, 160)
+		if i > 0 {
+			b = append(b, ',')
 		}
-		w.closeArr()
-		w.key("committed")
-		w.boolean(r.Committed)
-		w.close()
-	})
+		b = append(b, `{"index":`...)
+		b = strconv.AppendUint(b, uint64(res.Index), 10)
+		if fm == formA {
+			b = append(b, `,"result":`...)
+			b = strconv.AppendUint(b, uint64(res.Code), 10)
+		} else {
+			b = append(b, `,"code":`...)
+			b = strconv.AppendUint(b, uint64(res.Code), 10)
+			if res.Code != 0 {
+				b = append(b, `,"message":`...)
+				b = appendString(b, codeName(res.Code))
+			}
+			if op == core.OpUpsert {
+				b = append(b, `,"updated":`...)
+				b = strconv.AppendBool(b, res.Updated)
+			}
+		}
+		if r.Committed {
+			b = append(b, `,"id":"`...)
+			b = appendUUID(b, req.Events[res.Index].EntityID)
+			b = append(b, ':')
+			b = strconv.AppendUint(b, res.TimestampNS, 10)
+			b = append(b, `","timestamp_ns":`...)
+			b = appendU64(b, res.TimestampNS)
+		}
+		b = append(b, '}')
+	}
+	w.b = b
+	w.closeArr()
+	w.key("committed")
+	w.boolean(r.Committed)
+	w.close()
 }
 
 // batchFailure is Form A's answer to a batch that did not commit: 400 with
@@ -517,11 +524,14 @@ func (g *Gateway) ttlClear(c *call) *failure {
 	})
 }
 
+// openAPIBody is the document without its trailing newlines (write adds one).
+var openAPIBody = bytes.TrimRight(openAPI, "\n")
+
 // GET /openapi.json.
 func (g *Gateway) openAPI(c *call) *failure {
 	if _, f := c.params(); f != nil {
 		return f
 	}
-	c.write(stdhttp.StatusOK, bytes.TrimRight(openAPI, "\n"))
+	c.write(stdhttp.StatusOK, bytes.Clone(openAPIBody))
 	return nil
 }

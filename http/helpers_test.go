@@ -52,7 +52,14 @@ func newEnv(t testing.TB) *env {
 	}
 	runErr := make(chan error, 1)
 	go func() { runErr <- srv.Run(context.Background()) }()
-	backend, err := ghttp.NewClientBackend([]string{srv.Addr().String()}, client.Options{Cluster: testCluster})
+	// The backend of `replica start --http`: in-process connections.
+	backend, err := ghttp.NewLocalBackend(func(ctx context.Context) (client.Conn, error) {
+		lc, err := srv.DialLocal(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return lc, nil
+	}, client.Options{Cluster: testCluster})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,10 +71,6 @@ func newEnv(t testing.TB) *env {
 		if err := gw.Shutdown(ctx); err != nil {
 			t.Errorf("gateway shutdown: %v", err)
 		}
-		// The replica before the backend: closing the backend's
-		// connections just before the replica's shutdown can hang it
-		// (io's writer of a connection closed in that window waits
-		// forever).
 		srv.Close()
 		if err := <-runErr; err != nil {
 			t.Errorf("replica Run: %v", err)

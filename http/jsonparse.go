@@ -87,7 +87,7 @@ func parseJSON(src []byte) (*doc, error) {
 	if len(src) > 1<<31-1 {
 		return nil, &syntaxError{0, "document too large"}
 	}
-	p := &parser{src: src, nodes: make([]node, 0, 16+len(src)/16)}
+	p := &parser{src: src, nodes: make([]node, 0, 16+len(src)/12)}
 	p.ws()
 	if err := p.value(0); err != nil {
 		return nil, err
@@ -206,6 +206,10 @@ func (p *parser) string() error {
 	start := p.pos
 	esc := false
 	for {
+		// The common bytes first: printable ASCII other than '"' and '\\'.
+		for p.pos < len(p.src) && plainByte[p.src[p.pos]] {
+			p.pos++
+		}
 		if p.pos >= len(p.src) {
 			return p.errf("unterminated string")
 		}
@@ -249,6 +253,15 @@ func (p *parser) string() error {
 		}
 	}
 }
+
+// plainByte is true for the bytes a string holds as they are and that need
+// no check: ASCII from 0x20 on, but '"' and '\\'.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func isHex(c byte) bool {
 	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')

@@ -1,6 +1,7 @@
 package http
 
 import (
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -43,25 +44,13 @@ func (w *jw) key(name string) {
 // string.
 func (w *jw) u64(v uint64) {
 	w.sep()
-	if v <= maxSafeInteger {
-		w.b = strconv.AppendUint(w.b, v, 10)
-		return
-	}
-	w.b = append(w.b, '"')
-	w.b = strconv.AppendUint(w.b, v, 10)
-	w.b = append(w.b, '"')
+	w.b = appendU64(w.b, v)
 }
 
 // i64 writes v as a number when |v| <= 2^53-1, else as a decimal string.
 func (w *jw) i64(v int64) {
 	w.sep()
-	if v >= -maxSafeInteger && v <= maxSafeInteger {
-		w.b = strconv.AppendInt(w.b, v, 10)
-		return
-	}
-	w.b = append(w.b, '"')
-	w.b = strconv.AppendInt(w.b, v, 10)
-	w.b = append(w.b, '"')
+	w.b = appendI64(w.b, v)
 }
 
 // num writes a 32-bit (or smaller) integer, always as a number.
@@ -88,20 +77,63 @@ func (w *jw) id(u core.Uint128) {
 	w.b = append(w.b, '"')
 }
 
+// appendUUID appends u as a canonical lowercase UUID (36 bytes).
 func appendUUID(b []byte, u core.Uint128) []byte {
-	const hex = "0123456789abcdef"
-	var raw [16]byte
-	for i := range 8 {
-		raw[i] = byte(u.Hi >> (56 - 8*i))
-		raw[8+i] = byte(u.Lo >> (56 - 8*i))
+	if u.Hi == 0 && u.Lo == 0 {
+		return append(b, "00000000-0000-0000-0000-000000000000"...)
 	}
-	for i, c := range raw {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			b = append(b, '-')
-		}
-		b = append(b, hex[c>>4], hex[c&15])
+	var t [36]byte
+	putHex(t[0:8], u.Hi>>32)
+	t[8] = '-'
+	putHex(t[9:13], u.Hi>>16)
+	t[13] = '-'
+	putHex(t[14:18], u.Hi)
+	t[18] = '-'
+	putHex(t[19:23], u.Lo>>48)
+	t[23] = '-'
+	putHex(t[24:36], u.Lo)
+	return append(b, t[:]...)
+}
+
+// putHex fills dst with the len(dst) lowest hex digits of v, most
+// significant first, two at a time.
+func putHex(dst []byte, v uint64) {
+	for i := len(dst) - 2; i >= 0; i -= 2 {
+		x := v & 0xff
+		dst[i], dst[i+1] = hexPairs[2*x], hexPairs[2*x+1]
+		v >>= 8
 	}
-	return b
+}
+
+// hexPairs holds every byte's two lowercase hex digits.
+const hexPairs = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f" +
+	"202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f" +
+	"404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f" +
+	"606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f" +
+	"808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f" +
+	"a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf" +
+	"c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf" +
+	"e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff"
+
+// appendU64 appends v as a JSON number when it is at most 2^53-1, else as
+// a decimal string (see jw.u64).
+func appendU64(b []byte, v uint64) []byte {
+	if v <= maxSafeInteger {
+		return strconv.AppendUint(b, v, 10)
+	}
+	b = append(b, '"')
+	b = strconv.AppendUint(b, v, 10)
+	return append(b, '"')
+}
+
+// appendI64 is appendU64 for a signed value.
+func appendI64(b []byte, v int64) []byte {
+	if v >= -maxSafeInteger && v <= maxSafeInteger {
+		return strconv.AppendInt(b, v, 10)
+	}
+	b = append(b, '"')
+	b = strconv.AppendInt(b, v, 10)
+	return append(b, '"')
 }
 
 // str writes s as a JSON string; invalid UTF-8 becomes U+FFFD.
@@ -144,47 +176,60 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
+// maxEventJSON bounds the length of one rendered event: 4 UUIDs, 7
+// integers of up to 20 digits and their quotes, and the field names.
+const maxEventJSON = 512
+
 // event writes a GeoEvent: every field of SPEC.md, with id and
-// timestamp_ns; distance_mm when dist is not nil.
+// timestamp_ns; distance_mm when dist is not nil. It is written straight
+// from literals (this is most of the bytes of a query's answer).
 func (w *jw) event(e *core.GeoEvent, dist *uint64) {
-	w.open()
-	w.key("id")
-	w.b = append(w.b, '"')
-	w.b = appendUUID(w.b, e.EntityID)
-	w.b = append(w.b, ':')
-	w.b = strconv.AppendUint(w.b, e.TimestampNS, 10)
-	w.b = append(w.b, '"')
-	w.key("entity_id")
-	w.id(e.EntityID)
-	w.key("correlation_id")
-	w.id(e.CorrelationID)
-	w.key("user_data")
-	w.id(e.UserData)
-	w.key("timestamp_ns")
-	w.u64(e.TimestampNS)
-	w.key("lat_nano")
-	w.i64(e.LatNano)
-	w.key("lon_nano")
-	w.i64(e.LonNano)
-	w.key("group_id")
-	w.u64(e.GroupID)
-	w.key("altitude_mm")
-	w.num(int64(e.AltitudeMM))
-	w.key("velocity_mms")
-	w.num(int64(e.VelocityMMS))
-	w.key("ttl_seconds")
-	w.num(int64(e.TTLSeconds))
-	w.key("accuracy_mm")
-	w.num(int64(e.AccuracyMM))
-	w.key("heading_cdeg")
-	w.num(int64(e.HeadingCdeg))
-	w.key("flags")
-	w.num(int64(e.Flags))
-	if dist != nil {
-		w.key("distance_mm")
-		w.u64(*dist)
+	w.sep()
+	b := slices.Grow(w.b, maxEventJSON)
+	b = append(b, `{"id":"`...)
+	start := len(b)
+	b = appendUUID(b, e.EntityID)
+	b = append(b, ':')
+	ts := len(b)
+	b = strconv.AppendUint(b, e.TimestampNS, 10)
+	tsEnd := len(b)
+	b = append(b, `","entity_id":"`...)
+	b = append(b, b[start:start+36]...)
+	b = append(b, `","correlation_id":"`...)
+	b = appendUUID(b, e.CorrelationID)
+	b = append(b, `","user_data":"`...)
+	b = appendUUID(b, e.UserData)
+	b = append(b, `","timestamp_ns":`...)
+	if e.TimestampNS <= maxSafeInteger { // the digits once more, as appendU64 writes them
+		b = append(b, b[ts:tsEnd]...)
+	} else {
+		b = append(b, '"')
+		b = append(b, b[ts:tsEnd]...)
+		b = append(b, '"')
 	}
-	w.close()
+	b = append(b, `,"lat_nano":`...)
+	b = appendI64(b, e.LatNano)
+	b = append(b, `,"lon_nano":`...)
+	b = appendI64(b, e.LonNano)
+	b = append(b, `,"group_id":`...)
+	b = appendU64(b, e.GroupID)
+	b = append(b, `,"altitude_mm":`...)
+	b = strconv.AppendInt(b, int64(e.AltitudeMM), 10)
+	b = append(b, `,"velocity_mms":`...)
+	b = strconv.AppendUint(b, uint64(e.VelocityMMS), 10)
+	b = append(b, `,"ttl_seconds":`...)
+	b = strconv.AppendUint(b, uint64(e.TTLSeconds), 10)
+	b = append(b, `,"accuracy_mm":`...)
+	b = strconv.AppendUint(b, uint64(e.AccuracyMM), 10)
+	b = append(b, `,"heading_cdeg":`...)
+	b = strconv.AppendUint(b, uint64(e.HeadingCdeg), 10)
+	b = append(b, `,"flags":`...)
+	b = strconv.AppendUint(b, uint64(e.Flags), 10)
+	if dist != nil {
+		b = append(b, `,"distance_mm":`...)
+		b = appendU64(b, *dist)
+	}
+	w.b = append(b, '}')
 }
 
 // errorBody writes an error in the request's form: Form A {error_code,

@@ -139,71 +139,68 @@ func parseInsert(d *doc, fm form) (core.Operation, *core.InsertRequest, *failure
 // that the batch reports them per event; other values outside their type
 // are refused here.
 func parseEvent(d *doc, n int32, i int, fm form, ev *core.GeoEvent) *failure {
-	path := ""
-	p := func(field string) string {
-		if path == "" {
-			path = index("events", i)
-		}
-		return join(path, field)
-	}
 	if d.nodes[n].kind != kObject {
 		return d.wrongType(n, index("events", i), "an event object")
 	}
+	// The value decoders name the field alone in their messages (which
+	// begin with the path); the event's path is put in front only on
+	// failure, so that a valid event costs no string building.
 	var hasID, hasLat, hasLon bool
 	var f *failure
+	named := false // f names its whole path already
 	d.members(n, func(k, v int32) bool {
 		name := d.name(k)
 		if string(name) == "id" {
-			f = malformed("%s is read-only: the service builds it as \"<entity_id>:<timestamp_ns>\"; to name an existing event send its timestamp_ns", p("id"))
+			f, named = malformed("%s is read-only: the service builds it as \"<entity_id>:<timestamp_ns>\"; to name an existing event send its timestamp_ns", join(index("events", i), "id")), true
 			return false
 		}
 		if d.isNull(v) {
 			switch string(name) {
 			case "entity_id", "lat_nano", "lon_nano":
-				f = malformed("%s is required, got null", p(string(name)))
+				f, named = malformed("%s is required, got null", join(index("events", i), string(name))), true
 			case "correlation_id", "user_data", "timestamp_ns", "group_id", "altitude_mm", "velocity_mms",
 				"ttl_seconds", "accuracy_mm", "heading_cdeg", "flags":
 			default:
-				f = unknownField(d, k, index("events", i), eventFieldList)
+				f, named = unknownField(d, k, index("events", i), eventFieldList), true
 			}
 			return f == nil
 		}
 		var x integer
 		switch string(name) {
 		case "entity_id":
-			ev.EntityID, f = d.idOf(v, p("entity_id"), fm, core.InvalidEntityID)
+			ev.EntityID, f = d.idOf(v, "entity_id", fm, core.InvalidEntityID)
 			hasID = true
 		case "correlation_id":
-			ev.CorrelationID, f = d.idOf(v, p("correlation_id"), fm, core.MalformedRequest)
+			ev.CorrelationID, f = d.idOf(v, "correlation_id", fm, core.MalformedRequest)
 		case "user_data":
-			ev.UserData, f = d.idOf(v, p("user_data"), fm, core.MalformedRequest)
+			ev.UserData, f = d.idOf(v, "user_data", fm, core.MalformedRequest)
 		case "timestamp_ns":
-			ev.TimestampNS, f = d.uintIn(v, p("timestamp_ns"), 0, math.MaxUint64, core.InvalidArgument)
+			ev.TimestampNS, f = d.uintIn(v, "timestamp_ns", 0, math.MaxUint64, core.InvalidArgument)
 		case "lat_nano":
-			if x, f = d.integerOf(v, p("lat_nano")); f == nil {
+			if x, f = d.integerOf(v, "lat_nano"); f == nil {
 				ev.LatNano = x.clampI64()
 			}
 			hasLat = true
 		case "lon_nano":
-			if x, f = d.integerOf(v, p("lon_nano")); f == nil {
+			if x, f = d.integerOf(v, "lon_nano"); f == nil {
 				ev.LonNano = x.clampI64()
 			}
 			hasLon = true
 		case "group_id":
-			ev.GroupID, f = d.groupID(v, p("group_id"))
+			ev.GroupID, f = d.groupID(v, "group_id")
 		case "altitude_mm":
-			if x, f = d.integerOf(v, p("altitude_mm")); f == nil {
+			if x, f = d.integerOf(v, "altitude_mm"); f == nil {
 				ev.AltitudeMM = int32(max(math.MinInt32, min(math.MaxInt32, x.clampI64())))
 			}
 		case "velocity_mms":
-			if x, f = d.integerOf(v, p("velocity_mms")); f == nil {
+			if x, f = d.integerOf(v, "velocity_mms"); f == nil {
 				ev.VelocityMMS = math.MaxUint32 // out of range: 12 VELOCITY_OUT_OF_RANGE
 				if u, ok := x.u64(); ok && u <= math.MaxUint32 {
 					ev.VelocityMMS = uint32(u)
 				}
 			}
 		case "heading_cdeg":
-			if x, f = d.integerOf(v, p("heading_cdeg")); f == nil {
+			if x, f = d.integerOf(v, "heading_cdeg"); f == nil {
 				ev.HeadingCdeg = math.MaxUint16 // out of range: 13 HEADING_OUT_OF_RANGE
 				if u, ok := x.u64(); ok && u <= math.MaxUint16 {
 					ev.HeadingCdeg = uint16(u)
@@ -211,30 +208,33 @@ func parseEvent(d *doc, n int32, i int, fm form, ev *core.GeoEvent) *failure {
 			}
 		case "ttl_seconds":
 			var u uint64
-			u, f = d.uintIn(v, p("ttl_seconds"), 0, math.MaxUint32, core.InvalidArgument)
+			u, f = d.uintIn(v, "ttl_seconds", 0, math.MaxUint32, core.InvalidArgument)
 			ev.TTLSeconds = uint32(u)
 		case "accuracy_mm":
 			var u uint64
-			u, f = d.uintIn(v, p("accuracy_mm"), 0, math.MaxUint32, core.InvalidArgument)
+			u, f = d.uintIn(v, "accuracy_mm", 0, math.MaxUint32, core.InvalidArgument)
 			ev.AccuracyMM = uint32(u)
 		case "flags":
 			var u uint64
-			u, f = d.uintIn(v, p("flags"), 0, math.MaxUint16, core.InvalidArgument)
+			u, f = d.uintIn(v, "flags", 0, math.MaxUint16, core.InvalidArgument)
 			ev.Flags = uint16(u)
 		default:
-			f = unknownField(d, k, index("events", i), eventFieldList)
+			f, named = unknownField(d, k, index("events", i), eventFieldList), true
 		}
 		return f == nil
 	})
 	switch {
 	case f != nil:
+		if !named {
+			f.msg = index("events", i) + "." + f.msg
+		}
 		return f
 	case !hasID:
-		return required(p("entity_id"))
+		return required(join(index("events", i), "entity_id"))
 	case !hasLat:
-		return required(p("lat_nano"))
+		return required(join(index("events", i), "lat_nano"))
 	case !hasLon:
-		return required(p("lon_nano"))
+		return required(join(index("events", i), "lon_nano"))
 	}
 	return nil
 }

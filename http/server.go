@@ -53,6 +53,11 @@ type Gateway struct {
 	log    *zap.Logger
 	mux    *stdhttp.ServeMux
 	routes []Route
+	// The mux's handlers again, for the server's fast path (route):
+	// literal paths, the two patterns with {entity_id}, and "/".
+	literal               map[string]stdhttp.HandlerFunc
+	entity, entityHistory stdhttp.HandlerFunc
+	notFound              stdhttp.HandlerFunc
 }
 
 type handlerFunc func(c *call) *failure
@@ -71,7 +76,7 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, mux: stdhttp.NewServeMux()}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, mux: stdhttp.NewServeMux(), literal: map[string]stdhttp.HandlerFunc{}}
 	byPath := map[string]map[string]handlerFunc{}
 	var paths []string
 	add := func(method, path string, h handlerFunc) {
@@ -115,7 +120,7 @@ func New(cfg Config) (*Gateway, error) {
 				}
 			}
 		}
-		g.mux.HandleFunc(path, func(w stdhttp.ResponseWriter, r *stdhttp.Request) {
+		h := func(w stdhttp.ResponseWriter, r *stdhttp.Request) {
 			method := r.Method
 			if method == "HEAD" {
 				method = "GET"
@@ -131,16 +136,45 @@ func New(cfg Config) (*Gateway, error) {
 				return
 			}
 			g.serve(w, r, h)
-		})
+		}
+		g.mux.HandleFunc(path, h)
+		switch path {
+		case "/entity/{entity_id}":
+			g.entity = h
+		case "/entity/{entity_id}/history":
+			g.entityHistory = h
+		default:
+			g.literal[path] = h
+		}
 	}
-	g.mux.HandleFunc("/", func(w stdhttp.ResponseWriter, r *stdhttp.Request) {
+	g.notFound = func(w stdhttp.ResponseWriter, r *stdhttp.Request) {
 		g.serve(w, r, func(c *call) *failure {
 			c.form = lenientForm(r)
 			return &failure{info: core.UnknownOperation, status: stdhttp.StatusNotFound,
 				msg: fmt.Sprintf("no such path: %s (see GET /openapi.json)", truncate(r.URL.Path, 200))}
 		})
-	})
+	}
+	g.mux.HandleFunc("/", g.notFound)
 	return g, nil
+}
+
+// route is the mux for a clean path (see cleanTarget): the handler the mux
+// picks for it, and the value of its {entity_id}, if any.
+func (g *Gateway) route(path string) (h stdhttp.HandlerFunc, entityID string) {
+	if h := g.literal[path]; h != nil {
+		return h, ""
+	}
+	if rest, ok := strings.CutPrefix(path, "/entity/"); ok {
+		id, tail, slash := strings.Cut(rest, "/")
+		switch {
+		case id == "":
+		case !slash:
+			return g.entity, id
+		case tail == "history":
+			return g.entityHistory, id
+		}
+	}
+	return g.notFound, ""
 }
 
 // lenientForm is the ?form of a request that is refused before its
@@ -197,15 +231,23 @@ func (c *call) fail(f *failure) {
 	c.write(status, errorBody(c.form, f.info, f.msg))
 }
 
+// Header values shared by every response (net/http only reads them).
+var (
+	jsonContentType = []string{"application/json"}
+	noStore         = []string{"no-store"}
+)
+
+// write sends a response whose body is body and a newline, with one Write:
+// it appends the newline to body (whose capacity the caller gives up).
 func (c *call) write(status int, body []byte) {
+	body = append(body, '\n')
 	h := c.w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)+1))
-	h.Set("Cache-Control", "no-store")
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	h["Cache-Control"] = noStore
 	c.w.WriteHeader(status)
 	if c.r.Method != "HEAD" {
 		c.w.Write(body)
-		c.w.Write([]byte{'\n'})
 	}
 }
 
@@ -381,9 +423,10 @@ func replyAs[T any](op core.Operation, v any) (*T, *failure) {
 	return r, nil
 }
 
-// Server is a Gateway on a listener.
+// Server is a Gateway on a listener. It reads plain HTTP/1.1 requests
+// itself and hands any other connection to net/http (see fastserve.go).
 type Server struct {
-	hs   *stdhttp.Server
+	fast *fastServer
 	ln   net.Listener
 	done chan struct{}
 	err  error
@@ -414,19 +457,10 @@ func Serve(ln net.Listener, cfg Config) (*Server, error) {
 }
 
 func serveOn(ln net.Listener, g *Gateway) *Server {
-	hs := &stdhttp.Server{
-		Handler:           g,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       2 * time.Minute,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          zap.NewStdLog(g.log),
-	}
-	s := &Server{hs: hs, ln: ln, done: make(chan struct{})}
+	s := &Server{fast: newFastServer(g, ln), ln: ln, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
-		if err := hs.Serve(ln); !errors.Is(err, stdhttp.ErrServerClosed) {
-			s.err = err
-		}
+		s.err = s.fast.serve()
 	}()
 	return s
 }
@@ -447,10 +481,7 @@ func (s *Server) Err() error {
 // Shutdown stops accepting, lets requests in flight finish until ctx ends
 // (then closes their connections) and returns once the server has stopped.
 func (s *Server) Shutdown(ctx context.Context) error {
-	err := s.hs.Shutdown(ctx)
-	if err != nil {
-		s.hs.Close()
-	}
+	err := s.fast.shutdown(ctx)
 	<-s.done
 	return err
 }

@@ -226,12 +226,75 @@ func (d *doc) stringOf(i int32, path string) (string, *failure) {
 // idOf decodes a 128-bit id string: a UUID, or in Form B also a decimal
 // string. A string that is neither is a failure with code info.
 func (d *doc) idOf(i int32, path string, fm form, info core.CodeInfo) (core.Uint128, *failure) {
+	if nd := &d.nodes[i]; nd.kind == kString && !nd.esc {
+		if id, ok := parseCanonicalUUID(d.raw(i)); ok {
+			return id, nil
+		}
+	}
 	s, f := d.stringOf(i, path)
 	if f != nil {
 		return core.Uint128{}, f
 	}
 	return parseID(s, path, fm, info)
 }
+
+// parseCanonicalUUID parses the canonical UUID text (8-4-4-4-12 hex digits,
+// either case) without allocating; ok is false for anything else, which
+// core.ParseID then decides (it accepts the same canonical text with the
+// same result, and other forms too).
+func parseCanonicalUUID(b []byte) (id core.Uint128, ok bool) {
+	if len(b) != 36 || b[8] != '-' || b[13] != '-' || b[18] != '-' || b[23] != '-' {
+		return core.Uint128{}, false
+	}
+	// A digit's value is below 16; anything else maps to 255, whose high
+	// bits survive the OR into bad.
+	var hi, lo uint64
+	var bad byte
+	for _, c := range b[0:8] {
+		x := unhex[c]
+		bad |= x
+		hi = hi<<4 | uint64(x&15)
+	}
+	for _, c := range b[9:13] {
+		x := unhex[c]
+		bad |= x
+		hi = hi<<4 | uint64(x&15)
+	}
+	for _, c := range b[14:18] {
+		x := unhex[c]
+		bad |= x
+		hi = hi<<4 | uint64(x&15)
+	}
+	for _, c := range b[19:23] {
+		x := unhex[c]
+		bad |= x
+		lo = lo<<4 | uint64(x&15)
+	}
+	for _, c := range b[24:36] {
+		x := unhex[c]
+		bad |= x
+		lo = lo<<4 | uint64(x&15)
+	}
+	if bad > 15 {
+		return core.Uint128{}, false
+	}
+	return core.Uint128{Hi: hi, Lo: lo}, true
+}
+
+// unhex maps a byte to its hex digit's value, or to 255.
+var unhex = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 255
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = byte(c - '0')
+	}
+	for c := 'a'; c <= 'f'; c++ {
+		t[c] = byte(c-'a') + 10
+		t[c-'a'+'A'] = byte(c-'a') + 10
+	}
+	return t
+}()
 
 func parseID(s, path string, fm form, info core.CodeInfo) (core.Uint128, *failure) {
 	id, err := core.ParseID(s, fm == formB)

@@ -111,12 +111,17 @@ func (q *sendQueue) close() {
 }
 
 // conn is one accepted connection: a client's, or another replica's
-// outbound connection to this one (which only carries frames in).
+// outbound connection to this one (which only carries frames in); or an
+// in-process client's (see LocalConn), which has local and neither nc, q
+// nor ack.
 type conn struct {
 	id  core.ConnID
 	nc  net.Conn
 	q   sendQueue
 	ack chan struct{} // capacity 1: the loop has handled the reader's frame
+	// local receives the frames the replica sends to an in-process
+	// connection (capacity 1: one answer per exchange).
+	local chan []byte
 	// dead is set by the loop (and read only by it) when it closed the
 	// connection itself: frames still arriving from it are dropped.
 	dead bool
@@ -129,6 +134,7 @@ const (
 	evFrame                  // a client frame
 	evPeerFrame              // a replica-to-replica frame, on a connection opened with a peer hello
 	evClosed
+	evLocalFrame // a client frame of an in-process connection (LocalConn)
 )
 
 // netEvent is an input from the network to the loop. One channel carries
@@ -144,7 +150,6 @@ type netEvent struct {
 // accept accepts connections until the listener is closed.
 func (s *Server) accept() {
 	defer s.wg.Done()
-	var next core.ConnID
 	for {
 		nc, err := s.ln.Accept()
 		if err != nil {
@@ -159,8 +164,7 @@ func (s *Server) accept() {
 			}
 			continue
 		}
-		next++
-		c := &conn{id: next, nc: nc, ack: make(chan struct{}, 1)}
+		c := &conn{id: s.newConnID(), nc: nc, ack: make(chan struct{}, 1)}
 		c.q = sendQueue{wake: make(chan struct{}, 1), maxBytes: s.opts.SendQueueBytes, maxFrames: s.opts.SendQueueFrames}
 		if !s.track(c) {
 			nc.Close()

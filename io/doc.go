@@ -31,6 +31,14 @@
 //     with one writev. SendClient never blocks the loop: when a
 //     connection's queue is full (a client that does not read), the
 //     connection is closed.
+//   - In-process client connections (Server.DialLocal, a LocalConn: the
+//     HTTP gateway's) have no goroutine of their own: the caller's
+//     Exchange puts the frame on the loop's channel, as a reader does, and
+//     waits for the answer, which SendClient hands over on a one-frame
+//     channel instead of a send queue (a second answer not taken closes
+//     the connection). The payload belongs to the loop from then on: the
+//     caller never changes it, so the loop needs no ack. The replica sees
+//     an ordinary client connection: its id, register, requests, Closed.
 //   - Per other replica, one dialer that keeps an outbound connection to
 //     it (reconnecting with backoff) and writes the replica's messages for
 //     it (SendPeer) from a bounded queue, with one writev per batch, plus a

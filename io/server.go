@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -91,6 +92,7 @@ type Server struct {
 
 	events chan netEvent
 	conns  map[core.ConnID]*conn // loop-owned
+	connID atomic.Uint64         // the last connection id handed out
 	status replica.Status        // loop-owned: the replica's last logged role, term and leader
 
 	peers      []*peer // outbound connections, by replica index (nil: this replica)
@@ -440,6 +442,10 @@ func (s *Server) handle(ev netEvent) {
 			s.r.Receive(c.id, ev.h, ev.payload)
 		}
 		c.ack <- struct{}{} // never blocks: the reader waits for exactly this
+	case evLocalFrame:
+		if !c.dead {
+			s.r.Receive(c.id, ev.h, ev.payload)
+		}
 	case evPeerFrame:
 		if !c.dead {
 			s.peerFrame(ev.h, ev.payload)
@@ -494,6 +500,10 @@ func (rio replicaIO) SendClient(id core.ConnID, frame []byte) {
 	c := s.conns[id]
 	if c == nil || c.dead {
 		return // closed: the client retries
+	}
+	if c.local != nil {
+		s.sendLocal(c, frame)
+		return
 	}
 	if c.q.push(frame) == queueFull {
 		c.dead = true

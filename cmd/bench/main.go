@@ -11,6 +11,12 @@
 // of one entity), mixed (--mix shares, e.g. upsert=80,radius=10,latest=10).
 // Entities are uniform in a 2 x 2 degree box around lat 38.11, lon 13.36;
 // run insert first (or --preload) so that reads find data.
+//
+// --http-client picks the HTTP mode's client: raw (the default), a minimal
+// keep-alive HTTP/1.1 client that spends little CPU per request and counts
+// query results without decoding the JSON, so that a bench on the server's
+// machine leaves the cores to the server; or std, net/http's client (which
+// costs about as much CPU per request as the gateway itself).
 package main
 
 import (
@@ -35,6 +41,7 @@ type config struct {
 	addresses   []string
 	cluster     core.Uint128
 	httpURL     string
+	httpClient  string
 	op          string
 	mix         map[string]int
 	entities    int
@@ -62,6 +69,7 @@ func parseFlags(args []string) (config, error) {
 	addrs := fs.String("addresses", "127.0.0.1:3000", "replica addresses, comma-separated")
 	cluster := fs.String("cluster", "", "cluster id (UUID or decimal), as printed by `replica dev` (binary protocol)")
 	httpURL := fs.String("http", "", "drive the HTTP JSON API at this base URL (e.g. http://127.0.0.1:8080) instead of the binary protocol")
+	httpClient := fs.String("http-client", "raw", "the HTTP client of --http: raw (a minimal keep-alive HTTP/1.1 client that leaves the CPU to the server) or std (net/http's)")
 	op := fs.String("op", "insert", "insert, upsert, radius, latest or mixed")
 	mix := fs.String("mix", "upsert=80,radius=10,latest=10", "shares for --op mixed")
 	entities := fs.Int("entities", 1_000_000, "entity ids in use")
@@ -74,13 +82,16 @@ func parseFlags(args []string) (config, error) {
 		return config{}, err
 	}
 	cfg := config{addresses: strings.Split(*addrs, ","), op: *op, entities: *entities, batch: *batch,
-		concurrency: *conc, duration: *dur, preload: *preload, progress: *progress, httpURL: *httpURL}
+		concurrency: *conc, duration: *dur, preload: *preload, progress: *progress, httpURL: *httpURL, httpClient: *httpClient}
 	if cfg.httpURL == "" {
 		id, err := core.ParseID(*cluster, true)
 		if err != nil || id.IsZero() {
 			return cfg, fmt.Errorf("--cluster: give the cluster id that `replica dev` printed (or use --http)")
 		}
 		cfg.cluster = id
+	}
+	if cfg.httpClient != "raw" && cfg.httpClient != "std" {
+		return cfg, fmt.Errorf("--http-client: %q is neither raw nor std", cfg.httpClient)
 	}
 	switch {
 	case cfg.entities < 1, cfg.batch < 1, cfg.concurrency < 1, cfg.duration <= 0:
@@ -133,7 +144,11 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 func run(cfg config) error {
 	var c target
 	if cfg.httpURL != "" {
-		c = newHTTPTarget(cfg.httpURL, cfg.concurrency)
+		h, err := newHTTPTarget(cfg.httpURL, cfg.concurrency, cfg.httpClient)
+		if err != nil {
+			return err
+		}
+		c = h
 	} else {
 		cl, err := client.New(cfg.addresses, client.Options{Cluster: cfg.cluster, PoolSize: cfg.concurrency})
 		if err != nil {
@@ -199,7 +214,9 @@ func run(cfg config) error {
 				t0 := time.Now()
 				events, err := one(ctx, c, cfg, op, r, &nextNew)
 				if err != nil {
-					rec.errors.Add(1)
+					if rec.errors.Add(1) == 1 {
+						fmt.Fprintln(os.Stderr, "bench: first error:", err)
+					}
 					continue
 				}
 				rec.add(time.Since(t0), events)

@@ -12,6 +12,7 @@ func TestParseFlags(t *testing.T) {
 		{"--cluster", "1", "--op", "nope"},
 		{"--cluster", "1", "--op", "mixed", "--mix", "upsert"},
 		{"--cluster", "1", "--batch", "0"},
+		{"--http", "http://127.0.0.1:8080", "--http-client", "curl"},
 	} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("%v accepted", bad)

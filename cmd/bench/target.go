@@ -1,13 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -55,38 +57,60 @@ func (b binaryTarget) latest(ctx context.Context, id core.Uint128) error {
 
 func (b binaryTarget) close() { b.c.Close() }
 
-// httpTarget speaks Form B JSON to one gateway with keep-alive connections.
+// httpTarget speaks Form B JSON to one gateway over keep-alive
+// connections, with net/http's client or with rawHTTP.
 type httpTarget struct {
+	base string
+	// do sends one request and calls f with the 200 answer's body (valid
+	// only during f); any other status is an error.
+	do   func(ctx context.Context, method, path string, body []byte, f func(resp []byte) error) error
+	stop func()
+}
+
+func (h httpTarget) close() { h.stop() }
+
+func newHTTPTarget(base string, conns int, client string) (httpTarget, error) {
+	switch client {
+	case "std":
+		tr := &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns, IdleConnTimeout: time.Minute}
+		s := &stdHTTP{base: base, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+		return httpTarget{base: base, do: s.do, stop: s.hc.CloseIdleConnections}, nil
+	case "raw":
+		r, err := newRawHTTP(base, conns)
+		if err != nil {
+			return httpTarget{}, err
+		}
+		return httpTarget{base: base, do: r.do, stop: r.close}, nil
+	}
+	return httpTarget{}, fmt.Errorf("--http-client: %q is neither raw nor std", client)
+}
+
+type stdHTTP struct {
 	base string
 	hc   *http.Client
 }
 
-func newHTTPTarget(base string, conns int) httpTarget {
-	tr := &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns, IdleConnTimeout: time.Minute}
-	return httpTarget{base: base, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
-}
-
-func (h httpTarget) do(ctx context.Context, method, path string, body []byte) ([]byte, error) {
+func (h *stdHTTP) do(ctx context.Context, method, path string, body []byte, f func([]byte) error) error {
 	req, err := http.NewRequestWithContext(ctx, method, h.base+path, bytes.NewReader(body))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := h.hc.Do(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s %s: HTTP %d: %.200s", method, path, resp.StatusCode, b)
+		return fmt.Errorf("%s %s: HTTP %d: %.200s", method, path, resp.StatusCode, b)
 	}
-	return b, nil
+	return f(b)
 }
 
 func (h httpTarget) write(ctx context.Context, evs []core.GeoEvent, upsert bool) error {
@@ -111,29 +135,182 @@ func (h httpTarget) write(ctx context.Context, evs []core.GeoEvent, upsert bool)
 		b = append(b, '}')
 	}
 	b = append(b, "]}"...)
-	resp, err := h.do(ctx, http.MethodPost, "/events", b)
-	if err == nil && !bytes.Contains(resp, []byte(`"committed":true`)) {
-		err = errors.New("batch not committed")
-	}
-	return err
+	return h.do(ctx, http.MethodPost, "/events", b, func(resp []byte) error {
+		if !bytes.Contains(resp, []byte(`"committed":true`)) {
+			return errors.New("batch not committed")
+		}
+		return nil
+	})
 }
+
+// eventStart begins every event object the gateway renders: counting it is
+// how the bench counts results without decoding the JSON (which would cost
+// the load generator more than the gateway spends rendering it).
+var eventStart = []byte(`{"id":"`)
 
 func (h httpTarget) radius(ctx context.Context, q *core.RadiusQuery) (int, error) {
 	body := fmt.Sprintf(`{"center_lat_nano":%d,"center_lon_nano":%d,"radius_mm":%d}`, q.Center.LatNano, q.Center.LonNano, q.RadiusMM)
-	resp, err := h.do(ctx, http.MethodPost, "/query/radius", []byte(body))
-	if err != nil {
-		return 0, err
-	}
-	var r struct{ Events []json.RawMessage }
-	if err := json.Unmarshal(resp, &r); err != nil {
-		return 0, err
-	}
-	return len(r.Events), nil
+	n := 0
+	err := h.do(ctx, http.MethodPost, "/query/radius", []byte(body), func(resp []byte) error {
+		if !bytes.HasPrefix(resp, []byte(`{"events":[`)) {
+			return fmt.Errorf("/query/radius: unexpected answer %.200s", resp)
+		}
+		n = bytes.Count(resp, eventStart)
+		return nil
+	})
+	return n, err
 }
 
 func (h httpTarget) latest(ctx context.Context, id core.Uint128) error {
-	_, err := h.do(ctx, http.MethodGet, "/entity/"+id.String(), nil)
-	return err
+	return h.do(ctx, http.MethodGet, "/entity/"+id.String(), nil, func([]byte) error { return nil })
 }
 
-func (h httpTarget) close() { h.hc.CloseIdleConnections() }
+// rawHTTP is a minimal HTTP/1.1 client for the bench: a pool of keep-alive
+// connections to one host, each carrying one request at a time, requests
+// written with one write and answers read with Content-Length (what the
+// gateway always sends). It spends a fraction of net/http's client CPU per
+// request, which matters when the bench shares the machine's cores with the
+// server it measures.
+type rawHTTP struct {
+	addr, host string
+	pool       chan *rawConn // nil entries: dial on use
+}
+
+type rawConn struct {
+	nc   net.Conn
+	br   *bufio.Reader
+	wbuf []byte
+	body []byte
+}
+
+func newRawHTTP(base string, conns int) (*rawHTTP, error) {
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme != "http" || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return nil, fmt.Errorf("--http: want http://HOST:PORT, not %q", base)
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		addr = net.JoinHostPort(u.Hostname(), "80")
+	}
+	r := &rawHTTP{addr: addr, host: u.Host, pool: make(chan *rawConn, conns)}
+	for range conns {
+		r.pool <- nil
+	}
+	return r, nil
+}
+
+func (r *rawHTTP) close() {
+	for range cap(r.pool) {
+		if c := <-r.pool; c != nil {
+			c.nc.Close()
+		}
+	}
+}
+
+func (r *rawHTTP) do(ctx context.Context, method, path string, body []byte, f func([]byte) error) (err error) {
+	var c *rawConn
+	select {
+	case c = <-r.pool:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() {
+		if err != nil && c != nil && !errors.As(err, new(*statusError)) {
+			c.nc.Close() // the connection's state is unknown
+			c = nil
+		}
+		r.pool <- c
+	}()
+	if c == nil {
+		d := net.Dialer{Timeout: 5 * time.Second}
+		nc, err := d.DialContext(ctx, "tcp", r.addr)
+		if err != nil {
+			return err
+		}
+		c = &rawConn{nc: nc, br: bufio.NewReaderSize(nc, 64<<10)}
+	}
+	if err := c.nc.SetDeadline(time.Now().Add(30 * time.Second)); err != nil {
+		return err
+	}
+	w := append(c.wbuf[:0], method...)
+	w = append(w, ' ')
+	w = append(w, path...)
+	w = append(w, " HTTP/1.1\r\nHost: "...)
+	w = append(w, r.host...)
+	w = append(w, "\r\n"...)
+	if body != nil {
+		w = append(w, "Content-Type: application/json\r\nContent-Length: "...)
+		w = strconv.AppendInt(w, int64(len(body)), 10)
+		w = append(w, "\r\n"...)
+	}
+	w = append(w, "\r\n"...)
+	w = append(w, body...)
+	c.wbuf = w
+	if _, err := c.nc.Write(w); err != nil {
+		return err
+	}
+	status, err := c.readResponse()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if status != http.StatusOK {
+		return &statusError{fmt.Sprintf("%s %s: HTTP %d: %.200s", method, path, status, c.body)}
+	}
+	return f(c.body)
+}
+
+// statusError is an answer other than 200: the connection stays usable.
+type statusError struct{ msg string }
+
+func (e *statusError) Error() string { return e.msg }
+
+// readResponse reads one answer into c.body and returns its status.
+func (c *rawConn) readResponse() (int, error) {
+	line, err := c.br.ReadSlice('\n')
+	if err != nil {
+		return 0, err
+	}
+	// HTTP/1.1 200 OK
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' {
+		return 0, fmt.Errorf("bad status line %q", line)
+	}
+	status, err := strconv.Atoi(string(line[9:12]))
+	if err != nil {
+		return 0, fmt.Errorf("bad status line %q", line)
+	}
+	length := -1
+	for {
+		line, err := c.br.ReadSlice('\n')
+		if err != nil {
+			return 0, err
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) == 0 {
+			break
+		}
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			return 0, fmt.Errorf("bad header line %q", line)
+		}
+		value = bytes.TrimSpace(value)
+		switch {
+		case bytes.EqualFold(name, []byte("Content-Length")):
+			if length, err = strconv.Atoi(string(value)); err != nil || length < 0 {
+				return 0, fmt.Errorf("bad Content-Length %q", value)
+			}
+		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
+			return 0, fmt.Errorf("Transfer-Encoding %q is not supported (the gateway sends Content-Length)", value)
+		}
+	}
+	if length < 0 {
+		return 0, errors.New("an answer without Content-Length")
+	}
+	if cap(c.body) < length {
+		c.body = make([]byte, length)
+	}
+	c.body = c.body[:length]
+	if _, err := io.ReadFull(c.br, c.body); err != nil {
+		return 0, err
+	}
+	return status, nil
+}

@@ -13,8 +13,14 @@ import (
 )
 
 // TestHTTPTarget checks the requests the HTTP mode sends (valid Form B
-// JSON on the right paths) and how it reads the answers.
+// JSON on the right paths) and how it reads the answers, with both clients.
 func TestHTTPTarget(t *testing.T) {
+	for _, client := range []string{"raw", "std"} {
+		t.Run(client, func(t *testing.T) { testHTTPTarget(t, client) })
+	}
+}
+
+func testHTTPTarget(t *testing.T, client string) {
 	var paths []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		paths = append(paths, r.Method+" "+r.URL.Path)
@@ -35,16 +41,19 @@ func TestHTTPTarget(t *testing.T) {
 			committed := req.Mode == "upsert"
 			w.Write([]byte(`{"results":[],"committed":` + map[bool]string{true: "true", false: "false"}[committed] + `}`))
 		case "/query/radius":
-			w.Write([]byte(`{"events":[{},{}],"has_more":false,"cursor":null}`))
+			w.Write([]byte(`{"events":[{"id":"a:1","entity_id":"a"},{"id":"b:2"}],"has_more":false,"cursor":null}`))
 		default:
-			if !strings.HasPrefix(r.URL.Path, "/entity/") {
+			if !strings.HasPrefix(r.URL.Path, "/entity/") || strings.HasSuffix(r.URL.Path, "0") {
 				w.WriteHeader(404)
 			}
 			w.Write([]byte(`{"found":true}`))
 		}
 	}))
 	defer srv.Close()
-	h := newHTTPTarget(srv.URL, 2)
+	h, err := newHTTPTarget(srv.URL, 2, client)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer h.close()
 	ctx := context.Background()
 	evs := []core.GeoEvent{{EntityID: core.Uint128{Lo: 1}, LatNano: 3, LonNano: 4}, {EntityID: core.Uint128{Lo: 2}, LatNano: -5, LonNano: 6}}
@@ -57,10 +66,13 @@ func TestHTTPTarget(t *testing.T) {
 	if n, err := h.radius(ctx, &core.RadiusQuery{RadiusMM: 5}); err != nil || n != 2 {
 		t.Fatalf("radius: %d %v", n, err)
 	}
+	if err := h.latest(ctx, core.Uint128{Lo: 0x10}); err == nil || !strings.Contains(err.Error(), "HTTP 404") {
+		t.Fatalf("a 404 was not reported: %v", err)
+	}
 	if err := h.latest(ctx, core.Uint128{Lo: 9}); err != nil {
 		t.Fatal(err)
 	}
-	want := "POST /events,POST /events,POST /query/radius,GET /entity/00000000-0000-0000-0000-000000000009"
+	want := "POST /events,POST /events,POST /query/radius,GET /entity/00000000-0000-0000-0000-000000000010,GET /entity/00000000-0000-0000-0000-000000000009"
 	if got := strings.Join(paths, ","); got != want {
 		t.Fatalf("requests %s, want %s", got, want)
 	}

@@ -24,6 +24,7 @@ type cluster struct {
 	dirs  []string
 	procs []*child // nil: not running
 	old   []*child // processes that ran before a restart, for the logs
+	http  []string // when set, each replica's --http address
 }
 
 func newCluster(t *testing.T, n int) *cluster {
@@ -72,7 +73,11 @@ func (c *cluster) start(i int) {
 	if c.procs[i] != nil {
 		c.old = append(c.old, c.procs[i])
 	}
-	c.procs[i] = startChild(c.t, "start", "--data", c.dirs[i], "--addresses", c.addresses())
+	args := []string{"start", "--data", c.dirs[i], "--addresses", c.addresses()}
+	if c.http != nil {
+		args = append(args, "--http", c.http[i])
+	}
+	c.procs[i] = startChild(c.t, args...)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		nc, err := net.DialTimeout("tcp", c.addrs[i], 200*time.Millisecond)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -124,6 +125,71 @@ func TestHTTPAddressInUse(t *testing.T) {
 	code, _, errs := runCmd(t, "dev", "--data", filepath.Join(t.TempDir(), "other"), "--addresses", freeAddr(t), "--http", taken)
 	if code == 0 || !strings.Contains(errs, "--http") {
 		t.Fatalf("exit %d: %s", code, errs)
+	}
+	srv.stop(syscall.SIGTERM)
+}
+
+// TestHTTPOnEveryReplica: every replica of a cluster of three serves the
+// HTTP API through its in-process connection to its own replica; on a
+// follower the replica forwards to the leader. Writes through each
+// gateway are read back through every other.
+func TestHTTPOnEveryReplica(t *testing.T) {
+	c := newCluster(t, 3)
+	c.http = []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	for i := range 3 {
+		c.start(i)
+	}
+	leader := c.leader(-1, 20*time.Second)
+	if leader < 0 {
+		t.Fatal("no leader")
+	}
+	ids := make([]string, 3)
+	for i := range 3 {
+		ids[i] = fmt.Sprintf("6ba7b810-9dad-11d1-80b4-%012d", i+1)
+		url := "http://" + c.http[i] + "/events"
+		body := `{"mode":"upsert","events":[{"entity_id":"` + ids[i] + `","lat_nano":38115000000,"lon_nano":13361000000}]}`
+		// A follower that has not heard from the leader yet answers 503
+		// (retryable) once the client's retries are spent: retry.
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			code, m := send(t, "POST", url, body)
+			if code == 200 && m["committed"] == true {
+				break
+			}
+			if code != 503 || time.Now().After(deadline) {
+				t.Fatalf("POST /events through replica %d (leader %d): %d %v", i, leader, code, m)
+			}
+		}
+	}
+	for i := range 3 {
+		for _, id := range ids {
+			if m := getJSON(t, "http://"+c.http[i]+"/entity/"+id); m["found"] != true {
+				t.Fatalf("GET /entity/%s through replica %d (leader %d): %v", id, i, leader, m)
+			}
+		}
+	}
+	if m := getJSON(t, "http://"+c.http[(leader+1)%3]+"/stats"); fmt.Sprint(m["event_count"]) != "3" {
+		t.Fatalf("stats through a follower: %v", m)
+	}
+}
+
+// TestPprofFlag: --pprof serves net/http/pprof on its own address.
+func TestPprofFlag(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "dev-data")
+	pprofAddr := freeAddr(t)
+	srv := startChild(t, "dev", "--data", dir, "--addresses", freeAddr(t), "--http", "127.0.0.1:0", "--pprof", pprofAddr)
+	base := "http://" + httpAddrFromBanner(t, srv)
+	res, err := http.Get("http://" + pprofAddr + "/debug/pprof/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(string(raw), "dev") {
+		t.Fatalf("pprof cmdline: %d %q", res.StatusCode, raw)
+	}
+	// Not on the API's address.
+	if code, _ := send(t, "GET", base+"/debug/pprof/cmdline", ""); code != 404 {
+		t.Fatalf("the API serves /debug/pprof: %d", code)
 	}
 	srv.stop(syscall.SIGTERM)
 }

@@ -1,8 +1,8 @@
 // Command replica is the GeoEvent server: one replica of a cluster.
 //
 //	replica format --cluster ID --replica I --replica-count N --data DIR
-//	replica start  --data DIR --addresses A0,A1,...  [--http HOST:PORT]
-//	replica dev    [--data DIR] [--http HOST:PORT] [--addresses HOST:PORT]
+//	replica start  --data DIR --addresses A0,A1,...  [--http HOST:PORT] [--pprof HOST:PORT]
+//	replica dev    [--data DIR] [--http HOST:PORT] [--addresses HOST:PORT] [--pprof HOST:PORT]
 //
 // format makes DIR the data directory of replica I of cluster ID (a UUID or
 // a decimal id) with N replicas (1, 3 or 5); it refuses a directory that is
@@ -14,9 +14,16 @@
 // empty, then serves it on 127.0.0.1:3000 and the HTTP JSON API on
 // 127.0.0.1:8080. With --http, start and dev serve the HTTP JSON API
 // (package http) on HOST:PORT once the binary protocol is listening; it
-// submits to the local replica over the binary protocol. SIGINT and SIGTERM
-// stop the server cleanly (exit code 0): the HTTP server first, letting
-// requests in flight finish, then the replica.
+// submits to the replica of the same process as a client of the binary
+// protocol whose connections are in-process (io.Server.DialLocal): the
+// same sessions and frames, no sockets. SIGINT and SIGTERM stop the server
+// cleanly (exit code 0): the HTTP server first, letting requests in flight
+// finish, then the replica.
+//
+// --pprof HOST:PORT (start and dev) serves Go's profiling endpoints
+// (net/http/pprof) there, for example
+// go tool pprof http://HOST:PORT/debug/pprof/profile?seconds=10. It is a
+// debugging aid: keep it on loopback.
 package main
 
 import (
@@ -27,7 +34,6 @@ import (
 	"io"
 	"io/fs"
 	"math"
-	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -46,8 +52,8 @@ import (
 
 const usage = `usage:
   replica format --cluster ID --replica I --replica-count N --data DIR
-  replica start  --data DIR --addresses A0,A1,...  [--http HOST:PORT]
-  replica dev    [--data DIR] [--http HOST:PORT] [--addresses HOST:PORT]
+  replica start  --data DIR --addresses A0,A1,...  [--http HOST:PORT] [--pprof HOST:PORT]
+  replica dev    [--data DIR] [--http HOST:PORT] [--addresses HOST:PORT] [--pprof HOST:PORT]
 
 format  make DIR the data directory of replica I (0-based) of the cluster ID
         (a UUID or a decimal id) of N replicas (1, 3 or 5); DIR must be new
@@ -62,6 +68,10 @@ dev     a one-replica cluster for development: formats DIR (default
         serves the binary protocol on --addresses (default 127.0.0.1:3000)
         and the HTTP JSON API on --http (default 127.0.0.1:8080; "" for
         none).
+
+--pprof (start, dev) serves Go's profiling endpoints (net/http/pprof) on
+HOST:PORT, e.g. go tool pprof http://HOST:PORT/debug/pprof/profile?seconds=10;
+a debugging aid: keep it on loopback.
 
 Run "replica COMMAND -h" for a command's flags.
 `
@@ -154,6 +164,7 @@ func start(args []string, stderr io.Writer) int {
 	data := fset.String("data", "", "the data directory `DIR`, made by replica format")
 	addresses := fset.String("addresses", "", "every replica's binary-protocol address `A0,A1,...` (host:port), in replica order")
 	httpAddr := fset.String("http", "", "serve the HTTP JSON API on `HOST:PORT` (default: none)")
+	pprofAddr := fset.String("pprof", "", pprofUsage)
 	if code, ok := parse(fset, args, stderr, "data", "addresses"); !ok {
 		return code
 	}
@@ -178,7 +189,7 @@ func start(args []string, stderr io.Writer) int {
 		return exitError
 	}
 	defer log.Sync()
-	return serve(log, *data, addrs, *httpAddr, nil, stderr, "start")
+	return serve(log, serveConfig{dir: *data, addrs: addrs, httpAddr: *httpAddr, pprofAddr: *pprofAddr, cmd: "start"}, stderr)
 }
 
 func dev(args []string, stdout, stderr io.Writer) int {
@@ -186,6 +197,7 @@ func dev(args []string, stdout, stderr io.Writer) int {
 	data := fset.String("data", "geoevent-data", "the data directory `DIR`; formatted as a new one-replica cluster when empty or absent")
 	httpAddr := fset.String("http", "127.0.0.1:8080", "serve the HTTP JSON API on `HOST:PORT` (\"\": none)")
 	addresses := fset.String("addresses", "127.0.0.1:3000", "the binary-protocol address `HOST:PORT`")
+	pprofAddr := fset.String("pprof", "", pprofUsage)
 	if code, ok := parse(fset, args, stderr); !ok {
 		return code
 	}
@@ -232,14 +244,33 @@ func dev(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "  Ctrl-C stops the replica cleanly.\n")
 	}
-	return serve(log, *data, addrs, *httpAddr, banner, stderr, "dev")
+	return serve(log, serveConfig{dir: *data, addrs: addrs, httpAddr: *httpAddr, pprofAddr: *pprofAddr, banner: banner, cmd: "dev"}, stderr)
 }
 
-// serve opens the replica in dir, serves HTTP on httpAddr when it is not
-// empty, and runs both until SIGINT or SIGTERM.
-func serve(log *zap.Logger, dir string, addrs []string, httpAddr string, banner func(addr, httpAddr string), stderr io.Writer, cmd string) int {
+// serveConfig is what start and dev hand to serve.
+type serveConfig struct {
+	dir       string
+	addrs     []string
+	httpAddr  string // "": no HTTP gateway
+	pprofAddr string // "": no profiling endpoint
+	banner    func(addr, httpAddr string)
+	cmd       string // for messages: "start" or "dev"
+}
+
+// serve opens the replica in cfg.dir, serves HTTP on cfg.httpAddr when it
+// is not empty, and runs both until SIGINT or SIGTERM.
+func serve(log *zap.Logger, cfg serveConfig, stderr io.Writer) int {
+	dir, addrs, httpAddr, banner, cmd := cfg.dir, cfg.addrs, cfg.httpAddr, cfg.banner, cfg.cmd
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.pprofAddr != "" {
+		stopPprof, err := servePprof(cfg.pprofAddr, log)
+		if err != nil {
+			fmt.Fprintf(stderr, "replica %s: --pprof: %v\n", cmd, err)
+			return exitError
+		}
+		defer stopPprof()
+	}
 	srv, err := geoio.Open(dir, geoio.Options{Addresses: addrs, Logger: log})
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
@@ -249,10 +280,18 @@ func serve(log *zap.Logger, dir string, addrs []string, httpAddr string, banner 
 	var gw *ghttp.Server
 	var backend *ghttp.ClientBackend
 	if httpAddr != "" {
-		// The binary server is listening (the replica holds requests
-		// until it has applied what it recovered, and a follower forwards
-		// them to the leader); the gateway is a local client of it.
-		backend, err = ghttp.NewClientBackend([]string{dialAddress(srv.Addr())}, client.Options{Cluster: srv.Cluster().Cluster})
+		// The gateway is a client of the replica in this process: its
+		// sessions submit to the event loop over in-process connections
+		// (the replica holds requests until it has applied what it
+		// recovered, and a follower forwards them to the leader).
+		dial := func(ctx context.Context) (client.Conn, error) {
+			lc, err := srv.DialLocal(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return lc, nil
+		}
+		backend, err = ghttp.NewLocalBackend(dial, client.Options{Cluster: srv.Cluster().Cluster})
 		if err == nil {
 			gw, err = ghttp.Listen(httpAddr, ghttp.Config{Backend: backend, Logger: log})
 			if err != nil {
@@ -309,10 +348,7 @@ func serve(log *zap.Logger, dir string, addrs []string, httpAddr string, banner 
 	if cerr := srv.Close(); err == nil {
 		err = cerr
 	}
-	// The backend's connections go last: the replica's shutdown has closed
-	// them. (Closing them first races with the replica's shutdown: a
-	// connection that closes just before it can leave io's writer for it
-	// waiting forever.)
+	// The backend's connections go last, once no request can use them.
 	if backend != nil {
 		backend.Close()
 	}
@@ -324,23 +360,6 @@ func serve(log *zap.Logger, dir string, addrs []string, httpAddr string, banner 
 		log.Info("signal received: stopped cleanly")
 	}
 	return exitOK
-}
-
-// dialAddress is where a local client reaches a listener: its address, with
-// an unspecified host (0.0.0.0, ::) replaced by loopback.
-func dialAddress(a net.Addr) string {
-	host, port, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return a.String()
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		if ip.To4() != nil {
-			host = "127.0.0.1"
-		} else {
-			host = "::1"
-		}
-	}
-	return net.JoinHostPort(host, port)
 }
 
 // splitAddresses splits a comma-separated list of host:port addresses.

@@ -1,0 +1,268 @@
+package http_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	stdhttp "net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/geoevent/geoevent/core"
+	ghttp "github.com/geoevent/geoevent/http"
+)
+
+// The server reads plain HTTP/1.1 requests itself and hands any other
+// connection to net/http (fastserve.go). These tests hold the two paths to
+// the same answers, byte for byte but the Date.
+
+// cannedBackend answers from fixed data, so that two servers answer alike.
+func cannedBackend() fakeBackend {
+	e := core.GeoEvent{EntityID: core.Uint128{Hi: 0x6ba7b8109dad11d1, Lo: 0x80b400c04fd430c8}, TimestampNS: 1795325413644827789,
+		LatNano: 38_115_000_000, LonNano: 13_361_000_000, GroupID: 1 << 60}
+	return fakeBackend{func(_ context.Context, op core.Operation, req any) (any, error) {
+		switch op {
+		case core.OpGetLatest:
+			if *req.(*core.Uint128) == e.EntityID {
+				return &core.LatestResult{Found: true, Event: e}, nil
+			}
+			return &core.LatestResult{}, nil
+		case core.OpQueryRadius, core.OpEntityHistory:
+			return &core.QueryResult{Events: []core.GeoEvent{e, e}, DistancesMM: []uint64{1, 2}}, nil
+		case core.OpInsert, core.OpUpsert:
+			evs := req.(*core.InsertRequest).Events
+			r := &core.InsertReply{Committed: true}
+			for i := range evs {
+				r.Results = append(r.Results, core.EventResult{Index: uint32(i), TimestampNS: 1795325413644827789 + uint64(i)})
+			}
+			return r, nil
+		case core.OpPing:
+			return &core.PingReply{Pong: true}, nil
+		}
+		return nil, core.Errorf(core.InternalError, "canned: %s", op)
+	}}
+}
+
+// rawRoundTrip writes req (one or more requests) on a new connection to
+// addr and reads n answers.
+func rawRoundTrip(t *testing.T, addr, req string, n int) []*stdhttp.Response {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.WriteString(nc, req); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(nc)
+	var out []*stdhttp.Response
+	for range n {
+		method := "GET"
+		if strings.HasPrefix(req, "HEAD ") {
+			method = "HEAD"
+		}
+		res, err := stdhttp.ReadResponse(br, &stdhttp.Request{Method: method})
+		if err != nil {
+			t.Fatalf("%q: %v", req, err)
+		}
+		body, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatalf("%q: reading the body: %v", req, err)
+		}
+		res.Body = io.NopCloser(bytes.NewReader(body))
+		out = append(out, res)
+	}
+	return out
+}
+
+// describe renders an answer without its Date, for comparisons.
+func describe(res *stdhttp.Response) string {
+	body, _ := io.ReadAll(res.Body)
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %d\n", res.Proto, res.StatusCode)
+	for _, h := range []string{"Content-Type", "Content-Length", "Cache-Control", "Allow", "Location", "Connection"} {
+		if v := res.Header.Values(h); len(v) > 0 {
+			fmt.Fprintf(&b, "%s: %s\n", h, strings.Join(v, ","))
+		}
+	}
+	if res.Close {
+		b.WriteString("(closes)\n")
+	}
+	fmt.Fprintf(&b, "\n%s", body)
+	return b.String()
+}
+
+func TestFastPathAnswersAsNetHTTP(t *testing.T) {
+	cfg := ghttp.Config{Backend: cannedBackend()}
+	fast := serveGateway(t, cfg).Addr().String()
+	g, err := ghttp.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	std := httptest.NewServer(g)
+	defer std.Close()
+	stdAddr := strings.TrimPrefix(std.URL, "http://")
+
+	const id = "6ba7b810-9dad-11d1-80b4-00c04fd430c8"
+	post := func(target, body string, headers ...string) string {
+		return "POST " + target + " HTTP/1.1\r\nHost: x\r\n" + strings.Join(headers, "") +
+			fmt.Sprintf("Content-Length: %d\r\n\r\n%s", len(body), body)
+	}
+	get := func(target string, headers ...string) string {
+		return "GET " + target + " HTTP/1.1\r\nHost: x\r\n" + strings.Join(headers, "") + "\r\n"
+	}
+	radius := `{"center_lat_nano":38110000000,"center_lon_nano":13360000000,"radius_mm":1000000}`
+	fastOnes := 24 // the first requests below; the others are handed over
+	for i, req := range []string{
+		// The fast path's requests.
+		get("/entity/" + id),
+		get("/entity/" + id + "?form=a"),
+		get("/entity/00000000-0000-0000-0000-000000000001?form=a"),
+		get("/entity/not-an-id"),
+		get("/entity/" + id + "/history?limit=2"),
+		get("/entity/" + id + "/history/"),
+		get("/entity/"),
+		get("/ping"),
+		get("/ping?form=b&x=1"),
+		get("/nope"),
+		get("/events/"),
+		get("/events"),
+		"HEAD /entity/" + id + " HTTP/1.1\r\nHost: x\r\n\r\n",
+		"DELETE /events HTTP/1.1\r\nHost: x\r\n\r\n",
+		"PUT /query/radius HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
+		post("/query/radius", radius),
+		post("/query/radius?form=a", radius),
+		post("/query/radius", `{"center_lat":1}`),
+		post("/query/radius", `not json`),
+		post("/events", `{"events":[{"entity_id":"`+id+`","lat_nano":1,"lon_nano":2}]}`),
+		post("/events", `{"events":[{"entity_id":"`+id+`","lat_nano":1,"lon_nano":2}]}`, "Connection: close\r\n"),
+		post("/events", `{"events":[{"entity_id":"`+id+`","lat_nano":1,"lon_nano":2}]}`, "connection: keep-alive\r\n", "X-Other:  spaced  \r\n"),
+		post("/events", ``),
+		get("/ping", "Content-Length: 5\r\n") + "hello",
+		// Handed over to net/http.
+		get("/entity/%36ba7b810-9dad-11d1-80b4-00c04fd430c8"),
+		get("/a/../ping"),
+		get("/./ping"),
+		get("//ping"),
+		get("/entity//history"),
+		"GET /ping HTTP/1.0\r\n\r\n",
+		"GET /ping HTTP/1.1\r\n\r\n", // no Host: 400
+		"GET /ping HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n",
+		"GET /ping HTTP/1.1\nHost: x\n\n",
+		"GET /ping HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n b\r\n\r\n",
+		"GET http://x/ping HTTP/1.1\r\nHost: x\r\n\r\n",
+		"POST /query/radius HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(radius), radius),
+		"POST /query/radius HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n{}  ",
+		"POST /query/radius HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
+		get("/ping", "X-Big: "+strings.Repeat("b", 20<<10)+"\r\n"),
+		get("/ping?q=a b"),
+	} {
+		before := ghttp.Handovers()
+		f := describe(rawRoundTrip(t, fast, req, 1)[0])
+		if handed := ghttp.Handovers() != before; handed != (i >= fastOnes) {
+			t.Errorf("%.120q: handed over to net/http: %v", req, handed)
+		}
+		s := describe(rawRoundTrip(t, stdAddr, req, 1)[0])
+		if f != s {
+			t.Errorf("%.120q:\nfast path:\n%s\nnet/http:\n%s", req, f, s)
+		}
+	}
+}
+
+// Requests sent back to back on one connection are answered in order, a
+// body the handler does not read is skipped, and the connection stays
+// open; Connection: close closes it after the answer.
+func TestFastPathPipelining(t *testing.T) {
+	addr := serveGateway(t, ghttp.Config{Backend: cannedBackend()}).Addr().String()
+	const id = "6ba7b810-9dad-11d1-80b4-00c04fd430c8"
+	reqs := "GET /entity/" + id + " HTTP/1.1\r\nHost: x\r\n\r\n" +
+		"GET /ping HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n0123456789" + // a body GET /ping does not read
+		"POST /query/radius HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}" +
+		"GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+	res := rawRoundTrip(t, addr, reqs, 4)
+	for i, want := range []int{200, 200, 400, 200} {
+		if res[i].StatusCode != want {
+			t.Errorf("answer %d: %s", i, describe(res[i]))
+		}
+	}
+	if !res[3].Close {
+		t.Errorf("the last answer does not say Connection: close")
+	}
+}
+
+// blockingBackend holds every operation until release is closed.
+type blockingBackend struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+func (b blockingBackend) Do(ctx context.Context, op core.Operation, _ any) (any, error) {
+	b.started <- struct{}{}
+	<-b.release
+	return &core.PingReply{Pong: true}, nil
+}
+
+// Shutdown closes idle connections at once and lets a request in flight
+// finish and be answered.
+func TestShutdownWaitsForRequestsInFlight(t *testing.T) {
+	b := blockingBackend{started: make(chan struct{}, 1), release: make(chan struct{})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := ghttp.Serve(ln, ghttp.Config{Backend: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := gw.Addr().String()
+	idle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	var got *stdhttp.Response
+	go func() {
+		defer wg.Done()
+		got = rawRoundTrip(t, addr, "GET /ping HTTP/1.1\r\nHost: x\r\n\r\n", 1)[0]
+	}()
+	<-b.started
+	shut := make(chan error, 1)
+	go func() { shut <- gw.Shutdown(context.Background()) }()
+	// The idle connection is closed.
+	idle.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := idle.Read(make([]byte, 1)); err == nil {
+		t.Fatalf("the idle connection got %d bytes", n)
+	}
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned with a request in flight: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(b.release)
+	wg.Wait()
+	if got.StatusCode != 200 || !got.Close {
+		t.Fatalf("the request in flight: %s", describe(got))
+	}
+	select {
+	case err := <-shut:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Shutdown hangs")
+	}
+	if _, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		t.Fatal("still accepting after Shutdown")
+	}
+}
