@@ -16,6 +16,7 @@ const (
 	opHardState
 	opSync
 	opSnapshot
+	opSnapshotWritten // internal: the snapshot writer finished one
 )
 
 // diskOp is one storage request of the replica, queued for the disk
@@ -37,7 +38,14 @@ type completion struct {
 }
 
 // disk runs the storage requests of one replica, in order, on one goroutine
-// (package store is not safe for concurrent use).
+// (package store's Log is not safe for concurrent use) — except the
+// writing of a snapshot file, which can take seconds for a large state and
+// must not hold up the log's fsyncs (every acknowledgement waits for one):
+// a second goroutine, the snapshot writer, writes the file, then hands the
+// log goroutine an opSnapshotWritten, which compacts the log and reports
+// SnapshotSaved. A snapshot that replaces the log (a follower installing
+// the leader's) is written in line instead: the log must be reset after
+// the file is durable and before the next append.
 type disk struct {
 	dir string
 	log *store.Log
@@ -56,6 +64,9 @@ type disk struct {
 	haveSaved bool
 	lastSnap  uint64 // index of the newest snapshot on disk (0: none)
 	closeErr  error  // the log's Close, once exited
+
+	snaps       chan diskOp   // to the snapshot writer
+	snapsExited chan struct{} // closed when the snapshot writer has returned
 }
 
 func newDisk(dir string, log *store.Log, lastSnap uint64, stopped chan struct{}) *disk {
@@ -64,6 +75,26 @@ func newDisk(dir string, log *store.Log, lastSnap uint64, stopped chan struct{})
 		wake:   make(chan struct{}, 1),
 		done:   make(chan completion, 16),
 		exited: make(chan struct{}),
+		snaps:  make(chan diskOp, 4),
+
+		snapsExited: make(chan struct{}),
+	}
+}
+
+// writeSnapshots is the snapshot writer (see disk).
+func (d *disk) writeSnapshots() {
+	defer close(d.snapsExited)
+	for op := range d.snaps {
+		data := op.data
+		err := store.SaveSnapshot(d.dir, op.index, op.term, func(w stdio.Writer) error {
+			_, err := w.Write(data)
+			return err
+		})
+		if err != nil {
+			d.report(completion{err: err})
+			continue
+		}
+		d.push(diskOp{kind: opSnapshotWritten, index: op.index})
 	}
 }
 
@@ -101,6 +132,8 @@ func (d *disk) report(c completion) {
 
 func (d *disk) run() {
 	defer close(d.exited)
+	go d.writeSnapshots()
+	defer func() { close(d.snaps); <-d.snapsExited }()
 	var batch []diskOp
 	failed := false
 	for {
@@ -155,6 +188,10 @@ func (d *disk) do(op *diskOp) error {
 		}
 		d.report(completion{index: d.log.LastIndex()})
 	case opSnapshot:
+		if !snapshotReplacesLog(d.log, op.index, op.term) {
+			d.snaps <- *op // written beside the log; opSnapshotWritten follows
+			return nil
+		}
 		data := op.data
 		err := store.SaveSnapshot(d.dir, op.index, op.term, func(w stdio.Writer) error {
 			_, err := w.Write(data)
@@ -163,23 +200,26 @@ func (d *disk) do(op *diskOp) error {
 		if err != nil {
 			return err
 		}
-		fallback := d.lastSnap
-		d.lastSnap = op.index
-		if snapshotReplacesLog(d.log, op.index, op.term) {
-			// A follower installing the leader's snapshot: what the log
-			// holds does not lead up to it. Empty the log; the next
-			// append starts at index+1. (The fallback snapshot is then of
-			// no use: the log after it is gone. It was of another history
-			// anyway.)
-			if err := d.log.Reset(op.index + 1); err != nil {
-				return err
-			}
-		} else if err := d.log.CompactBefore(fallback + 1); err != nil {
+		// A follower installing the leader's snapshot: what the log holds
+		// does not lead up to it. Empty the log; the next append starts at
+		// index+1. (The fallback snapshot is then of no use: the log after
+		// it is gone. It was of another history anyway.)
+		d.lastSnap = max(d.lastSnap, op.index)
+		if err := d.log.Reset(op.index + 1); err != nil {
+			return err
+		}
+		d.report(completion{snapshot: true, index: op.index})
+	case opSnapshotWritten:
+		if op.index > d.lastSnap {
 			// Package store keeps the snapshot before this one as a
 			// fallback should this one be damaged; the log after it is
 			// kept too, so that falling back loses nothing. Whole
 			// segments below it go.
-			return err
+			fallback := d.lastSnap
+			d.lastSnap = op.index
+			if err := d.log.CompactBefore(fallback + 1); err != nil {
+				return err
+			}
 		}
 		d.report(completion{snapshot: true, index: op.index})
 	}
