@@ -39,12 +39,18 @@ func (r *Replica) forward(to dest, h core.Header, payload []byte) {
 
 // send answers a client.
 func (r *Replica) send(to dest, h core.Header, payload []byte) {
-	frame := core.AppendFrame(nil, h, payload)
+	r.sendFrame(to, core.AppendFrame(nil, h, payload))
+}
+
+// sendFrame answers a client with a whole frame, which is not modified
+// afterwards.
+func (r *Replica) sendFrame(to dest, frame []byte) {
 	if to.via == r.self {
 		r.io.SendClient(to.conn, frame)
 		return
 	}
 	if len(frame)+8 > core.MaxFramePayload {
+		h, _, _, _ := core.DecodeFrame(frame)
 		h.Type = core.MsgError
 		frame = core.AppendFrame(nil, h, core.AppendErrorMessage(nil, core.InternalError.Code,
 			fmt.Sprintf("a reply of %d bytes is too large to pass through a follower; ask the leader, replica %d", len(frame), r.self)))

@@ -417,13 +417,25 @@ func (r *Replica) rewait(h core.Header, to dest) {
 }
 
 func (r *Replica) reply(to dest, h core.Header, op core.Operation, reply any, err error) {
-	payload, encErr := core.AppendReplyMessage(nil, op, reply, err)
+	frame, _, encErr := replyFrame(h, op, reply, err)
 	if encErr != nil {
 		r.sendError(to, h, core.InternalError, "encoding the reply: %v", encErr)
 		return
 	}
+	r.sendFrame(to, frame)
+}
+
+// replyFrame encodes op's reply straight into a frame answering h (a query
+// result can be a megabyte: no second copy) and returns the frame and its
+// payload, which aliases it.
+func replyFrame(h core.Header, op core.Operation, reply any, opErr error) (frame, payload []byte, err error) {
+	b, start := core.BeginFrame(make([]byte, 0, 512))
+	if b, err = core.AppendReplyMessage(b, op, reply, opErr); err != nil {
+		return nil, nil, err
+	}
 	h.Type = core.MsgReply
-	r.send(to, h, payload)
+	frame = core.FinishFrame(b, start, h)
+	return frame, frame[start+core.FrameLengthSize+core.FrameHeaderSize : len(frame)-core.FrameChecksumSize], nil
 }
 
 // apply executes one committed entry and answers the client waiting for it
@@ -476,7 +488,7 @@ func (r *Replica) apply(le core.LogEntry) error {
 			return fmt.Errorf("applying log entry %d: %w", le.Index, err)
 		}
 		reply, opErr := r.execute(e.op, e.timestamp, req)
-		payload, err := core.AppendReplyMessage(nil, e.op, reply, opErr)
+		frame, payload, err := replyFrame(core.Header{ClientID: w.h.ClientID, Request: w.h.Request}, e.op, reply, opErr)
 		if err != nil {
 			return fmt.Errorf("encoding the reply of log entry %d: %w", le.Index, err)
 		}
@@ -484,7 +496,7 @@ func (r *Replica) apply(le core.LogEntry) error {
 			s.lastRequest, s.lastActivity, s.reply, s.replyType = e.request, le.Index, payload, core.MsgReply
 		}
 		if waited {
-			r.send(w.to, core.Header{ClientID: w.h.ClientID, Request: w.h.Request, Type: core.MsgReply}, payload)
+			r.sendFrame(w.to, frame)
 		}
 	}
 	return nil
