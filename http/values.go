@@ -250,30 +250,17 @@ func parseCanonicalUUID(b []byte) (id core.Uint128, ok bool) {
 	// bits survive the OR into bad.
 	var hi, lo uint64
 	var bad byte
-	for _, c := range b[0:8] {
+	for i, c := range b {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			continue // the dashes, checked above
+		}
 		x := unhex[c]
 		bad |= x
-		hi = hi<<4 | uint64(x&15)
-	}
-	for _, c := range b[9:13] {
-		x := unhex[c]
-		bad |= x
-		hi = hi<<4 | uint64(x&15)
-	}
-	for _, c := range b[14:18] {
-		x := unhex[c]
-		bad |= x
-		hi = hi<<4 | uint64(x&15)
-	}
-	for _, c := range b[19:23] {
-		x := unhex[c]
-		bad |= x
-		lo = lo<<4 | uint64(x&15)
-	}
-	for _, c := range b[24:36] {
-		x := unhex[c]
-		bad |= x
-		lo = lo<<4 | uint64(x&15)
+		if i < 18 { // the first 16 digits are the high half
+			hi = hi<<4 | uint64(x&15)
+		} else {
+			lo = lo<<4 | uint64(x&15)
+		}
 	}
 	if bad > 15 {
 		return core.Uint128{}, false
