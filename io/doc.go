@@ -16,6 +16,11 @@
 //     flight (group commit). A failed write or fsync stops the server: the
 //     state of the files is then unknown and only a restart (recovery) may
 //     go on.
+//   - The snapshot writer writes snapshot files beside the log, so that a
+//     large one (seconds) does not hold up the log's fsyncs; the disk
+//     goroutine then compacts the log and reports SnapshotSaved. A
+//     follower's install of the leader's snapshot, which resets the log, is
+//     written by the disk goroutine itself, in order.
 //   - The accept goroutine, started with the loop, and, per accepted
 //     connection, one reader and one writer. Connections are accepted at
 //     once, before the replica has synced anything: the replica itself
