@@ -2,7 +2,6 @@ package replica
 
 import (
 	"bytes"
-	"slices"
 
 	"github.com/geoevent/geoevent/core"
 )
@@ -81,16 +80,7 @@ func (r *Replica) confirmReads() {
 	if r.role != Leader {
 		return
 	}
-	acked := make([]uint64, 0, len(r.peers))
-	for p := range r.peers {
-		if uint32(p) == r.self {
-			acked = append(acked, r.reads.seq)
-		} else {
-			acked = append(acked, r.peers[p].ackedSeq)
-		}
-	}
-	slices.Sort(acked)
-	if c := acked[len(acked)-r.quorum]; c > r.reads.confirmed {
+	if c := r.majorityValue(r.reads.seq, func(pr *progress) uint64 { return pr.ackedSeq }); c > r.reads.confirmed {
 		r.reads.confirmed = c
 		if c >= r.reads.seq {
 			r.reads.open = false

@@ -280,6 +280,23 @@ func (r *Replica) receiveFollowerReply(m *message) {
 	}
 }
 
+// majorityValue is the largest value that a majority has reached, given
+// the leader's own and each follower's (of) progress. It runs on every
+// follower reply: no allocation (at most 5 replicas).
+func (r *Replica) majorityValue(own uint64, of func(*progress) uint64) uint64 {
+	var buf [5]uint64
+	vs := buf[:0]
+	for p := range r.peers {
+		if uint32(p) == r.self {
+			vs = append(vs, own)
+		} else {
+			vs = append(vs, of(&r.peers[p]))
+		}
+	}
+	slices.Sort(vs)
+	return vs[len(vs)-r.quorum]
+}
+
 // advanceCommit commits the highest index that a majority holds durably,
 // if its entry is of the current term (Raft's commit rule). The leader
 // counts its own durable copy, not what it merely appended.
@@ -287,16 +304,7 @@ func (r *Replica) advanceCommit() {
 	if r.role != Leader {
 		return
 	}
-	matches := make([]uint64, 0, len(r.peers))
-	for p := range r.peers {
-		if uint32(p) == r.self {
-			matches = append(matches, r.durable)
-		} else {
-			matches = append(matches, r.peers[p].match)
-		}
-	}
-	slices.Sort(matches)
-	n := matches[len(matches)-r.quorum]
+	n := r.majorityValue(r.durable, func(pr *progress) uint64 { return pr.match })
 	if n > r.commit && r.termAt(n) == r.term {
 		r.commit = n
 		r.applyCommitted()
