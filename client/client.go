@@ -27,6 +27,9 @@ type Client struct {
 	mu     sync.Mutex
 	closed bool
 	calls  sync.WaitGroup
+
+	muxMu sync.Mutex
+	muxes map[string]*muxSlot // the shared connection to each address
 }
 
 // New makes a client for the replicas at addresses (host:port). It does not
@@ -47,6 +50,7 @@ func New(addresses []string, opts Options) (*Client, error) {
 		addrs: append([]string(nil), addresses...),
 		opts:  opts,
 		pool:  make(chan *session, opts.PoolSize),
+		muxes: make(map[string]*muxSlot),
 	}
 	c.closeCtx, c.closeFn = context.WithCancelCause(context.Background())
 	for i := range opts.PoolSize {
@@ -76,6 +80,7 @@ func (c *Client) Close() error {
 	for _, s := range c.sessions {
 		s.closeConn()
 	}
+	c.closeMuxes()
 	return nil
 }
 

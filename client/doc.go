@@ -4,15 +4,23 @@
 //
 // # Sessions
 //
-// A Client holds Options.PoolSize sessions. A session is one TCP connection
-// and one server-side session: on first use it connects to a replica
-// (session i starts at address i modulo the number of addresses) and sends
-// MsgRegister with Options.Cluster; the MsgRegisterReply gives its session
-// id. Each request carries that id as its client id and a request number
-// one above the session's previous one, starting at 1. A session carries one
-// request at a time: a call checks a session out of the pool for its whole
-// duration (retries included), so PoolSize sessions allow PoolSize calls in
+// A Client holds Options.PoolSize sessions. A session is a server-side
+// session: on first use it connects to a replica (session i starts at
+// address i modulo the number of addresses) and sends MsgRegister with
+// Options.Cluster; the MsgRegisterReply gives its session id. Each request
+// carries that id as its client id and a request number one above the
+// session's previous one, starting at 1. A session carries one request at a
+// time: a call checks a session out of the pool for its whole duration
+// (retries included), so PoolSize sessions allow PoolSize calls in
 // parallel, and further calls wait for a free session, or for their context.
+//
+// The sessions share one TCP connection per replica: each frame's header
+// (session id and request number; a per-connection nonce for a register)
+// says which call an answer belongs to, and frames that several calls send
+// at once leave in one write. Under load one system call then carries the
+// frames of many sessions on both ends. A call that times out while nothing
+// at all arrives on the connection closes it (the replica is taken for
+// dead); a late answer to a call that gave up is dropped.
 //
 // Options.Dial replaces TCP with another transport, a Conn that carries one
 // frame exchange at a time: the HTTP gateway's sessions use in-process
@@ -54,10 +62,9 @@
 // A retry resends the same request with the same session id and request
 // number, so the server recognises it and answers a write that was already
 // applied from its session cache instead of applying it twice. After a
-// connection error or a timeout the connection is closed (a late reply must
-// not be mistaken for another's) and the session reconnects to the next
-// address in the list, round robin, and resends with its session id and
-// request number; answers 211 CLUSTER_UNAVAILABLE, 214 STALE_FOLLOWER, 215
+// connection error or a timeout the session moves to the next address in
+// the list, round robin (connecting when the client has no connection
+// there), and resends with its session id and request number; answers 211 CLUSTER_UNAVAILABLE, 214 STALE_FOLLOWER, 215
 // PRIMARY_UNREACHABLE and 220 NOT_SHARD_LEADER also move the session to the
 // next address.
 //
@@ -94,7 +101,7 @@
 // # Robustness
 //
 // Nothing the server sends makes the client panic: a frame that is
-// malformed, fails its checksum, has an unexpected type, answers another
-// request or carries an undecodable payload closes that connection and
-// counts as a connection error.
+// malformed, fails its checksum, has an unexpected type, answers no call
+// or carries an undecodable payload closes that connection (every call on
+// it sees a connection error and retries).
 package client

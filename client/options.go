@@ -13,7 +13,7 @@ import (
 // "Client-side retry defaults".
 type Options struct {
 	Cluster        core.Uint128  // required: the cluster id sent in Register
-	PoolSize       int           // parallel sessions (connections); default 1
+	PoolSize       int           // parallel sessions (sharing one connection per replica); default 1
 	MaxRetries     int           // retries after the first attempt; default 5
 	BaseBackoff    time.Duration // default 100 ms
 	MaxBackoff     time.Duration // default 1600 ms

@@ -71,6 +71,11 @@ func (s *session) fail(op string, err error) error {
 		err = protocolf("%s", ce.Error())
 	}
 	addr := s.c.addrs[s.addr]
+	if ms, ok := s.conn.(*muxStream); ok {
+		if _, bad := err.(*protocolError); bad {
+			ms.poison(err) // a frame the session cannot trust: others on the connection may not be either
+		}
+	}
 	s.closeConn()
 	s.next()
 	return &connError{addr: addr, op: op, err: err}
@@ -92,14 +97,6 @@ func (s *session) attempt(ctx context.Context, st *callState) (any, error) {
 			return nil, err
 		}
 	}
-	if tc, ok := s.conn.(*tcpConn); ok {
-		defer func() {
-			if tc.broken && s.conn == Conn(tc) {
-				s.closeConn()
-			}
-		}()
-	}
-
 	// A new call on a session whose request numbers ran out opens a new
 	// session; a retry keeps its session and number.
 	if s.id == 0 || (st.session != s.id && s.lastReq == math.MaxUint32) {
@@ -152,10 +149,7 @@ func (s *session) dial(ctx context.Context) error {
 	if d := s.c.opts.Dial; d != nil {
 		conn, err = d(ctx, addr)
 	} else {
-		var tc *tcpConn
-		if tc, err = dialTCP(ctx, addr, s.c.opts.ConnectTimeout); err == nil {
-			conn = tc
-		}
+		conn, err = s.c.openStream(ctx, addr)
 	}
 	if err != nil {
 		s.next()

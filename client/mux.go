@@ -1,0 +1,334 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// A muxConn is the one TCP connection a Client keeps to a replica. Every
+// session talking to that replica sends its frames over it, so that under
+// load one read or write system call carries the frames of many sessions on
+// both ends, instead of one each.
+//
+// Frames are matched to the exchanges waiting for them by their header:
+//
+//   - A request's answer (MsgReply, or MsgError with a non-zero client id)
+//     carries the session id and request number of the request. A session
+//     has at most one exchange in flight, so the pair names one exchange.
+//   - A register carries no session id yet: the connection gives it a
+//     request number of its own (a nonce, unique on the connection), which
+//     the replica echoes in its MsgRegisterReply (or MsgError, client id 0).
+//
+// Invariants:
+//   - waiters holds exactly the exchanges that have sent a frame and wait
+//     for its answer; the reader removes one before delivering to it, and
+//     an exchange that gives up removes itself, so each is answered at most
+//     once.
+//   - A frame that answers no waiter is dropped when it answers an exchange
+//     that gave up (a late answer, remembered in abandoned, the last
+//     maxAbandoned of them); any other unmatched frame is a protocol
+//     violation and fails the connection. A retry of a request that gave
+//     up waits under the same key, and takes whichever answer comes first:
+//     the replica answers every attempt alike (sessions deduplicate).
+//   - Once failed (err set, done closed) the connection is closed and stays
+//     failed: every waiting and later exchange gets the error, and the
+//     client dials a new connection for the next exchange.
+type muxConn struct {
+	addr string
+	nc   net.Conn
+
+	// wmu guards pending and writing. An exchange appends its frame to
+	// pending; if no goroutine is writing, it becomes the writer and
+	// writes pending until it is empty, so frames that arrive meanwhile go
+	// out together in the next write.
+	wmu     sync.Mutex
+	pending []byte
+	spare   []byte
+	writing bool
+
+	mu        sync.Mutex
+	waiters   map[replyKey]*muxStream
+	abandoned map[replyKey]struct{}
+	abandonQ  []replyKey // abandoned in insertion order, to bound it
+	err       error
+	done      chan struct{}
+
+	frames atomic.Uint64 // frames read so far: shows that the connection is alive
+	nonce  atomic.Uint32 // the last register nonce
+}
+
+// replyKey names the exchange a frame answers.
+type replyKey struct {
+	session  uint64 // 0 for a register
+	request  uint32 // the request number, or the register's nonce
+	register bool
+}
+
+// maxAbandoned bounds the late answers a connection remembers; an answer
+// later than that many abandoned exchanges fails the connection, which
+// costs a reconnect and nothing else.
+const maxAbandoned = 4096
+
+func newMuxConn(addr string, nc net.Conn) *muxConn {
+	m := &muxConn{
+		addr:      addr,
+		nc:        nc,
+		waiters:   make(map[replyKey]*muxStream),
+		abandoned: make(map[replyKey]struct{}),
+		done:      make(chan struct{}),
+	}
+	go m.read()
+	return m
+}
+
+// sentKey is the key of the exchange that sends the frame h.
+func sentKey(h core.Header) replyKey {
+	if h.Type == core.MsgRegister {
+		return replyKey{request: h.Request, register: true}
+	}
+	return replyKey{session: h.ClientID, request: h.Request}
+}
+
+// keyOf is the key of the exchange the frame h answers.
+func keyOf(h core.Header) replyKey {
+	if h.Type == core.MsgRegisterReply || (h.Type == core.MsgError && h.ClientID == 0) {
+		return replyKey{request: h.Request, register: true}
+	}
+	return replyKey{session: h.ClientID, request: h.Request}
+}
+
+func (m *muxConn) read() {
+	br := bufio.NewReaderSize(m.nc, 64<<10)
+	buf := make([]byte, 64<<10)
+	for {
+		h, p, err := core.ReadFrame(br, buf)
+		if err != nil {
+			m.fail(err)
+			return
+		}
+		m.frames.Add(1)
+		k := keyOf(h)
+		m.mu.Lock()
+		s := m.waiters[k]
+		delete(m.waiters, k)
+		_, late := m.abandoned[k]
+		m.mu.Unlock()
+		if s == nil {
+			if late {
+				continue // the answer to an exchange that gave up
+			}
+			m.fail(protocolf("a %s frame for session %d request %d that nothing waits for", h.Type, h.ClientID, h.Request))
+			return
+		}
+		s.h = h
+		s.buf = append(s.buf[:0], p...)
+		s.answered <- struct{}{}
+	}
+}
+
+// fail closes the connection for good; every exchange waiting on it fails
+// with err.
+func (m *muxConn) fail(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.err != nil {
+		return
+	}
+	m.err = err
+	close(m.done)
+	_ = m.nc.Close()
+}
+
+func (m *muxConn) failed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.err != nil
+}
+
+func (m *muxConn) error() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.err
+}
+
+// send queues the frame and writes it, with any frames queued meanwhile,
+// unless another goroutine is writing and will. A write error fails the
+// connection (and so the exchange, which watches done).
+func (m *muxConn) send(h core.Header, payload []byte) {
+	m.wmu.Lock()
+	m.pending = core.AppendFrame(m.pending, h, payload)
+	if m.writing {
+		m.wmu.Unlock()
+		return
+	}
+	m.writing = true
+	for len(m.pending) > 0 {
+		out := m.pending
+		m.pending = m.spare[:0]
+		m.wmu.Unlock()
+		_, err := m.nc.Write(out)
+		m.wmu.Lock()
+		if cap(out) <= 1<<20 {
+			m.spare = out[:0] // keep a buffer for the next round, unless it is huge
+		} else {
+			m.spare = nil
+		}
+		if err != nil {
+			m.pending = m.pending[:0]
+			m.writing = false
+			m.wmu.Unlock()
+			m.fail(err)
+			return
+		}
+	}
+	m.writing = false
+	m.wmu.Unlock()
+}
+
+// abandon records that the exchange k gave up, if it still waited; false
+// when the reader has already taken it (its answer is being delivered).
+func (m *muxConn) abandon(k replyKey, s *muxStream) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.waiters[k] != s {
+		return false
+	}
+	delete(m.waiters, k)
+	if _, ok := m.abandoned[k]; !ok {
+		if len(m.abandonQ) >= maxAbandoned {
+			delete(m.abandoned, m.abandonQ[0])
+			m.abandonQ = m.abandonQ[1:]
+		}
+		m.abandoned[k] = struct{}{}
+		m.abandonQ = append(m.abandonQ, k)
+	}
+	return true
+}
+
+// muxStream is a session's Conn over its client's muxConn to a replica.
+// Closing it leaves the shared connection open.
+type muxStream struct {
+	m        *muxConn
+	answered chan struct{} // capacity 1: the reader has filled h and buf
+	h        core.Header
+	buf      []byte
+}
+
+// Exchange sends the frame and waits for its answer, the connection's
+// failure or ctx. An exchange that times out while nothing at all arrives
+// on the connection fails the connection too: the replica (or the path to
+// it) is taken for dead, and the sessions on it move on.
+func (s *muxStream) Exchange(ctx context.Context, h core.Header, payload []byte) (core.Header, []byte, error) {
+	m := s.m
+	if h.Type == core.MsgRegister {
+		h.Request = m.nonce.Add(1)
+	}
+	k := sentKey(h)
+	framesBefore := m.frames.Load()
+	m.mu.Lock()
+	if m.err != nil {
+		m.mu.Unlock()
+		return core.Header{}, nil, m.err
+	}
+	if m.waiters[k] != nil {
+		m.mu.Unlock()
+		return core.Header{}, nil, errors.New("another exchange of this session is in flight")
+	}
+	m.waiters[k] = s // an answer for k now goes here, a late one to an earlier attempt included
+	m.mu.Unlock()
+
+	m.send(h, payload)
+	select {
+	case <-s.answered:
+		return s.h, s.buf, nil
+	case <-m.done:
+		select {
+		case <-s.answered: // answered just before the failure
+			return s.h, s.buf, nil
+		default:
+		}
+		return core.Header{}, nil, m.error()
+	case <-ctx.Done():
+		if !m.abandon(k, s) {
+			<-s.answered // the reader is delivering it
+			return s.h, s.buf, nil
+		}
+		err := context.Cause(ctx)
+		if errors.Is(err, context.DeadlineExceeded) && m.frames.Load() == framesBefore {
+			m.fail(err)
+		}
+		return core.Header{}, nil, err
+	}
+}
+
+// Close ends the session's use of the connection, which other sessions may
+// go on using.
+func (s *muxStream) Close() error { return nil }
+
+// poison fails the shared connection: the session got a frame it cannot
+// trust, so nothing else on the connection is trusted either.
+func (s *muxStream) poison(err error) { s.m.fail(err) }
+
+// muxSlot holds the client's connection to one address. lock (capacity 1)
+// is held while dialing, so that sessions connecting at once share one
+// dial, and can be waited for under a context.
+type muxSlot struct {
+	lock chan struct{}
+	m    *muxConn
+}
+
+// openStream returns a stream over the client's connection to addr,
+// dialing one when there is none or it failed.
+func (c *Client) openStream(ctx context.Context, addr string) (Conn, error) {
+	c.muxMu.Lock()
+	slot := c.muxes[addr]
+	if slot == nil {
+		slot = &muxSlot{lock: make(chan struct{}, 1)}
+		c.muxes[addr] = slot
+	}
+	c.muxMu.Unlock()
+	select {
+	case slot.lock <- struct{}{}:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	defer func() { <-slot.lock }()
+	if slot.m == nil || slot.m.failed() {
+		nc, err := dialTCP(ctx, addr, c.opts.ConnectTimeout)
+		if err != nil {
+			return nil, err
+		}
+		slot.m = newMuxConn(addr, nc)
+	}
+	return &muxStream{m: slot.m, answered: make(chan struct{}, 1)}, nil
+}
+
+// closeMuxes closes every connection; calls must have returned.
+func (c *Client) closeMuxes() {
+	c.muxMu.Lock()
+	defer c.muxMu.Unlock()
+	for _, slot := range c.muxes {
+		if slot.m != nil {
+			slot.m.fail(ErrClosed)
+		}
+	}
+}
+
+func dialTCP(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
+	d := net.Dialer{Timeout: timeout}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	return nc, nil
+}

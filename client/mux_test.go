@@ -1,0 +1,198 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// fakeReplica is the far end of a muxConn in these tests: it reads the
+// frames the connection sends (onto got) and writes the frames a test
+// gives it.
+type fakeReplica struct {
+	nc  net.Conn
+	got chan core.Header
+	wmu sync.Mutex
+}
+
+func newMuxPair(t *testing.T) (*muxConn, *fakeReplica) {
+	t.Helper()
+	a, b := net.Pipe()
+	m := newMuxConn("pipe", a)
+	f := &fakeReplica{nc: b, got: make(chan core.Header, 64)}
+	go func() {
+		br := bufio.NewReader(b)
+		for {
+			h, _, err := core.ReadFrame(br, nil)
+			if err != nil {
+				close(f.got)
+				return
+			}
+			f.got <- h
+		}
+	}()
+	t.Cleanup(func() { m.fail(ErrClosed); b.Close() })
+	return m, f
+}
+
+func (f *fakeReplica) answer(t *testing.T, h core.Header, payload []byte) {
+	t.Helper()
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	if _, err := f.nc.Write(core.AppendFrame(nil, h, payload)); err != nil {
+		t.Errorf("fake replica write: %v", err)
+	}
+}
+
+func (f *fakeReplica) next(t *testing.T) core.Header {
+	t.Helper()
+	select {
+	case h, ok := <-f.got:
+		if !ok {
+			t.Fatal("the connection closed")
+		}
+		return h
+	case <-time.After(5 * time.Second):
+		t.Fatal("no frame arrived")
+	}
+	return core.Header{}
+}
+
+func stream(m *muxConn) *muxStream { return &muxStream{m: m, answered: make(chan struct{}, 1)} }
+
+type exchangeResult struct {
+	h   core.Header
+	p   []byte
+	err error
+}
+
+func exchangeAsync(ctx context.Context, s *muxStream, h core.Header, payload []byte) chan exchangeResult {
+	ch := make(chan exchangeResult, 1)
+	go func() {
+		rh, p, err := s.Exchange(ctx, h, payload)
+		ch <- exchangeResult{rh, append([]byte(nil), p...), err}
+	}()
+	return ch
+}
+
+// Answers arriving in any order reach the exchange they answer, registers
+// included (matched by the nonce the connection puts in them).
+func TestMuxMatchesAnswersToExchanges(t *testing.T) {
+	m, f := newMuxPair(t)
+	ctx := context.Background()
+	reg1 := exchangeAsync(ctx, stream(m), core.Header{Type: core.MsgRegister}, nil)
+	h1 := f.next(t)
+	reg2 := exchangeAsync(ctx, stream(m), core.Header{Type: core.MsgRegister}, nil)
+	h2 := f.next(t)
+	if h1.Request == h2.Request {
+		t.Fatalf("two registers with nonce %d", h1.Request)
+	}
+	f.answer(t, core.Header{Type: core.MsgRegisterReply, ClientID: 22, Request: h2.Request}, core.AppendRegisterReply(nil, 22))
+	f.answer(t, core.Header{Type: core.MsgRegisterReply, ClientID: 11, Request: h1.Request}, core.AppendRegisterReply(nil, 11))
+	for want, ch := range map[uint64]chan exchangeResult{11: reg1, 22: reg2} {
+		r := <-ch
+		if r.err != nil || r.h.ClientID != want {
+			t.Fatalf("register answered %+v %v, want session %d", r.h, r.err, want)
+		}
+	}
+
+	a := exchangeAsync(ctx, stream(m), core.Header{Type: core.MsgRequest, ClientID: 11, Request: 1}, []byte("a"))
+	b := exchangeAsync(ctx, stream(m), core.Header{Type: core.MsgRequest, ClientID: 22, Request: 1}, []byte("b"))
+	f.next(t)
+	f.next(t)
+	f.answer(t, core.Header{Type: core.MsgReply, ClientID: 22, Request: 1}, []byte("for b"))
+	f.answer(t, core.Header{Type: core.MsgError, ClientID: 11, Request: 1}, []byte("for a"))
+	if r := <-a; r.err != nil || string(r.p) != "for a" || r.h.Type != core.MsgError {
+		t.Fatalf("a got %+v %q %v", r.h, r.p, r.err)
+	}
+	if r := <-b; r.err != nil || string(r.p) != "for b" {
+		t.Fatalf("b got %+v %q %v", r.h, r.p, r.err)
+	}
+}
+
+// An exchange that times out while others get answers leaves the
+// connection open; its late answer is dropped, and a second answer to a
+// retried request too.
+func TestMuxLateAnswerIsDropped(t *testing.T) {
+	m, f := newMuxPair(t)
+	slow := stream(m)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	late := exchangeAsync(ctx, slow, core.Header{Type: core.MsgRequest, ClientID: 1, Request: 1}, nil)
+	f.next(t)
+	other := exchangeAsync(context.Background(), stream(m), core.Header{Type: core.MsgRequest, ClientID: 2, Request: 1}, nil)
+	f.next(t)
+	f.answer(t, core.Header{Type: core.MsgReply, ClientID: 2, Request: 1}, nil)
+	if r := <-other; r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r := <-late; !errors.Is(r.err, context.DeadlineExceeded) {
+		t.Fatalf("slow exchange: %v, want its deadline", r.err)
+	}
+	if m.failed() {
+		t.Fatal("a timeout on a connection that delivers frames failed it")
+	}
+
+	// The retry waits under the same key and takes the first answer; the
+	// second is dropped.
+	retry := exchangeAsync(context.Background(), slow, core.Header{Type: core.MsgRequest, ClientID: 1, Request: 1}, nil)
+	f.next(t)
+	f.answer(t, core.Header{Type: core.MsgReply, ClientID: 1, Request: 1}, []byte("first"))
+	f.answer(t, core.Header{Type: core.MsgReply, ClientID: 1, Request: 1}, []byte("second"))
+	if r := <-retry; r.err != nil || string(r.p) != "first" {
+		t.Fatalf("retry got %q %v", r.p, r.err)
+	}
+	again := exchangeAsync(context.Background(), slow, core.Header{Type: core.MsgRequest, ClientID: 1, Request: 2}, nil)
+	f.next(t)
+	f.answer(t, core.Header{Type: core.MsgReply, ClientID: 1, Request: 2}, []byte("next"))
+	if r := <-again; r.err != nil || string(r.p) != "next" {
+		t.Fatalf("next request got %q %v", r.p, r.err)
+	}
+}
+
+// A frame that nothing waits for, and never did, fails the connection and
+// every exchange on it.
+func TestMuxUnsolicitedFrameFailsTheConnection(t *testing.T) {
+	m, f := newMuxPair(t)
+	waiting := exchangeAsync(context.Background(), stream(m), core.Header{Type: core.MsgRequest, ClientID: 1, Request: 1}, nil)
+	f.next(t)
+	f.answer(t, core.Header{Type: core.MsgReply, ClientID: 9, Request: 9}, nil)
+	r := <-waiting
+	var pe *protocolError
+	if !errors.As(r.err, &pe) {
+		t.Fatalf("waiting exchange: %v, want a protocol violation", r.err)
+	}
+	if _, _, err := stream(m).Exchange(context.Background(), core.Header{Type: core.MsgRequest, ClientID: 2, Request: 1}, nil); err == nil {
+		t.Fatal("an exchange on a failed connection succeeded")
+	}
+}
+
+// A timeout during which nothing arrives takes the connection for dead.
+func TestMuxSilentTimeoutFailsTheConnection(t *testing.T) {
+	m, f := newMuxPair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	r := <-exchangeAsync(ctx, stream(m), core.Header{Type: core.MsgRequest, ClientID: 1, Request: 1}, nil)
+	f.next(t)
+	if !errors.Is(r.err, context.DeadlineExceeded) || !m.failed() {
+		t.Fatalf("error %v, failed %v; want the deadline and a failed connection", r.err, m.failed())
+	}
+}
+
+// Cancelling (not a timeout) never fails the connection.
+func TestMuxCancelKeepsTheConnection(t *testing.T) {
+	m, f := newMuxPair(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := exchangeAsync(ctx, stream(m), core.Header{Type: core.MsgRequest, ClientID: 1, Request: 1}, nil)
+	f.next(t)
+	cancel()
+	if r := <-ch; !errors.Is(r.err, context.Canceled) || m.failed() {
+		t.Fatalf("error %v, failed %v; want cancelled and the connection open", r.err, m.failed())
+	}
+}
