@@ -27,4 +27,3 @@ type Conn interface {
 	// Close closes the connection. An exchange in flight fails.
 	Close() error
 }
-
