@@ -16,7 +16,13 @@ import (
 const (
 	readBufferSize       = 64 << 10 // bufio.Reader under core.ReadFrame
 	initialFrameBuffer   = 64 << 10 // a connection's reused frame buffer
-	maxReusedFrameBuffer = 1 << 20  // larger frames get a buffer of their own each time
+	maxReusedFrameBuffer = 2 << 20  // larger frames get a buffer of their own each time (a 10,000-event batch fits)
+
+	// readAhead is how many frames a connection's reader may have handed
+	// to the loop without the loop being done with them: with two, the
+	// next frame is read while the loop handles one, so a connection that
+	// carries many sessions' large batches keeps the loop busy.
+	readAhead = 2
 )
 
 // sendQueue is a connection's bounded queue of outgoing frames, filled by
@@ -164,7 +170,7 @@ func (s *Server) accept() {
 			}
 			continue
 		}
-		c := &conn{id: s.newConnID(), nc: nc, ack: make(chan struct{}, 1)}
+		c := &conn{id: s.newConnID(), nc: nc, ack: make(chan struct{}, readAhead)}
 		c.q = sendQueue{wake: make(chan struct{}, 1), maxBytes: s.opts.SendQueueBytes, maxFrames: s.opts.SendQueueFrames}
 		if !s.track(c) {
 			nc.Close()
@@ -202,9 +208,11 @@ func (s *Server) untrack(c *conn) {
 	s.mu.Unlock()
 }
 
-// read reads c's frames and hands each to the loop, waiting for the loop
-// to be done with it before reading the next into the same buffer. Any
-// error, a bad frame included, closes the connection.
+// read reads c's frames and hands each to the loop. It reads into
+// readAhead buffers in turn, and before it reads into one it waits for the
+// loop to be done with the frame that buffer held (the loop acks frames in
+// order, one ack each). Any error, a bad frame included, closes the
+// connection.
 //
 // A connection whose first frame is a valid MsgPeerHello is another
 // replica's outbound connection (see peers.go): every later frame must be a
@@ -214,22 +222,38 @@ func (s *Server) untrack(c *conn) {
 func (s *Server) read(c *conn) {
 	defer s.wg.Done()
 	br := bufio.NewReaderSize(c.nc, readBufferSize)
-	buf := make([]byte, initialFrameBuffer)
+	var bufs [readAhead][]byte
+	for i := range bufs {
+		bufs[i] = make([]byte, initialFrameBuffer)
+	}
 	var (
-		err    error
-		isPeer bool
-		from   uint32 // the peer's replica index, once isPeer
+		err     error
+		isPeer  bool
+		from    uint32 // the peer's replica index, once isPeer
+		unacked int    // frames handed to the loop that it has not acked
 	)
-	for first := true; ; first = false {
+	for i, first := 0, true; ; i, first = (i+1)%readAhead, false {
+		if unacked == readAhead {
+			// bufs[i] still holds the oldest of them.
+			select {
+			case <-c.ack:
+				unacked--
+			case <-s.loopDone:
+				err = net.ErrClosed
+			}
+			if err != nil {
+				break
+			}
+		}
 		var h core.Header
 		var payload []byte
-		h, payload, err = core.ReadFrame(br, buf)
+		h, payload, err = core.ReadFrame(br, bufs[i])
 		if err != nil {
 			break
 		}
-		if size := len(payload) + core.FrameOverhead; size > cap(buf) && cap(buf) < maxReusedFrameBuffer {
+		if size := len(payload) + core.FrameOverhead; size > cap(bufs[i]) && cap(bufs[i]) < maxReusedFrameBuffer {
 			// That frame had a buffer of its own; grow the reused one.
-			buf = make([]byte, min(max(size, 2*cap(buf)), maxReusedFrameBuffer))
+			bufs[i] = make([]byte, min(max(size, 2*cap(bufs[i])), maxReusedFrameBuffer))
 		}
 		kind := evFrame
 		switch {
@@ -251,14 +275,7 @@ func (s *Server) read(c *conn) {
 		}
 		select {
 		case s.events <- netEvent{kind: kind, c: c, h: h, payload: payload}:
-		case <-s.loopDone:
-			err = net.ErrClosed
-		}
-		if err != nil {
-			break
-		}
-		select {
-		case <-c.ack:
+			unacked++
 		case <-s.loopDone:
 			err = net.ErrClosed
 		}

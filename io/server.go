@@ -441,7 +441,7 @@ func (s *Server) handle(ev netEvent) {
 		if !c.dead {
 			s.r.Receive(c.id, ev.h, ev.payload)
 		}
-		c.ack <- struct{}{} // never blocks: the reader waits for exactly this
+		c.ack <- struct{}{} // never blocks: the reader has at most readAhead frames unacked
 	case evLocalFrame:
 		if !c.dead {
 			s.r.Receive(c.id, ev.h, ev.payload)
