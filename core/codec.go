@@ -318,6 +318,32 @@ func DecodeRequest(op Operation, b []byte) (any, error) {
 	return v, nil
 }
 
+// EventRecords returns the event records of an insert or upsert request
+// body b (the request of DecodeRequest, without the operation byte) when b
+// is well formed: a u32 count of at most MaxEnvelopeEvents, then exactly
+// that many RecordSize-byte records, each with its reserved bytes zero.
+// The records alias b. When ok is false, DecodeRequest tells what is wrong.
+//
+// It lets the leader copy a batch into its log entry without decoding and
+// re-encoding every event.
+func EventRecords(b []byte) (records []byte, n int, ok bool) {
+	if len(b) < 4 {
+		return nil, 0, false
+	}
+	c := binary.LittleEndian.Uint32(b)
+	if uint64(c) > MaxEnvelopeEvents || uint64(len(b)-4) != uint64(c)*RecordSize {
+		return nil, 0, false
+	}
+	records = b[4:]
+	for off := 0; off < len(records); off += RecordSize {
+		r := records[off : off+RecordSize]
+		if binary.LittleEndian.Uint64(r[108:]) != 0 || binary.LittleEndian.Uint64(r[116:]) != 0 || binary.LittleEndian.Uint32(r[124:]) != 0 {
+			return nil, 0, false
+		}
+	}
+	return records, int(c), true
+}
+
 // AppendReply appends the encoding of reply, the reply of op (see the table
 // above), to dst.
 func AppendReply(dst []byte, op Operation, reply any) ([]byte, error) {

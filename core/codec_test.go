@@ -643,7 +643,40 @@ func fuzzCodec(t *testing.T, op byte, b []byte, enc appendFunc, dec decodeFunc) 
 
 func FuzzDecodeRequest(f *testing.F) {
 	addCodecSeeds(f, sampleRequests(), AppendRequest)
-	f.Fuzz(func(t *testing.T, op byte, b []byte) { fuzzCodec(t, op, b, AppendRequest, DecodeRequest) })
+	ins, err := AppendRequest(nil, OpInsert, sampleRequests()[OpInsert])
+	if err != nil {
+		f.Fatal(err)
+	}
+	reserved := bytes.Clone(ins)
+	reserved[4+120] = 1 // a reserved byte of the first record
+	f.Add(byte(OpUpsert), reserved)
+	f.Fuzz(func(t *testing.T, op byte, b []byte) {
+		fuzzCodec(t, op, b, AppendRequest, DecodeRequest)
+		if o := Operation(op); o == OpInsert || o == OpUpsert {
+			checkEventRecords(t, o, b)
+		}
+	})
+}
+
+// checkEventRecords checks that EventRecords accepts exactly the batches
+// DecodeRequest accepts, and returns their events' records.
+func checkEventRecords(t *testing.T, op Operation, b []byte) {
+	v, err := DecodeRequest(op, b)
+	recs, n, ok := EventRecords(b)
+	if ok != (err == nil) {
+		t.Fatalf("EventRecords ok %v, DecodeRequest error %v", ok, err)
+	}
+	if !ok {
+		return
+	}
+	evs := v.(*InsertRequest).Events
+	var want []byte
+	for i := range evs {
+		want = evs[i].AppendRecord(want)
+	}
+	if n != len(evs) || !bytes.Equal(recs, want) {
+		t.Fatalf("EventRecords gave %d events, %d bytes; DecodeRequest %d events", n, len(recs), len(evs))
+	}
 }
 
 func FuzzDecodeReply(f *testing.F) {

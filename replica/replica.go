@@ -350,14 +350,21 @@ func (r *Replica) receiveRegister(to dest, h core.Header, payload []byte) {
 }
 
 func (r *Replica) receiveRequest(to dest, h core.Header, payload []byte) {
-	op, req, err := core.DecodeRequestMessage(payload)
-	if err != nil {
-		if op.Valid() {
-			r.reply(to, h, op, nil, err)
-		} else {
-			r.sendError(to, h, core.UnknownOperation, "%v", err)
+	// A well-formed insert or upsert batch goes into the log entry as the
+	// client encoded it, with the leader's cells filled in: decoding and
+	// re-encoding a batch would cost more than the copy.
+	op, batch := batchRequest(payload)
+	var req any
+	if !batch {
+		var err error
+		if op, req, err = core.DecodeRequestMessage(payload); err != nil {
+			if op.Valid() {
+				r.reply(to, h, op, nil, err)
+			} else {
+				r.sendError(to, h, core.UnknownOperation, "%v", err)
+			}
+			return
 		}
-		return
 	}
 	s := r.sessions.get(h.ClientID)
 	if s == nil {
@@ -388,22 +395,39 @@ func (r *Replica) receiveRequest(to dest, h core.Header, payload []byte) {
 		r.sendError(to, h, core.ClusterBusy, "too many operations pending; retry")
 		return
 	}
-	if ins, ok := req.(*core.InsertRequest); ok {
-		statemachine.AssignCells(ins.Events) // the leader's geometry, carried in the log
-	}
-	// The entry's header, then the request encoded right after it: one
-	// buffer, no copy (a batch is over a megabyte).
+	// The entry's header, then the request right after it: one buffer (a
+	// batch is over a megabyte).
 	head := entry{kind: kindOperation, session: h.ClientID, request: h.Request, op: op}
-	data, err := core.AppendRequest(head.appendTo(make([]byte, 0, entryHeaderSize+len(payload)+64)), op, req)
-	if err != nil {
-		r.reply(to, h, op, nil, err)
-		return
+	data := head.appendTo(make([]byte, 0, entryHeaderSize+len(payload)+64))
+	if batch {
+		data = append(data, payload[1:]...)
+		statemachine.AssignRecordCells(data[entryHeaderSize+4:]) // the leader's geometry, carried in the log
+	} else {
+		var err error
+		if data, err = core.AppendRequest(data, op, req); err != nil {
+			r.reply(to, h, op, nil, err)
+			return
+		}
 	}
 	ts := r.nextTimestamp()
 	binary.LittleEndian.PutUint64(data[1:9], ts) // entry.timestamp
 	idx := r.appendData(data)
 	r.waiting[idx] = waiter{to, h, r.term}
 	r.inflight[h.ClientID] = h.Request
+}
+
+// batchRequest reports whether the request payload is a well-formed insert
+// or upsert batch (core.EventRecords), and its operation.
+func batchRequest(payload []byte) (core.Operation, bool) {
+	if len(payload) == 0 {
+		return core.OpInvalid, false
+	}
+	op := core.Operation(payload[0])
+	if op != core.OpInsert && op != core.OpUpsert {
+		return op, false
+	}
+	_, _, ok := core.EventRecords(payload[1:])
+	return op, ok
 }
 
 // rewait moves the pending answer of (session, request) to to.
