@@ -14,7 +14,11 @@
 //   - lastTS is at least every stored timestamp, so a fresh timestamp
 //     max(opTS, lastTS+1) never collides with a stored event.
 //   - The spatial index holds exactly one key (latest.CellID, entity id) per
-//     entity; the expiry index one (expiresAt, entity id) per entity with a
+//     entity; its leaves store the slot and not the id, which is read from
+//     the slot's entity when needed (a tie of cell ids), so an entry is
+//     removed before its slot changes hands. Within an insert or upsert its
+//     changes are queued and applied sorted by cell (spatialbatch.go). The
+//     expiry index holds one (expiresAt, entity id) per entity with a
 //     finite expiry. The time index holds one live key (latest.TimestampNS,
 //     entity id) per entity, and stale keys: an entity's old key is left in
 //     place when its latest event changes or it is removed, readers skip
@@ -44,6 +48,7 @@
 //     latest results by (timestamp, entity id) descending, history by
 //     timestamp ascending. A cursor is the last key returned.
 //
-// The leader fills each event's CellID with [AssignCells] before the
-// operation enters the log; applying never recomputes geometry.
+// The leader fills each event's CellID with [AssignCells] (or, on encoded
+// records, [AssignRecordCells]) before the operation enters the log;
+// applying never recomputes geometry.
 package statemachine

@@ -14,7 +14,7 @@ import (
 type StateMachine struct {
 	ids     idIndex // entity id -> slot in store
 	store   entityStore
-	spatial *btree.Tree // (latest cell id, entity id) -> slot
+	spatial *btree.Tree // (latest cell id, entity id) -> slot; by value, see New
 	byTime  *btree.Tree // (latest timestamp, entity id) -> slot, and stale keys; see sweepTime
 	expiry  *btree.Tree // (expiresAt, entity id) -> slot, finite expiries only
 
@@ -32,6 +32,11 @@ type StateMachine struct {
 	events uint64 // events stored, visible or expired
 
 	touchSink uint64 // see touch
+
+	// Spatial index changes deferred by a write; see spatialbatch.go.
+	deferSpatial       bool
+	pendingSpatial     []spatialOp
+	sortItems, sortTmp []sortItem
 
 	// Scratch buffers of spatial scans, kept between queries.
 	scanCands   []candidate
@@ -54,12 +59,16 @@ func (e *entity) visible(t uint64) bool { return e.expiresAt == 0 || t < e.expir
 
 // New returns an empty state machine.
 func New() *StateMachine {
-	return &StateMachine{
-		ids:     newIDIndex(),
-		spatial: btree.New(),
-		byTime:  btree.New(),
-		expiry:  btree.New(),
+	sm := &StateMachine{
+		ids:    newIDIndex(),
+		byTime: btree.New(),
+		expiry: btree.New(),
 	}
+	// The spatial index holds exactly the live key of each entity, so its
+	// value, the entity's slot, names the entity whose id is in the key:
+	// its leaves need not store ids.
+	sm.spatial = btree.NewByValue(func(slot uint32) core.Uint128 { return sm.store.at(slot).latest.EntityID })
+	return sm
 }
 
 // AssignCells sets each event's CellID to the S2 leaf cell of its position.
@@ -97,8 +106,8 @@ func expiryKey(e *entity) btree.Key  { return btree.Key{A: e.expiresAt, ID: e.la
 
 // unindexLatest removes the entity's latest-position keys: its spatial key
 // at once, its time key by leaving it stale.
-func (sm *StateMachine) unindexLatest(e *entity) {
-	sm.spatial.Delete(spatialKey(e))
+func (sm *StateMachine) unindexLatest(slot uint32, e *entity) {
+	sm.spatialDelete(spatialKey(e), slot)
 	sm.staleTime++
 	sm.sweepDebt += sweepRate
 }
@@ -106,7 +115,7 @@ func (sm *StateMachine) unindexLatest(e *entity) {
 // indexLatest adds the entity's latest-position keys. A stale time key
 // equal to the new one is taken over.
 func (sm *StateMachine) indexLatest(slot uint32, e *entity) {
-	sm.spatial.Set(spatialKey(e), slot)
+	sm.spatialSet(spatialKey(e), slot)
 	if sm.byTime.Set(timeKey(e), slot) {
 		sm.staleTime--
 	}
@@ -189,8 +198,17 @@ func (sm *StateMachine) create(ev *core.GeoEvent) {
 
 // remove erases an entity and all its events; it returns how many events.
 func (sm *StateMachine) remove(slot uint32, e *entity) uint64 {
+	// The slot is about to name no entity, or another one: apply the
+	// spatial index's pending changes and this one now (see
+	// spatialbatch.go).
+	deferred := sm.deferSpatial
+	if deferred {
+		sm.flushSpatial()
+		sm.deferSpatial = false
+		defer func() { sm.deferSpatial = true }()
+	}
 	n := sm.store.eventCount(e)
-	sm.unindexLatest(e)
+	sm.unindexLatest(slot, e)
 	sm.setExpiry(slot, e, 0)
 	sm.ids.remove(e.latest.EntityID)
 	sm.events -= n

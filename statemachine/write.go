@@ -78,6 +78,7 @@ func (sm *StateMachine) write(opTS uint64, events []core.GeoEvent, upsert bool) 
 	}
 
 	next := base
+	sm.deferSpatial = true // see spatialbatch.go
 	for i := range events {
 		if i%writeAhead == 0 {
 			sm.prefetchWrites(events[i:min(i+writeAhead, len(events))])
@@ -95,6 +96,8 @@ func (sm *StateMachine) write(opTS uint64, events []core.GeoEvent, upsert bool) 
 	if next > base {
 		sm.lastTS = max(sm.lastTS, next-1) // fresh timestamps
 	}
+	sm.flushSpatial()
+	sm.deferSpatial = false
 	sm.sweepTime()
 	return core.InsertReply{Committed: true, Results: results}, nil
 }
@@ -196,7 +199,7 @@ func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, replaceLatest bool) 
 // replaceLatest makes ev the entity's latest event in place of the current
 // one, moving its index keys and resetting its expiry from ev's TTL.
 func (sm *StateMachine) replaceLatest(slot uint32, e *entity, ev *core.GeoEvent) {
-	sm.unindexLatest(e)
+	sm.unindexLatest(slot, e)
 	e.latest = *ev
 	sm.indexLatest(slot, e)
 	sm.setExpiry(slot, e, ev.ExpiresAtNS())

@@ -7,6 +7,13 @@
 // holds up to 72 entries, an inner node up to 64 children, so a tree of n
 // random entries has about n/50 leaves and n/2500 inner nodes.
 //
+// A tree made by [NewByValue] stores no ids in its leaves: the ID part of
+// an entry's key is a function of its value (the state machine's spatial
+// index maps (cell, entity id) to the entity's slot, which names the
+// entity). Its leaves are 896 bytes instead of 2,048, and an insert or
+// delete shifts the A and value arrays only. Separators in inner nodes
+// keep their ids, since they need not be keys of entries still present.
+//
 // The tree is deterministic: its shape depends only on the sequence of
 // operations applied to it. It is not safe for concurrent use.
 package btree
@@ -52,7 +59,8 @@ const (
 	// leaves are merged when together they hold at most leafMergeMax,
 	// otherwise redistributed.
 	//
-	// 72 entries (2040 bytes) fill the runtime's 2048-byte size class.
+	// 72 entries fill the runtime's 896-byte size class, the ids being
+	// elsewhere (in their own 1,152-byte array, or not stored at all).
 	leafCap      = 72
 	leafMin      = leafCap / 3
 	leafMergeMax = 2 * leafMin
@@ -81,18 +89,22 @@ var _ [0]struct{} = [innerCap % 8]struct{}{}
 
 // leaf holds n entries in ascending key order, keys split into A and ID
 // arrays: searches scan the A array (its lines fetched in parallel) and
-// look at ids only on a tie of A. as[n:] holds pad.
+// look at ids only on a tie of A. as[n:] holds pad. ids is nil exactly in
+// a by-value tree, where entry i's ID is idOf(vals[i]).
 type leaf struct {
 	prev *leaf
 	next *leaf
 	n    int
+	ids  *[leafCap]core.Uint128
 	as   [leafCap]uint64
-	ids  [leafCap]core.Uint128
 	vals [leafCap]uint32
 }
 
-func newLeaf() *leaf {
+func (t *Tree) newLeaf() *leaf {
 	l := &leaf{}
+	if t.idOf == nil {
+		l.ids = new([leafCap]core.Uint128)
+	}
 	fillPad(l.as[:])
 	return l
 }
@@ -103,12 +115,48 @@ func fillPad(as []uint64) {
 	}
 }
 
-func (l *leaf) key(i int) Key { return Key{A: l.as[i], ID: l.ids[i]} }
+// id returns the ID part of the key of l's entry i.
+func (t *Tree) id(l *leaf, i int) core.Uint128 {
+	if l.ids != nil {
+		return l.ids[i]
+	}
+	return t.idOf(l.vals[i])
+}
 
-// move copies the entries src[from:to] to l[at:], which may overlap.
+// key returns the key of l's entry i.
+func (t *Tree) key(l *leaf, i int) Key { return Key{A: l.as[i], ID: t.id(l, i)} }
+
+// The comparisons of l's entry i with k below look at the entry's id only
+// on a tie of A (in a by-value tree, that reads what the value names).
+
+// is reports whether l's entry i has key k.
+func (t *Tree) is(l *leaf, i int, k Key) bool {
+	return l.as[i] == k.A && t.id(l, i) == k.ID
+}
+
+// before reports whether l's entry i orders before k.
+func (t *Tree) before(l *leaf, i int, k Key) bool {
+	if l.as[i] != k.A {
+		return l.as[i] < k.A
+	}
+	return t.id(l, i).Less(k.ID)
+}
+
+// after reports whether l's entry i orders after k.
+func (t *Tree) after(l *leaf, i int, k Key) bool {
+	if l.as[i] != k.A {
+		return l.as[i] > k.A
+	}
+	return k.ID.Less(t.id(l, i))
+}
+
+// move copies the entries src[from:to] to l[at:], which may overlap. Both
+// leaves belong to the same tree, so both have ids or neither has.
 func (l *leaf) move(at int, src *leaf, from, to int) {
 	copy(l.as[at:], src.as[from:to])
-	copy(l.ids[at:], src.ids[from:to])
+	if l.ids != nil {
+		copy(l.ids[at:], src.ids[from:to])
+	}
 	copy(l.vals[at:], src.vals[from:to])
 }
 
@@ -147,11 +195,13 @@ func (in *inner) moveKeys(at int, src *inner, from, to int) {
 
 const (
 	leafBytes  = uint64(unsafe.Sizeof(leaf{}))
+	idsBytes   = uint64(unsafe.Sizeof([leafCap]core.Uint128{}))
 	innerBytes = uint64(unsafe.Sizeof(inner{}))
 	treeBytes  = uint64(unsafe.Sizeof(Tree{}))
 )
 
-// Tree is an ordered map from Key to uint32. Use New to create one.
+// Tree is an ordered map from Key to uint32. Use New or NewByValue to
+// create one.
 type Tree struct {
 	root   child
 	height int // number of inner levels; 0 when the root is a leaf
@@ -160,6 +210,7 @@ type Tree struct {
 	tail   *leaf // rightmost leaf
 	leaves int
 	inners int
+	idOf   func(v uint32) core.Uint128 // nil: the leaves store ids
 }
 
 // New returns an empty tree.
@@ -169,10 +220,23 @@ func New() *Tree {
 	return t
 }
 
+// NewByValue returns an empty tree whose leaves store no ids: the ID part
+// of an entry's key is idOf of its value. The caller guarantees that every
+// entry (k, v) has idOf(v) == k.ID from when it is set until it is
+// deleted: Set(k, v) requires idOf(v) == k.ID, and what idOf reads must
+// not change meanwhile. The tree calls idOf on a tie of A, for keys that
+// become separators (on splits and rebalancing), and for keys that an
+// Iter, Min, Max or SweepLeaf reports.
+func NewByValue(idOf func(v uint32) core.Uint128) *Tree {
+	t := &Tree{idOf: idOf}
+	t.Clear()
+	return t
+}
+
 // Clear removes every entry, releasing all nodes but one empty leaf.
 func (t *Tree) Clear() {
-	lf := newLeaf()
-	*t = Tree{root: child{lf: lf}, head: lf, tail: lf, leaves: 1}
+	lf := t.newLeaf()
+	*t = Tree{root: child{lf: lf}, head: lf, tail: lf, leaves: 1, idOf: t.idOf}
 }
 
 // Len returns the number of entries.
@@ -180,22 +244,26 @@ func (t *Tree) Len() int { return t.n }
 
 // Bytes estimates the memory held by the tree's nodes.
 func (t *Tree) Bytes() uint64 {
-	return treeBytes + uint64(t.leaves)*leafBytes + uint64(t.inners)*innerBytes
+	lb := leafBytes
+	if t.idOf == nil {
+		lb += idsBytes
+	}
+	return treeBytes + uint64(t.leaves)*lb + uint64(t.inners)*innerBytes
 }
 
-// lowerBound returns the index of the first entry >= k, or n.
-func (l *leaf) lowerBound(k Key) int {
+// lowerBound returns the index of the first entry of l >= k, or l.n.
+func (t *Tree) lowerBound(l *leaf, k Key) int {
 	i := countLess(l.as[:], k.A)
-	for i < l.n && l.as[i] == k.A && l.ids[i].Less(k.ID) {
+	for i < l.n && l.as[i] == k.A && t.id(l, i).Less(k.ID) {
 		i++
 	}
 	return i
 }
 
-// upperBound returns the index of the first entry > k, or n.
-func (l *leaf) upperBound(k Key) int {
+// upperBound returns the index of the first entry of l > k, or l.n.
+func (t *Tree) upperBound(l *leaf, k Key) int {
 	i := countLess(l.as[:], k.A)
-	for i < l.n && l.as[i] == k.A && !k.ID.Less(l.ids[i]) {
+	for i < l.n && l.as[i] == k.A && !k.ID.Less(t.id(l, i)) {
 		i++
 	}
 	return i
@@ -246,8 +314,8 @@ func (t *Tree) findLeaf(k Key) *leaf {
 // Get returns the value stored under k.
 func (t *Tree) Get(k Key) (uint32, bool) {
 	l := t.findLeaf(k)
-	i := l.lowerBound(k)
-	if i < l.n && l.as[i] == k.A && l.ids[i] == k.ID {
+	i := t.lowerBound(l, k)
+	if i < l.n && t.is(l, i, k) {
 		return l.vals[i], true
 	}
 	return 0, false
@@ -259,7 +327,7 @@ func (t *Tree) Min() (Key, uint32, bool) {
 	if l.n == 0 {
 		return Key{}, 0, false
 	}
-	return l.key(0), l.vals[0], true
+	return t.key(l, 0), l.vals[0], true
 }
 
 // Max returns the largest entry.
@@ -268,7 +336,7 @@ func (t *Tree) Max() (Key, uint32, bool) {
 	if l.n == 0 {
 		return Key{}, 0, false
 	}
-	return l.key(l.n - 1), l.vals[l.n-1], true
+	return t.key(l, l.n-1), l.vals[l.n-1], true
 }
 
 // step records one level of a root-to-leaf descent.
@@ -281,10 +349,12 @@ type step struct {
 func (t *Tree) Set(k Key, v uint32) (replaced bool) {
 	// Fast path: k is at or after the rightmost leaf's first key, so it
 	// belongs in that leaf, which has room. Increasing keys come here.
-	if l := t.tail; l.n > 0 && l.n < leafCap && !k.Less(l.key(0)) {
-		if n := l.n; l.key(n - 1).Less(k) {
+	if l := t.tail; l.n > 0 && l.n < leafCap && !t.after(l, 0, k) {
+		if n := l.n; t.before(l, n-1, k) {
 			l.as[n] = k.A
-			l.ids[n] = k.ID
+			if l.ids != nil {
+				l.ids[n] = k.ID
+			}
 			l.vals[n] = v
 			l.n++
 			t.n++
@@ -297,8 +367,8 @@ func (t *Tree) Set(k Key, v uint32) (replaced bool) {
 
 // setIn stores v under k in l, which must be k's leaf and not full.
 func (t *Tree) setIn(l *leaf, k Key, v uint32) bool {
-	i := l.lowerBound(k)
-	if i < l.n && l.as[i] == k.A && l.ids[i] == k.ID {
+	i := t.lowerBound(l, k)
+	if i < l.n && t.is(l, i, k) {
 		l.vals[i] = v
 		return true
 	}
@@ -327,8 +397,8 @@ func (t *Tree) descend(k Key, path *[maxHeight]step) *leaf {
 func (t *Tree) set(k Key, v uint32) bool {
 	var path [maxHeight]step
 	l := t.descend(k, &path)
-	i := l.lowerBound(k)
-	if i < l.n && l.as[i] == k.A && l.ids[i] == k.ID {
+	i := t.lowerBound(l, k)
+	if i < l.n && t.is(l, i, k) {
 		l.vals[i] = v
 		return true
 	}
@@ -340,7 +410,7 @@ func (t *Tree) set(k Key, v uint32) bool {
 
 	// Split the leaf and insert the new right sibling into the parents.
 	r := t.splitLeaf(l, i, k, v)
-	sep := r.key(0)
+	sep := t.key(r, 0)
 	right := child{lf: r}
 	for d := t.height - 1; d >= 0; d-- {
 		p := path[d]
@@ -375,7 +445,9 @@ func (l *leaf) insertAt(i int, k Key, v uint32) {
 		l.move(i+1, l, i, l.n)
 	}
 	l.as[i] = k.A
-	l.ids[i] = k.ID
+	if l.ids != nil {
+		l.ids[i] = k.ID
+	}
 	l.vals[i] = v
 	l.n++
 }
@@ -389,7 +461,7 @@ func (l *leaf) removeAt(i int) {
 // splitLeaf splits the full leaf l while inserting (k, v) at index i, and
 // returns the new right sibling, already linked.
 func (t *Tree) splitLeaf(l *leaf, i int, k Key, v uint32) *leaf {
-	r := newLeaf()
+	r := t.newLeaf()
 	r.prev, r.next = l, l.next
 	if l.next != nil {
 		l.next.prev = r
@@ -473,41 +545,71 @@ func (t *Tree) splitInner(in *inner, i int, sep Key, c child, rightmost bool) (*
 
 // Delete removes k, returning the value it held.
 func (t *Tree) Delete(k Key) (uint32, bool) {
+	return t.delete(k, match{})
+}
+
+// DeleteEntry removes k if it holds v, and reports whether it did. In a
+// by-value tree, where v must satisfy idOf(v) == k.ID as for Set, it finds
+// the entry by A and v, and so calls idOf only for separators.
+func (t *Tree) DeleteEntry(k Key, v uint32) bool {
+	_, ok := t.delete(k, match{v: v, byValue: true})
+	return ok
+}
+
+// match is what an entry to delete must hold besides its key.
+type match struct {
+	v       uint32
+	byValue bool // the entry must hold v
+}
+
+// indexOf returns the index in l of the entry with key k that m admits,
+// or -1.
+func (t *Tree) indexOf(l *leaf, k Key, m match) int {
+	if m.byValue && l.ids == nil {
+		// idOf(m.v) == k.ID: the entry with A == k.A and value m.v has
+		// key k, and k's entry, if any, is that one or holds another value.
+		for i := countLess(l.as[:], k.A); i < l.n && l.as[i] == k.A; i++ {
+			if l.vals[i] == m.v {
+				return i
+			}
+		}
+		return -1
+	}
+	i := t.lowerBound(l, k)
+	if i < l.n && t.is(l, i, k) && (!m.byValue || l.vals[i] == m.v) {
+		return i
+	}
+	return -1
+}
+
+func (t *Tree) delete(k Key, m match) (uint32, bool) {
 	// Fast paths: k is in the range of the rightmost or the leftmost leaf,
 	// which may lose an entry without rebalancing. Deletes of the oldest
 	// entries of a time index come here.
-	if l := t.tail; l.n > leafMin && !k.Less(l.key(0)) {
-		return t.deleteIn(l, k)
+	if l := t.tail; l.n > leafMin && !t.after(l, 0, k) {
+		return t.deleteIn(l, k, m, nil)
 	}
-	if l := t.head; l.n > leafMin && !l.key(l.n-1).Less(k) {
-		return t.deleteIn(l, k)
+	if l := t.head; l.n > leafMin && !t.before(l, l.n-1, k) {
+		return t.deleteIn(l, k, m, nil)
 	}
-	return t.delete(k)
-}
-
-// deleteIn removes k from l, which must be k's leaf.
-func (t *Tree) deleteIn(l *leaf, k Key) (uint32, bool) {
-	i := l.lowerBound(k)
-	if i >= l.n || l.as[i] != k.A || l.ids[i] != k.ID {
-		return 0, false
-	}
-	v := l.vals[i]
-	l.removeAt(i)
-	t.n--
-	return v, true
-}
-
-func (t *Tree) delete(k Key) (uint32, bool) {
 	var path [maxHeight]step
 	l := t.descend(k, &path)
-	i := l.lowerBound(k)
-	if i >= l.n || l.as[i] != k.A || l.ids[i] != k.ID {
+	return t.deleteIn(l, k, m, &path)
+}
+
+// deleteIn removes k from l, which must be k's leaf, and rebalances along
+// path (nil: l may lose an entry without rebalancing).
+func (t *Tree) deleteIn(l *leaf, k Key, m match, path *[maxHeight]step) (uint32, bool) {
+	i := t.indexOf(l, k, m)
+	if i < 0 {
 		return 0, false
 	}
 	v := l.vals[i]
 	l.removeAt(i)
 	t.n--
-	t.fixShort(l, &path)
+	if path != nil {
+		t.fixShort(l, path)
+	}
 	return v, true
 }
 
@@ -562,31 +664,41 @@ func (t *Tree) fixShort(l *leaf, path *[maxHeight]step) {
 func (t *Tree) SweepLeaf(from Key, max int, judge func(as []uint64, ids []core.Uint128, vals []uint32, drop []bool)) (next Key, more bool) {
 	var path [maxHeight]step
 	l := t.descend(from, &path)
-	i := l.lowerBound(from)
+	i := t.lowerBound(l, from)
 	if i == l.n {
 		// Every entry of the next leaf is >= its separator > from.
 		if l.next == nil {
 			return Key{}, false
 		}
-		from = l.next.key(0)
+		from = t.key(l.next, 0)
 		l = t.descend(from, &path)
 		i = 0
 	}
 	end := min(i+max, l.n)
 	var drop [leafCap]bool
-	judge(l.as[i:end:end], l.ids[i:end:end], l.vals[i:end:end], drop[:end-i])
+	ids := l.ids
+	if ids == nil {
+		ids = new([leafCap]core.Uint128)
+		for j := i; j < end; j++ {
+			ids[j] = t.idOf(l.vals[j])
+		}
+	}
+	judge(l.as[i:end:end], ids[i:end:end], l.vals[i:end:end], drop[:end-i])
 	w := i
 	for j := i; j < end; j++ {
 		if !drop[j-i] {
-			l.as[w], l.ids[w], l.vals[w] = l.as[j], l.ids[j], l.vals[j]
+			l.as[w], l.vals[w] = l.as[j], l.vals[j]
+			if l.ids != nil {
+				l.ids[w] = l.ids[j]
+			}
 			w++
 		}
 	}
 	switch {
 	case end < l.n:
-		next, more = l.key(end), true
+		next, more = t.key(l, end), true
 	case l.next != nil:
-		next, more = l.next.key(0), true
+		next, more = t.key(l.next, 0), true
 	}
 	if removed := end - w; removed > 0 {
 		l.move(w, l, end, l.n)
@@ -624,7 +736,7 @@ func (t *Tree) rebalanceLeaves(l, r *leaf, p *inner, si int) bool {
 			fillPad(l.as[left:l.n])
 		}
 		l.n, r.n = left, total-left
-		p.setKey(si, r.key(0))
+		p.setKey(si, t.key(r, 0))
 		return false
 	}
 	l.move(l.n, r, 0, r.n)
@@ -685,6 +797,7 @@ func (t *Tree) rebalanceInners(l, r *inner, p *inner, si int) bool {
 // invalidates it; using an invalidated Iter does not panic but yields
 // unspecified entries.
 type Iter struct {
+	t *Tree
 	l *leaf
 	i int
 }
@@ -692,20 +805,20 @@ type Iter struct {
 // SeekGE returns an Iter at the first entry >= k.
 func (t *Tree) SeekGE(k Key) Iter {
 	l := t.findLeaf(k)
-	i := l.lowerBound(k)
+	i := t.lowerBound(l, k)
 	if i == l.n {
 		// Every entry of the following leaf is >= its separator > k.
-		return Iter{l: l.next}
+		return Iter{t: t, l: l.next}
 	}
-	return Iter{l: l, i: i}
+	return Iter{t: t, l: l, i: i}
 }
 
 // SeekGEFrom moves it to the first entry >= k, like SeekGE, but without
 // descending from the root when k lies within the range of it's current
 // leaf: a scan that jumps a little forward stays in its leaf.
 func (t *Tree) SeekGEFrom(it *Iter, k Key) {
-	if l := it.l; l != nil && l.n > 0 && !k.Less(l.key(0)) && !l.key(l.n-1).Less(k) {
-		it.i = l.lowerBound(k)
+	if l := it.l; l != nil && l.n > 0 && !t.after(l, 0, k) && !t.before(l, l.n-1, k) {
+		it.i = t.lowerBound(l, k)
 		return
 	}
 	*it = t.SeekGE(k)
@@ -714,14 +827,14 @@ func (t *Tree) SeekGEFrom(it *Iter, k Key) {
 // SeekLE returns an Iter at the last entry <= k.
 func (t *Tree) SeekLE(k Key) Iter {
 	l := t.findLeaf(k)
-	i := l.upperBound(k) - 1
+	i := t.upperBound(l, k) - 1
 	if i < 0 {
 		if l = l.prev; l == nil {
 			return Iter{}
 		}
 		i = l.n - 1
 	}
-	return Iter{l: l, i: i}
+	return Iter{t: t, l: l, i: i}
 }
 
 // First returns an Iter at the smallest entry.
@@ -729,7 +842,7 @@ func (t *Tree) First() Iter {
 	if t.head.n == 0 {
 		return Iter{}
 	}
-	return Iter{l: t.head}
+	return Iter{t: t, l: t.head}
 }
 
 // Last returns an Iter at the largest entry.
@@ -737,7 +850,7 @@ func (t *Tree) Last() Iter {
 	if t.tail.n == 0 {
 		return Iter{}
 	}
-	return Iter{l: t.tail, i: t.tail.n - 1}
+	return Iter{t: t, l: t.tail, i: t.tail.n - 1}
 }
 
 // Valid reports whether the Iter is at an entry.
@@ -748,7 +861,7 @@ func (it *Iter) Key() Key {
 	if it.l == nil {
 		return Key{}
 	}
-	return it.l.key(it.i)
+	return it.t.key(it.l, it.i)
 }
 
 // A returns the A part of the current entry's key, or 0 if not Valid. It
@@ -815,4 +928,18 @@ func (it *Iter) Prev() {
 			it.i = 0
 		}
 	}
+}
+
+// Touch reads the leaf where k belongs, one word of each cache line that
+// a search of it reads, and returns their sum (so that the compiler keeps
+// the loads). A caller about to change several keys touches them first in
+// one pass: the loads of different keys do not depend on each other, so
+// the processor overlaps their cache misses.
+func (t *Tree) Touch(k Key) uint64 {
+	l := t.findLeaf(k)
+	s := uint64(l.n)
+	for j := 0; j < leafCap; j += 8 {
+		s += l.as[j]
+	}
+	return s + uint64(l.vals[0]) + uint64(l.vals[leafCap/2])
 }

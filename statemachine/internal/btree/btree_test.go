@@ -45,6 +45,12 @@ func keyFrom(r *rand.Rand, shape int) Key {
 }
 
 func TestTreeModel(t *testing.T) {
+	for _, kind := range harnessKinds {
+		t.Run(kind.name, func(t *testing.T) { testTreeModel(t, kind.new) })
+	}
+}
+
+func testTreeModel(t *testing.T, newHarness func() *harness) {
 	rapid.Check(t, func(rt *rapid.T) {
 		h := newHarness()
 		ok := func(err error) {
@@ -68,7 +74,18 @@ func TestTreeModel(t *testing.T) {
 				i := rapid.IntRange(0, len(h.m.es)-1).Draw(rt, "i")
 				ok(h.delete(h.m.es[i].k))
 			},
+			"DeleteEntry": func(rt *rapid.T) {
+				ok(h.deleteEntry(anyKey.Draw(rt, "k"), rapid.Uint32Range(0, 3).Draw(rt, "v")))
+			},
+			"DeleteEntryPresent": func(rt *rapid.T) {
+				if len(h.m.es) == 0 {
+					rt.Skip("empty")
+				}
+				e := h.m.es[rapid.IntRange(0, len(h.m.es)-1).Draw(rt, "i")]
+				ok(h.deleteEntry(e.k, e.v+rapid.Uint32Range(0, 1).Draw(rt, "off")))
+			},
 			"MinMax": func(rt *rapid.T) { ok(h.minMax()) },
+			"Touch":  func(rt *rapid.T) { h.t.Touch(anyKey.Draw(rt, "k")) }, // reads only
 			"SeekGENext": func(rt *rapid.T) {
 				ok(h.seekGE(anyKey.Draw(rt, "k"), rapid.IntRange(0, 300).Draw(rt, "steps")))
 			},
@@ -230,7 +247,13 @@ func TestEmpty(t *testing.T) {
 }
 
 func TestDeleteAllRandomOrder(t *testing.T) {
-	base := New().Bytes()
+	for _, kind := range harnessKinds {
+		t.Run(kind.name, func(t *testing.T) { testDeleteAllRandomOrder(t, kind.new) })
+	}
+}
+
+func testDeleteAllRandomOrder(t *testing.T, newHarness func() *harness) {
+	base := newHarness().t.Bytes()
 	for _, shape := range []int{0, 1, 2, 3} {
 		r := rand.New(rand.NewPCG(uint64(shape), 7))
 		h := newHarness()

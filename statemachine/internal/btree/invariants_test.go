@@ -4,7 +4,8 @@ import "fmt"
 
 // checkInvariants verifies the tree's structure: uniform depth, key order
 // and separator bounds, node fill bounds, cleared spare child slots, leaf
-// links, head and tail, and the entry and node counts.
+// links, head and tail, the entry and node counts, and that the leaves
+// store ids exactly when the tree is not by value.
 func (t *Tree) checkInvariants() error {
 	var leaves []*leaf
 	count, inners := 0, 0
@@ -26,10 +27,13 @@ func (t *Tree) checkInvariants() error {
 			if !isRoot && !rightSpine && l.n < leafMin {
 				return fmt.Errorf("leaf fill %d below minimum %d", l.n, leafMin)
 			}
+			if (l.ids == nil) != (t.idOf != nil) {
+				return fmt.Errorf("leaf ids %p in a tree with idOf %v", l.ids, t.idOf != nil)
+			}
 			for i := 0; i < l.n; i++ {
-				k := l.key(i)
-				if i > 0 && !l.key(i-1).Less(k) {
-					return fmt.Errorf("leaf keys out of order at %d: %v, %v", i, l.key(i-1), k)
+				k := t.key(l, i)
+				if i > 0 && !t.key(l, i-1).Less(k) {
+					return fmt.Errorf("leaf keys out of order at %d: %v, %v", i, t.key(l, i-1), k)
 				}
 				if lo != nil && k.Less(*lo) {
 					return fmt.Errorf("leaf key %v below separator %v", k, *lo)

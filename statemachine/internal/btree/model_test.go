@@ -65,14 +65,54 @@ func (m *model) seekLE(k Key) int {
 }
 
 // harness applies each operation to a tree and the model and compares.
+//
+// For a by-value tree (newByValueHarness), set ignores the value it is
+// given and stores the index of the key's ID in ids, which idOf looks up:
+// the contract of NewByValue, with an idOf that fails loudly on a value
+// the tree made up.
 type harness struct {
 	t *Tree
 	m model
+
+	ids   []core.Uint128          // by value: the ID of value v is ids[v]
+	index map[core.Uint128]uint32 // by value: the value of each ID; nil for a plain tree
 }
 
 func newHarness() *harness { return &harness{t: New()} }
 
+func newByValueHarness() *harness {
+	h := &harness{index: map[core.Uint128]uint32{}}
+	h.t = NewByValue(func(v uint32) core.Uint128 {
+		if int(v) >= len(h.ids) {
+			panic(fmt.Sprintf("idOf(%d): no such value", v))
+		}
+		return h.ids[v]
+	})
+	return h
+}
+
+// harnessKinds are the kinds of tree the model tests run on.
+var harnessKinds = []struct {
+	name string
+	new  func() *harness
+}{{"plain", newHarness}, {"byValue", newByValueHarness}}
+
+// value is the value set stores for (k, v).
+func (h *harness) value(k Key, v uint32) uint32 {
+	if h.index == nil {
+		return v
+	}
+	x, ok := h.index[k.ID]
+	if !ok {
+		x = uint32(len(h.ids))
+		h.ids = append(h.ids, k.ID)
+		h.index[k.ID] = x
+	}
+	return x
+}
+
 func (h *harness) set(k Key, v uint32) error {
+	v = h.value(k, v)
 	got, want := h.t.Set(k, v), h.m.set(k, v)
 	if got != want {
 		return fmt.Errorf("Set(%v): replaced %v, want %v", k, got, want)
@@ -94,6 +134,22 @@ func (h *harness) delete(k Key) error {
 	wv, wok := h.m.delete(k)
 	if gv != wv || gok != wok {
 		return fmt.Errorf("Delete(%v) = %d, %v; want %d, %v", k, gv, gok, wv, wok)
+	}
+	return nil
+}
+
+// deleteEntry runs DeleteEntry(k, v); in a by-value tree v is replaced by
+// k's value, as DeleteEntry requires.
+func (h *harness) deleteEntry(k Key, v uint32) error {
+	v = h.value(k, v)
+	got := h.t.DeleteEntry(k, v)
+	want := false
+	if mv, ok := h.m.get(k); ok && mv == v {
+		h.m.delete(k)
+		want = true
+	}
+	if got != want {
+		return fmt.Errorf("DeleteEntry(%v, %d) = %v, want %v", k, v, got, want)
 	}
 	return nil
 }

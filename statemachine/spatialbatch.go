@@ -1,0 +1,132 @@
+package statemachine
+
+import (
+	"github.com/geoevent/geoevent/statemachine/internal/btree"
+)
+
+// Batched changes of the spatial index.
+//
+// An insert or upsert batch moves random keys of the spatial index: each
+// change on its own descends from the root and misses the cache at the
+// lowest inner level and at the leaf. So write() defers them: while
+// sm.deferSpatial is set, spatialDelete and spatialSet append to
+// sm.pendingSpatial, and flushSpatial applies the list sorted by cell id
+// (consecutive changes then share their inner nodes, which stay in cache)
+// and reads each leaf a few changes ahead (spatialAhead), so that the
+// misses of several leaves overlap.
+//
+// Invariants and why the result is the same as applying the changes in
+// order:
+//   - The sort is stable and by A alone: changes of the same key keep their
+//     order (equal keys have equal A), and changes of different keys
+//     commute. The order depends only on the batch, so every replica
+//     builds the same tree.
+//   - The spatial index is by value (see New): every entry's slot must
+//     name the entity of its key's id whenever the tree is touched. Within
+//     a batch a slot only changes its entity through remove(), which
+//     flushes first and applies its own delete at once; put() re-creates
+//     the same entity only after that.
+//   - Nothing reads the spatial index while changes are pending: write()
+//     flushes before it returns, and queries run between operations.
+
+// spatialOp is a deferred change of the spatial index: delete k (which
+// holds slot) or set k to slot.
+type spatialOp struct {
+	k    btree.Key
+	slot uint32
+	del  bool
+}
+
+// spatialDelete removes k, the key of the entity in slot.
+func (sm *StateMachine) spatialDelete(k btree.Key, slot uint32) {
+	if sm.deferSpatial {
+		sm.pendingSpatial = append(sm.pendingSpatial, spatialOp{k: k, slot: slot, del: true})
+		return
+	}
+	sm.spatial.DeleteEntry(k, slot)
+}
+
+// spatialSet adds k, the key of the entity in slot.
+func (sm *StateMachine) spatialSet(k btree.Key, slot uint32) {
+	if sm.deferSpatial {
+		sm.pendingSpatial = append(sm.pendingSpatial, spatialOp{k: k, slot: slot})
+		return
+	}
+	sm.spatial.Set(k, slot)
+}
+
+// spatialAhead is how many changes ahead flushSpatial reads leaves.
+const spatialAhead = 16
+
+// flushSpatial applies the pending changes of the spatial index.
+func (sm *StateMachine) flushSpatial() {
+	ops := sm.pendingSpatial
+	if len(ops) == 0 {
+		return
+	}
+	items := sm.sortItems[:0]
+	for i := range ops {
+		items = append(items, sortItem{ops[i].k.A, uint32(i)})
+	}
+	tmp := append(sm.sortTmp[:0], items...)
+	sorted := radixSortByA(items, tmp)
+	sm.sortItems, sm.sortTmp = items, tmp
+	for j := range sorted {
+		if j%spatialAhead == 0 {
+			var s uint64
+			for _, it := range sorted[min(j+spatialAhead, len(sorted)):min(j+2*spatialAhead, len(sorted))] {
+				s += sm.spatial.Touch(ops[it.i].k)
+			}
+			sm.touchSink = s
+		}
+		o := &ops[sorted[j].i]
+		if o.del {
+			sm.spatial.DeleteEntry(o.k, o.slot)
+		} else {
+			sm.spatial.Set(o.k, o.slot)
+		}
+	}
+	sm.pendingSpatial = ops[:0]
+}
+
+// sortItem is a pending change's A and index, as radixSortByA sorts them.
+type sortItem struct {
+	a uint64
+	i uint32
+}
+
+// radixSortByA sorts items by a, stably: a least-significant-digit radix
+// sort on bytes, which skips the bytes that all items share (the cell ids
+// of a region share their leading bytes). tmp is scratch of the same
+// length; it returns whichever of the two holds the result.
+func radixSortByA(items, tmp []sortItem) []sortItem {
+	if len(items) == 0 {
+		return items
+	}
+	var counts [8][256]uint32
+	for _, it := range items {
+		for d := range 8 {
+			counts[d][byte(it.a>>(8*d))]++
+		}
+	}
+	for d := range 8 {
+		c := &counts[d]
+		if int(c[byte(items[0].a>>(8*d))]) == len(items) {
+			continue // every item has the same byte d
+		}
+		var pos uint32
+		for b := range c {
+			n := c[b]
+			c[b] = pos
+			pos += n
+		}
+		shift := 8 * d
+		for _, it := range items {
+			b := byte(it.a >> shift)
+			tmp[c[b]] = it
+			c[b]++
+		}
+		items, tmp = tmp, items
+	}
+	return items
+}
