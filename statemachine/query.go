@@ -165,7 +165,7 @@ func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
 				it.Next()
 			}
 		} else if !it.Valid() || it.A() < r.Min {
-			sm.spatial.SeekGEFrom(&it, btree.Key{A: r.Min})
+			sm.spatial.SeekGENear(&it, btree.Key{A: r.Min})
 		}
 		// Take the range's keys a leaf's run at a time.
 		for !done {

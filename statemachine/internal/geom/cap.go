@@ -230,6 +230,10 @@ func (c *Cap) Ranges() []CellRange {
 }
 
 // ScanRanges is Ranges for an index scan; no range is marked Inside.
+//
+// gridScanRanges gives finer ranges with Inside marks (a 1 km query scans
+// about 110 keys instead of 255), but building them costs about what the
+// per-key prefilter it spares does, so it is not used yet.
 func (c *Cap) ScanRanges() []ScanRange {
 	rs := c.Ranges()
 	out := make([]ScanRange, len(rs))

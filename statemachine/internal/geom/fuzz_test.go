@@ -97,6 +97,9 @@ func FuzzNewPolygon(f *testing.F) {
 	f.Add(encodeGrid([][][2]int8{{{0, 0}, {0, 1}, {0, 1}, {1, 1}}}, probes)) // duplicate
 	f.Add(encodeGrid([][][2]int8{{{0, 0}, {0, 100}, {0, -100}}}, probes))    // along the equator
 	f.Add(encodeGrid([][][2]int8{{{-80, -80}, {-80, 80}, {80, 80}, {80, -80}}, {{0, 0}, {1, 0}, {0, 1}}}, probes))
+	// Within one cube face: the grid of ScanRanges.
+	f.Add(encodeGrid([][][2]int8{{{0, 0}, {0, 3}, {3, 3}, {3, 0}}, {{1, 1}, {2, 1}, {2, 2}, {1, 2}}}, [][2]int8{{0, 0}, {1, 1}, {2, 2}, {1, 2}, {3, 3}}))
+	f.Add(encodeGrid([][][2]int8{{{10, 10}, {10, 13}, {12, 14}, {14, 12}, {13, 10}}}, [][2]int8{{11, 11}, {12, 12}, {13, 13}, {10, 10}}))
 	f.Add([]byte{7, 0, 0, 3, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		outer, holes, probes := decodePolygon(data)
@@ -113,6 +116,8 @@ func FuzzNewPolygon(f *testing.F) {
 		}
 		rs := p.Ranges()
 		checkRanges(t, rs)
+		srs := p.ScanRanges()
+		checkScanRanges(t, srs)
 		ref := newRef(outer, holes)
 		bruteForceValid(t, ref)
 		for _, q := range probes {
@@ -126,6 +131,9 @@ func FuzzNewPolygon(f *testing.F) {
 			}
 			if got && !inRanges(rs, LeafCell(q.LatNano, q.LonNano)) {
 				t.Fatalf("(%d, %d) inside but not in ranges", q.LatNano, q.LonNano)
+			}
+			if r, ok := scanRangeOf(srs, LeafCell(q.LatNano, q.LonNano)); (got && !ok) || (ok && r.Inside && !got) {
+				t.Fatalf("(%d, %d) inside %v, scan range %v %+v", q.LatNano, q.LonNano, got, ok, r)
 			}
 			if want := ref.contains(q.LatNano, q.LonNano); got != want && ref.boundaryDistance(q.LatNano, q.LonNano) > 1e-13 {
 				t.Fatalf("ContainsPoint(%d, %d) = %v, reference %v", q.LatNano, q.LonNano, got, want)

@@ -54,6 +54,10 @@ type Polygon struct {
 	// outer ring lies within 80 degrees of that center (nearly always).
 	planar *planarIndex
 
+	// The polygon in the (u,v) plane of its cube face, when it lies
+	// within one (with planar only).
+	face *faceRings
+
 	// Otherwise, oriented S2 loops (interior on the left).
 	outer *s2.Loop
 	holes []*s2.Loop
@@ -555,6 +559,7 @@ func (p *Polygon) prepare(pts []r3.Vector, start []int) error {
 				return err
 			}
 			p.planar = pl
+			p.face = newFaceRings(pts, start)
 			return nil
 		}
 	}
@@ -622,14 +627,29 @@ func (p *Polygon) ContainsPoint(latNano, lonNano int64) bool {
 
 // Ranges returns sorted, disjoint leaf-cell-id ranges, adjacent ones merged,
 // whose union holds the LeafCell of every point ContainsPoint accepts: the
-// ranges of ScanRanges, with their Inside marks dropped.
+// ranges of the covering (see coverScanRanges), with their Inside marks
+// dropped. At most 64.
 func (p *Polygon) Ranges() []CellRange {
-	return cellRanges(p.ScanRanges())
+	return cellRanges(p.coverScanRanges())
 }
 
 // ScanRanges returns sorted, disjoint leaf-cell-id ranges whose union holds
 // the LeafCell of every point ContainsPoint accepts, each marked Inside
-// when every point whose leaf cell lies in it is accepted.
+// when every point whose leaf cell lies in it is accepted. A polygon
+// within one cube face is covered by a grid of the face's cells (see
+// faceRings.gridScanRanges): fine ranges, most keys in Inside ones; others
+// use coverScanRanges.
+func (p *Polygon) ScanRanges() []ScanRange {
+	if p.face != nil {
+		if rs, ok := p.face.gridScanRanges(); ok {
+			return rs
+		}
+	}
+	return p.coverScanRanges()
+}
+
+// coverScanRanges is ScanRanges by an adaptive covering of at most 64
+// cells.
 //
 // The covering starts from the cells of the polygon's bounding cap at the
 // level of the cap's size (at most 9 cells), drops those outside the
@@ -637,7 +657,7 @@ func (p *Polygon) Ranges() []CellRange {
 // first, while the covering stays within 64 cells and 10 levels of the
 // start. Polygons too wide for the gnomonic projection use
 // s2.RegionCoverer on the outer ring (16 cells, none marked Inside).
-func (p *Polygon) ScanRanges() []ScanRange {
+func (p *Polygon) coverScanRanges() []ScanRange {
 	if p.planar == nil {
 		level := min(s2.MinWidthMetric.MaxLevel(p.capAngle)+8, maxLevel)
 		rc := s2.RegionCoverer{MinLevel: 0, MaxLevel: level, LevelMod: 1, MaxCells: 16}
