@@ -73,6 +73,12 @@ type IO interface {
 	// answered by a SnapshotSaved input. data is not modified afterwards
 	// and may be kept without copying.
 	SaveSnapshot(index, term uint64, data []byte)
+
+	// EncodeSnapshot runs encode away from the replica (it reads a frozen
+	// copy of the state, never the replica's own) and answers with a
+	// SnapshotEncoded input carrying index and the bytes encode returned.
+	// A replica that restarts before the answer never gets it.
+	EncodeSnapshot(index uint64, encode func() []byte)
 }
 
 // Clock is time as a replica reads it.

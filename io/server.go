@@ -103,9 +103,10 @@ type Server struct {
 	// (tests observe the transport by replacing it before Run).
 	peerFrame func(h core.Header, payload []byte)
 
-	loopDone chan struct{}  // closed when the loop has exited (or never will run)
-	stop     chan struct{}  // closed by Close
-	wg       sync.WaitGroup // accept, readers, writers, peer dialers and watchers
+	encoded  chan encodedSnapshot // snapshots encoded beside the loop, for the loop
+	loopDone chan struct{}        // closed when the loop has exited (or never will run)
+	stop     chan struct{}        // closed by Close
+	wg       sync.WaitGroup       // accept, readers, writers, peer dialers and watchers, snapshot encoders
 
 	mu       sync.Mutex
 	live     map[*conn]struct{} // connections to close at shutdown
@@ -167,6 +168,7 @@ func Open(dir string, opts Options) (s *Server, err error) {
 		events:   make(chan netEvent, 256),
 		conns:    make(map[core.ConnID]*conn),
 		status:   replica.Status{Leader: replica.NoLeader},
+		encoded:  make(chan encodedSnapshot, 1),
 		loopDone: make(chan struct{}),
 		stop:     make(chan struct{}),
 		live:     make(map[*conn]struct{}),
@@ -401,6 +403,8 @@ func (s *Server) loop(ctx context.Context) error {
 			default:
 				s.r.Synced(c.index)
 			}
+		case e := <-s.encoded:
+			s.r.SnapshotEncoded(e.index, e.data)
 		case <-tick.C:
 			s.r.Tick()
 		}
@@ -525,6 +529,29 @@ func (rio replicaIO) SaveHardState(hs core.HardState) {
 }
 
 func (rio replicaIO) Sync() { rio.s.disk.push(diskOp{kind: opSync}) }
+
+// encodedSnapshot is a snapshot that EncodeSnapshot's goroutine encoded.
+type encodedSnapshot struct {
+	index uint64
+	data  []byte
+}
+
+// EncodeSnapshot encodes on a goroutine of its own: a large state takes
+// hundreds of milliseconds, during which the loop goes on.
+func (rio replicaIO) EncodeSnapshot(index uint64, encode func() []byte) {
+	s := rio.s
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		start := time.Now()
+		data := encode()
+		s.log.Debug("snapshot encoded", zap.Uint64("index", index), zap.Int("bytes", len(data)), zap.Duration("took", time.Since(start)))
+		select {
+		case s.encoded <- encodedSnapshot{index, data}:
+		case <-s.loopDone:
+		}
+	}()
+}
 
 func (rio replicaIO) SaveSnapshot(index, term uint64, data []byte) {
 	rio.s.disk.push(diskOp{kind: opSnapshot, index: index, term: term, data: data})

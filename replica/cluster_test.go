@@ -124,6 +124,9 @@ func (c *cluster) step() {
 				busy = true
 				cn.r.Synced(cn.io.completeSync())
 			}
+			if cn.io.completeEncodes(cn.r) {
+				busy = true
+			}
 			for len(cn.io.saved) > 0 {
 				busy = true
 				idx := cn.io.saved[0]

@@ -21,6 +21,7 @@ type memIO struct {
 	snapIndex   uint64
 	snapTerm    uint64
 	sent        map[core.ConnID][][]byte
+	encodes     []pendingEncode
 }
 
 func newMemIO() *memIO { return &memIO{sent: map[core.ConnID][][]byte{}} }
@@ -42,6 +43,27 @@ func (m *memIO) AppendLog(entries []core.LogEntry) {
 
 func (m *memIO) SaveHardState(hs core.HardState) { m.pendingHard = &hs }
 func (m *memIO) Sync()                           { m.syncs++ }
+
+// EncodeSnapshot queues the encoding; settle and the cluster's step run it.
+func (m *memIO) EncodeSnapshot(index uint64, encode func() []byte) {
+	m.encodes = append(m.encodes, pendingEncode{index, encode})
+}
+
+type pendingEncode struct {
+	index  uint64
+	encode func() []byte
+}
+
+// completeEncodes runs the queued encodings and reports them to r.
+func (m *memIO) completeEncodes(r *Replica) bool {
+	done := len(m.encodes) > 0
+	for len(m.encodes) > 0 {
+		e := m.encodes[0]
+		m.encodes = m.encodes[1:]
+		r.SnapshotEncoded(e.index, e.encode())
+	}
+	return done
+}
 
 func (m *memIO) SaveSnapshot(index, term uint64, data []byte) {
 	m.snapshot, m.snapIndex, m.snapTerm = slices.Clone(data), index, term
@@ -69,7 +91,7 @@ func (m *memIO) completeSync() uint64 {
 
 // crash loses what was not synced and returns what a restart recovers.
 func (m *memIO) crash() Recovered {
-	m.written, m.pendingHard, m.syncs = nil, nil, 0
+	m.written, m.pendingHard, m.syncs, m.encodes = nil, nil, 0, nil
 	m.sent = map[core.ConnID][][]byte{}
 	return Recovered{
 		HardState: m.hard, Snapshot: m.snapshot, SnapshotIndex: m.snapIndex, SnapshotTerm: m.snapTerm,
@@ -107,10 +129,13 @@ func newNode(t *testing.T, cfg Config) *node {
 	return n
 }
 
-// settle completes Syncs until none is in flight.
+// settle completes Syncs and snapshot encodings until none is in flight.
 func (n *node) settle() {
-	for n.io.syncs > 0 {
-		n.r.Synced(n.io.completeSync())
+	for n.io.syncs > 0 || len(n.io.encodes) > 0 {
+		for n.io.syncs > 0 {
+			n.r.Synced(n.io.completeSync())
+		}
+		n.io.completeEncodes(n.r)
 	}
 }
 

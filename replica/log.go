@@ -1,7 +1,10 @@
 package replica
 
 import (
+	"bytes"
+
 	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/statemachine"
 )
 
 // The log as the replica holds it in memory, and its way to storage.
@@ -42,9 +45,10 @@ type raftLog struct {
 	afterHS  []outMsg // wait for the next Sync
 	syncMsgs []outMsg // wait for the Sync in flight
 
-	sinceSnapshot uint64 // entries applied since the last snapshot
-	bytesSince    uint64 // their bytes
-	lastSnapBytes uint64 // size of the last snapshot
+	sinceSnapshot uint64    // entries applied since the last snapshot
+	bytesSince    uint64    // their bytes
+	lastSnapBytes uint64    // size of the last snapshot
+	encoding      *encoding // the snapshot being encoded, if any
 }
 
 // outMsg is a message to send later.
@@ -178,15 +182,49 @@ func (r *Replica) applyCommitted() {
 		}
 		r.serveReads()
 	}
-	if r.snapshotDue() {
-		// Known limit: encoding runs in the event loop; with millions of
-		// entities it stalls the replica for seconds. Move it off the loop
-		// (copy-on-write state or a background encoder).
-		data := r.encodeState()
-		r.sinceSnapshot, r.bytesSince, r.lastSnapBytes = 0, 0, uint64(len(data))
-		r.io.SaveSnapshot(r.applied, r.appliedTerm, data)
-		r.compactTo(r.keepFrom(r.applied))
+	if r.snapshotDue() && r.encoding == nil {
+		r.beginSnapshot()
 	}
+}
+
+// encoding is a snapshot being encoded away from the replica: the state
+// machine keeps its state as of index (frozen) until SnapshotEncoded.
+type encoding struct {
+	index, term uint64
+	frozen      *statemachine.Frozen
+}
+
+// beginSnapshot freezes the state at the applied index and has IO encode
+// it; the replica goes on applying meanwhile.
+func (r *Replica) beginSnapshot() {
+	// The state grew by at most about the log applied since the last
+	// snapshot: sizing the buffer once saves copying (and zeroing) it at
+	// every doubling, which dominated the cost for large states.
+	size := r.lastSnapBytes + r.bytesSince + r.bytesSince/8 + 1<<16
+	prefix := r.statePrefix()
+	frozen := r.sm.Freeze()
+	r.encoding = &encoding{index: r.applied, term: r.appliedTerm, frozen: frozen}
+	r.sinceSnapshot, r.bytesSince = 0, 0
+	r.io.EncodeSnapshot(r.applied, func() []byte {
+		buf := bytes.NewBuffer(append(make([]byte, 0, size), prefix...))
+		_ = frozen.WriteSnapshot(buf) // writes to memory cannot fail
+		return buf.Bytes()
+	})
+}
+
+// SnapshotEncoded is IO's answer to EncodeSnapshot: the bytes of the
+// snapshot at index, which storage then saves. The log in memory is
+// compacted up to it.
+func (r *Replica) SnapshotEncoded(index uint64, data []byte) {
+	e := r.encoding
+	if r.failed != nil || e == nil || e.index != index {
+		return // the state it froze was replaced by a leader's snapshot
+	}
+	r.sm.Release(e.frozen)
+	r.encoding = nil
+	r.lastSnapBytes = uint64(len(data))
+	r.io.SaveSnapshot(e.index, e.term, data)
+	r.compactTo(r.keepFrom(e.index))
 }
 
 func (r *Replica) snapshotDue() bool {

@@ -587,18 +587,20 @@ func (r *Replica) nodeID(i uint32) string { return fmt.Sprintf("replica-%d", i) 
 // Storage wraps the whole in a checksummed file.
 const stateMagic = "GEOREPL1"
 
+// encodeState encodes the replicated state now, in the loop: for a
+// follower that needs a snapshot that is not at hand.
 func (r *Replica) encodeState() []byte {
-	// The state grew by at most about the log applied since the last
-	// snapshot: sizing the buffer once saves copying (and zeroing) it at
-	// every doubling, which dominated the cost for large states.
-	est := r.lastSnapBytes + r.bytesSince + r.bytesSince/8 + 1<<16
-	b := make([]byte, 16, est)
-	copy(b, stateMagic)
-	binary.LittleEndian.PutUint64(b[8:], r.lastOpTS)
-	b = r.sessions.appendTo(b)
-	buf := bytes.NewBuffer(b)
+	buf := bytes.NewBuffer(r.statePrefix())
 	_ = r.sm.WriteSnapshot(buf) // writes to memory cannot fail
 	return buf.Bytes()
+}
+
+// statePrefix is the state's encoding up to the state machine's snapshot.
+func (r *Replica) statePrefix() []byte {
+	b := make([]byte, 16, 1<<16)
+	copy(b, stateMagic)
+	binary.LittleEndian.PutUint64(b[8:], r.lastOpTS)
+	return r.sessions.appendTo(b)
 }
 
 func (r *Replica) restoreState(b []byte) error {
@@ -615,5 +617,6 @@ func (r *Replica) restoreState(b []byte) error {
 		return err
 	}
 	r.sessions, r.sm = sessions, sm
+	r.encoding = nil // a snapshot of the state replaced is of no use
 	return nil
 }

@@ -15,9 +15,10 @@ import (
 //   - State digests: replicas that applied the same log have the same state
 //     digest. A digest is noted with the index it was applied through: at
 //     most every digestEvery ticks for each replica whose applied index
-//     moved, after every input during which a replica saved a snapshot (so
-//     that a replica restarting on it, or a follower installing it, is
-//     compared with the state it was made of), when a replica starts, just
+//     moved, after every input during which a replica froze its state for
+//     a snapshot or installed its leader's (so that a replica restarting on
+//     it, or a follower installing it, is compared with the state it was
+//     made of), when a replica starts, just
 //     before it crashes, and at the end. Two notes of one index must agree,
 //     whichever replicas and incarnations made them. Because a crash never
 //     loses a committed entry, an incarnation that replays its log must

@@ -22,13 +22,14 @@ import (
 type evKind uint8
 
 const (
-	evToNode        evKind = iota + 1 // a frame from a client reaches a replica
-	evToClient                        // a frame from a replica reaches a client
-	evSynced                          // a disk completes its oldest Sync
-	evSnapshotSaved                   // a disk completes its oldest SaveSnapshot
-	evConnDown                        // a client learns that its connection is gone
-	evRestart                         // a crashed replica starts again
-	evToPeer                          // a frame from a replica reaches another one
+	evToNode          evKind = iota + 1 // a frame from a client reaches a replica
+	evToClient                          // a frame from a replica reaches a client
+	evSynced                            // a disk completes its oldest Sync
+	evSnapshotSaved                     // a disk completes its oldest SaveSnapshot
+	evConnDown                          // a client learns that its connection is gone
+	evRestart                           // a crashed replica starts again
+	evToPeer                            // a frame from a replica reaches another one
+	evSnapshotEncoded                   // a replica's snapshot encoding completes
 )
 
 type event struct {
@@ -40,6 +41,9 @@ type event struct {
 	from  int // a peer frame's sender
 	conn  *conn
 	frame []byte
+
+	index  uint64        // evSnapshotEncoded: the snapshot's index
+	encode func() []byte // and its encoding, run when the event happens
 }
 
 type eventHeap []*event
@@ -86,7 +90,7 @@ type node struct {
 	// For the checkers on the replicas (convergence.go).
 	noted                   bool   // a digest was noted in this incarnation,
 	notedAt                 uint64 // at this applied index
-	snapNote                bool   // it saved a snapshot during the current input
+	snapNote                bool   // it froze or installed a snapshot during the current input
 	lastApplied, lastCommit uint64 // in this incarnation
 	lastRole                replica.Role
 	lastTerm                uint64
@@ -104,6 +108,18 @@ func (io nodeIO) Sync()                                  { io.n.disk.sync() }
 func (io nodeIO) SaveSnapshot(index, term uint64, data []byte) {
 	io.n.snapNote = true
 	io.n.disk.saveSnapshot(index, term, data)
+}
+
+// EncodeSnapshot completes after a random latency, as a snapshot save
+// does. The encoding runs then, so the replica's writes in between must
+// not show in it (the state machine keeps the frozen state for it).
+func (io nodeIO) EncodeSnapshot(index uint64, encode func() []byte) {
+	n := io.n
+	n.snapNote = true // the state it encodes is the state now: note its digest
+	w := n.w
+	at := w.now + 1 + w.rng.Int64N(w.cfg.snapMax)
+	w.schedule(at, &event{kind: evSnapshotEncoded, node: n, epoch: n.epoch, index: index, encode: encode})
+	w.tracef("replica %d encodes a snapshot at index %d, done at %d", n.idx, index, at)
 }
 
 var clusterID = core.Uint128{Hi: 0x6765_6f65_7665_6e74, Lo: 0x51}
@@ -422,6 +438,15 @@ func (w *world) handle(e *event) {
 		w.probe.planRound("restart")
 	case evToPeer:
 		w.deliverPeer(e)
+	case evSnapshotEncoded:
+		n := e.node
+		if !n.up || n.epoch != e.epoch {
+			return
+		}
+		data := e.encode()
+		w.tracef("replica %d snapshot at %d encoded (%d bytes)", n.idx, e.index, len(data))
+		n.r.SnapshotEncoded(e.index, data)
+		w.afterInput(n)
 	}
 }
 

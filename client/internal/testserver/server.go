@@ -359,10 +359,16 @@ func (s *Server) handle(m inbound) {
 // drain completes storage requests the replica made; it runs outside the
 // replica's IO callbacks.
 func (s *Server) drain() {
-	for s.io.syncs > 0 || len(s.io.snaps) > 0 {
+	for s.io.syncs > 0 || len(s.io.snaps) > 0 || len(s.io.encodes) > 0 {
 		if s.io.syncs > 0 {
 			s.io.syncs--
 			s.r.Synced(s.io.last)
+			continue
+		}
+		if len(s.io.encodes) > 0 {
+			e := s.io.encodes[0]
+			s.io.encodes = s.io.encodes[1:]
+			s.r.SnapshotEncoded(e.index, e.encode())
 			continue
 		}
 		idx := s.io.snaps[0]
@@ -416,12 +422,13 @@ func (s *Server) enqueue(c *conn, frame []byte) {
 }
 
 // memIO is an in-memory core.IO. Storage keeps nothing (the server never
-// restarts); Sync and SaveSnapshot are completed by drain.
+// restarts); Sync, SaveSnapshot and EncodeSnapshot are completed by drain.
 type memIO struct {
-	s     *Server
-	last  uint64
-	syncs int
-	snaps []uint64
+	s       *Server
+	last    uint64
+	syncs   int
+	snaps   []uint64
+	encodes []pendingEncode
 }
 
 func (m *memIO) SendClient(id core.ConnID, frame []byte) { m.s.send(id, frame) }
@@ -437,6 +444,15 @@ func (m *memIO) SaveHardState(core.HardState) {}
 func (m *memIO) Sync()                        { m.syncs++ }
 
 func (m *memIO) SaveSnapshot(index, term uint64, data []byte) { m.snaps = append(m.snaps, index) }
+
+func (m *memIO) EncodeSnapshot(index uint64, encode func() []byte) {
+	m.encodes = append(m.encodes, pendingEncode{index, encode})
+}
+
+type pendingEncode struct {
+	index  uint64
+	encode func() []byte
+}
 
 type realClock struct{ start time.Time }
 
