@@ -1,31 +1,49 @@
 package statemachine
 
 import (
-	"bytes"
 	"io"
+	"slices"
 )
 
 // Frozen is the state as it was when Freeze was called. Its WriteSnapshot
-// may run on another goroutine while the state machine goes on changing;
-// the owner calls Release once it is done with it.
+// may run on another goroutine while the state machine goes on changing:
+// the store copies what the view holds before it writes it (see
+// entityStore). The state machine's owner calls Release once the view is
+// no longer needed, and the store stops copying.
 type Frozen struct {
-	snap []byte
+	owner    *StateMachine
+	view     storeView
+	released bool
 }
 
 // Freeze captures the state for a snapshot written later, away from the
-// caller.
+// caller. It costs a copy of the store's tables of chunks and of
+// older-events slices, not of the entities.
 func (sm *StateMachine) Freeze() *Frozen {
-	var b bytes.Buffer
-	_ = sm.WriteSnapshot(&b) // writes to memory cannot fail
-	return &Frozen{snap: b.Bytes()}
+	s := &sm.store
+	s.gen++
+	s.frozenGen = s.gen
+	s.views++
+	v := sm.liveView()
+	v.chunks = slices.Clone(v.chunks)
+	v.hists = slices.Clone(v.hists)
+	return &Frozen{owner: sm, view: v}
 }
 
-// Release ends f's use: the state machine no longer keeps its state for it.
-func (sm *StateMachine) Release(f *Frozen) {}
-
-// WriteSnapshot writes the snapshot of the frozen state to w, as
-// StateMachine.WriteSnapshot would have when Freeze was called.
-func (f *Frozen) WriteSnapshot(w io.Writer) error {
-	_, err := w.Write(f.snap)
-	return err
+// Release ends f's use; releasing it twice, or a view of another state
+// machine, does nothing.
+func (sm *StateMachine) Release(f *Frozen) {
+	if f == nil || f.released || f.owner != sm {
+		return
+	}
+	f.released = true
+	s := &sm.store
+	s.views--
+	if s.views == 0 {
+		s.frozenGen = 0
+	}
 }
+
+// WriteSnapshot writes the snapshot of the frozen state to w: the bytes
+// StateMachine.WriteSnapshot would have written when Freeze was called.
+func (f *Frozen) WriteSnapshot(w io.Writer) error { return writeSnapshot(w, &f.view) }

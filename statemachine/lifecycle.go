@@ -15,7 +15,7 @@ func (sm *StateMachine) DeleteEntities(opTS uint64, req *core.DeleteRequest) (co
 	for _, id := range req.EntityIDs {
 		slot, e, ok := sm.lookup(id, opTS)
 		if e != nil {
-			sm.remove(slot, e)
+			sm.remove(slot)
 		}
 		if ok {
 			reply.Deleted++
@@ -44,17 +44,18 @@ func checkIDList(ids []core.Uint128) error {
 	return nil
 }
 
-// visibleEntity finds an entity for a TTL operation: 101 for a zero id,
-// 3 ENTITY_NOT_FOUND when it is not stored or has expired.
+// visibleEntity finds an entity for a TTL operation, to write (from
+// store.mut): 101 for a zero id, 3 ENTITY_NOT_FOUND when it is not stored
+// or has expired.
 func (sm *StateMachine) visibleEntity(id core.Uint128, t uint64) (uint32, *entity, error) {
 	if id.IsZero() {
 		return 0, nil, core.Errorf(core.InvalidEntityID, "entity_id is zero")
 	}
-	slot, e, ok := sm.lookup(id, t)
+	slot, _, ok := sm.lookup(id, t)
 	if !ok {
 		return 0, nil, core.Errorf(core.EntityNotFound, "entity %s not found", id)
 	}
-	return slot, e, nil
+	return slot, sm.store.mut(slot), nil
 }
 
 // TTLSet sets the entity's expiry to opTS + TTLSeconds (0 = never expires).
@@ -116,7 +117,7 @@ func (sm *StateMachine) CleanupExpired(opTS uint64, req *core.CleanupRequest) (c
 			break
 		}
 		reply.Scanned++
-		reply.Removed += uint32(sm.remove(slot, sm.store.at(slot)))
+		reply.Removed += uint32(sm.remove(slot))
 	}
 	sm.sweepTime()
 	return reply, nil

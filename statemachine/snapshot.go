@@ -37,9 +37,15 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // WriteSnapshot encodes the whole state to w.
 func (sm *StateMachine) WriteSnapshot(w io.Writer) error {
+	v := sm.liveView()
+	return writeSnapshot(w, &v)
+}
+
+// writeSnapshot writes v's entities in storage order, with the checksum.
+func writeSnapshot(w io.Writer, v *storeView) error {
 	bw := bufio.NewWriterSize(w, 1<<16)
 	crc := crc32.New(castagnoli)
-	if err := sm.encode(io.MultiWriter(bw, crc), false); err != nil {
+	if err := v.encode(io.MultiWriter(bw, crc), nil); err != nil {
 		return err
 	}
 	var sum [4]byte
@@ -53,42 +59,37 @@ func (sm *StateMachine) WriteSnapshot(w io.Writer) error {
 // Digest is SHA-256 of the canonical encoding: two state machines holding the
 // same state have the same digest, however they got there.
 func (sm *StateMachine) Digest() [32]byte {
+	ids := sm.ids.appendIDs(make([]core.Uint128, 0, sm.ids.len()))
+	slices.SortFunc(ids, core.Uint128.Compare)
+	slots := make([]uint32, len(ids))
+	for i, id := range ids {
+		slots[i], _ = sm.ids.get(id)
+	}
 	h := sha256.New()
 	bw := bufio.NewWriterSize(h, 1<<16)
-	_ = sm.encode(bw, true) // writes to a hash cannot fail
+	v := sm.liveView()
+	_ = v.encode(bw, slots) // writes to a hash cannot fail
 	_ = bw.Flush()
 	var d [32]byte
 	h.Sum(d[:0])
 	return d
 }
 
-// encode writes the snapshot without its checksum: the entities in
-// ascending id order when canonical, else in storage order.
-func (sm *StateMachine) encode(w io.Writer, canonical bool) error {
-	var slots []uint32
-	if canonical {
-		ids := sm.ids.appendIDs(make([]core.Uint128, 0, sm.ids.len()))
-		slices.SortFunc(ids, core.Uint128.Compare)
-		slots = make([]uint32, len(ids))
-		for i, id := range ids {
-			slots[i], _ = sm.ids.get(id)
-		}
-	} else {
-		slots = make([]uint32, 0, sm.ids.len())
-		for slot := range sm.store.n {
-			if !sm.store.at(slot).latest.EntityID.IsZero() { // released slots are zeroed
-				slots = append(slots, slot)
-			}
-		}
+// encode writes the snapshot without its checksum: the entities of slots
+// in that order (the canonical order: ascending ids), or with slots nil
+// every entity in storage order.
+func (v *storeView) encode(w io.Writer, slots []uint32) error {
+	n := v.entities
+	if slots != nil {
+		n = len(slots)
 	}
 	buf := make([]byte, 0, 1<<16)
 	buf = append(buf, snapshotMagic...)
-	buf = binary.LittleEndian.AppendUint64(buf, sm.lastTS)
-	buf = binary.LittleEndian.AppendUint64(buf, uint64(len(slots)))
-	for _, slot := range slots {
-		e := sm.store.at(slot)
+	buf = binary.LittleEndian.AppendUint64(buf, v.lastTS)
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(n))
+	put := func(e *entity) error {
 		buf = binary.LittleEndian.AppendUint64(buf, e.expiresAt)
-		older := sm.store.older(e)
+		older := v.older(e)
 		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(older)+1))
 		for i := range older {
 			buf = older[i].AppendRecord(buf)
@@ -99,6 +100,22 @@ func (sm *StateMachine) encode(w io.Writer, canonical bool) error {
 				return err
 			}
 			buf = buf[:0]
+		}
+		return nil
+	}
+	if slots != nil {
+		for _, slot := range slots {
+			if err := put(v.at(slot)); err != nil {
+				return err
+			}
+		}
+	} else {
+		for slot := range v.n {
+			if e := v.at(slot); !e.latest.EntityID.IsZero() { // released slots are zeroed
+				if err := put(e); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	_, err := w.Write(buf)
@@ -163,7 +180,7 @@ func ReadSnapshot(r io.Reader) (*StateMachine, error) {
 
 func (sm *StateMachine) restoreEntity(events []core.GeoEvent, expiresAt uint64) {
 	slot := sm.store.alloc()
-	e := sm.store.at(slot)
+	e := sm.store.mut(slot)
 	last := len(events) - 1
 	*e = entity{latest: events[last]}
 	if last > 0 {

@@ -171,7 +171,8 @@ func (sm *StateMachine) sweepTime() {
 	}
 }
 
-// setExpiry changes an entity's expiry and its expiry-index key.
+// setExpiry changes an entity's expiry and its expiry-index key; e comes
+// from store.mut.
 func (sm *StateMachine) setExpiry(slot uint32, e *entity, expiresAt uint64) {
 	if e.expiresAt == expiresAt {
 		return
@@ -188,7 +189,7 @@ func (sm *StateMachine) setExpiry(slot uint32, e *entity, expiresAt uint64) {
 // create stores a new entity whose only event is ev.
 func (sm *StateMachine) create(ev *core.GeoEvent) {
 	slot := sm.store.alloc()
-	e := sm.store.at(slot)
+	e := sm.store.mut(slot)
 	*e = entity{latest: *ev}
 	sm.ids.put(ev.EntityID, slot)
 	sm.indexLatest(slot, e)
@@ -196,8 +197,10 @@ func (sm *StateMachine) create(ev *core.GeoEvent) {
 	sm.events++
 }
 
-// remove erases an entity and all its events; it returns how many events.
-func (sm *StateMachine) remove(slot uint32, e *entity) uint64 {
+// remove erases the entity in slot and all its events; it returns how
+// many events.
+func (sm *StateMachine) remove(slot uint32) uint64 {
+	e := sm.store.mut(slot)
 	// The slot is about to name no entity, or another one: apply the
 	// spatial index's pending changes and this one now (see
 	// spatialbatch.go).
@@ -231,83 +234,6 @@ func (sm *StateMachine) Stats(t uint64) core.Stats {
 		StorageBytes: events * core.RecordSize,
 		IndexBytes:   idx,
 	}
-}
-
-// entityStore keeps entities in fixed chunks so that growth never copies
-// (and never doubles) the whole store; freed slots are reused LIFO. Older
-// events live in a table of slices, one per entity that has any, whose
-// entries are reused LIFO too.
-type entityStore struct {
-	chunks [][]entity
-	n      uint32 // slots ever handed out
-	free   []uint32
-
-	hists    [][]core.GeoEvent
-	histFree []uint32
-}
-
-const chunkBits = 12
-const chunkSize = 1 << chunkBits
-
-func (s *entityStore) at(slot uint32) *entity {
-	return &s.chunks[slot>>chunkBits][slot&(chunkSize-1)]
-}
-
-func (s *entityStore) alloc() uint32 {
-	if k := len(s.free); k > 0 {
-		slot := s.free[k-1]
-		s.free = s.free[:k-1]
-		return slot
-	}
-	if int(s.n>>chunkBits) == len(s.chunks) {
-		s.chunks = append(s.chunks, make([]entity, chunkSize))
-	}
-	s.n++
-	return s.n - 1
-}
-
-func (s *entityStore) release(slot uint32) {
-	e := s.at(slot)
-	s.setOlder(e, nil)
-	*e = entity{}
-	s.free = append(s.free, slot)
-}
-
-// older returns the entity's older events, ascending by timestamp.
-func (s *entityStore) older(e *entity) []core.GeoEvent {
-	if e.hist == 0 {
-		return nil
-	}
-	return s.hists[e.hist-1]
-}
-
-// setOlder makes older the entity's older events.
-func (s *entityStore) setOlder(e *entity, older []core.GeoEvent) {
-	switch {
-	case len(older) > 0 && e.hist == 0:
-		if k := len(s.histFree); k > 0 {
-			e.hist = s.histFree[k-1] + 1
-			s.histFree = s.histFree[:k-1]
-		} else {
-			s.hists = append(s.hists, nil)
-			e.hist = uint32(len(s.hists))
-		}
-		fallthrough
-	case len(older) > 0:
-		s.hists[e.hist-1] = older
-	case e.hist != 0:
-		s.hists[e.hist-1] = nil
-		s.histFree = append(s.histFree, e.hist-1)
-		e.hist = 0
-	}
-}
-
-func (s *entityStore) eventCount(e *entity) uint64 { return uint64(len(s.older(e))) + 1 }
-
-func (s *entityStore) bytes() uint64 {
-	const entityBytes = 128
-	return uint64(len(s.chunks))*chunkSize*entityBytes + uint64(cap(s.free))*4 +
-		uint64(cap(s.hists))*24 + uint64(cap(s.histFree))*4
 }
 
 var _ [0]struct{} = [unsafe.Sizeof(entity{}) - 128]struct{}{}

@@ -161,13 +161,14 @@ func find(e *entity, older []core.GeoEvent, ts uint64) (i int, found bool) {
 func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, replaceLatest bool) (updated bool) {
 	slot, e, ok := sm.lookup(ev.EntityID, opTS)
 	if e != nil && !ok {
-		sm.remove(slot, e) // expired data never comes back
+		sm.remove(slot) // expired data never comes back
 		e = nil
 	}
 	if e == nil {
 		sm.create(ev)
 		return false
 	}
+	e = sm.store.mut(slot)
 	if replaceLatest {
 		sm.replaceLatest(slot, e, ev)
 		return true
@@ -179,7 +180,9 @@ func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, replaceLatest bool) 
 		sm.replaceLatest(slot, e, ev)
 		return true
 	case found:
+		older = sm.store.olderForWrite(e)
 		older[i] = *ev
+		sm.store.setOlder(e, older)
 		return true
 	case ev.TimestampNS > e.latest.TimestampNS:
 		sm.store.setOlder(e, append(older, e.latest))
@@ -187,7 +190,7 @@ func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, replaceLatest bool) 
 		sm.events++
 		return false
 	default:
-		older = append(older, core.GeoEvent{})
+		older = append(sm.store.olderForWrite(e), core.GeoEvent{})
 		copy(older[i+1:], older[i:])
 		older[i] = *ev
 		sm.store.setOlder(e, older)
