@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -226,4 +227,12 @@ func (n *node) call(conn core.ConnID, session uint64, request uint32, op core.Op
 		n.t.Fatalf("%v: %d replies", op, len(rs))
 	}
 	return rs[0]
+}
+
+// encodeState encodes the replicated state at once, as a snapshot of it
+// would be encoded.
+func (r *Replica) encodeState() []byte {
+	buf := bytes.NewBuffer(r.statePrefix())
+	_ = r.sm.WriteSnapshot(buf) // writes to memory cannot fail
+	return buf.Bytes()
 }

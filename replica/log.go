@@ -225,6 +225,7 @@ func (r *Replica) SnapshotEncoded(index uint64, data []byte) {
 	r.lastSnapBytes = uint64(len(data))
 	r.io.SaveSnapshot(e.index, e.term, data)
 	r.compactTo(r.keepFrom(e.index))
+	r.sendWaitingSnapshots(e.index, e.term, data)
 }
 
 func (r *Replica) snapshotDue() bool {

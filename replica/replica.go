@@ -587,14 +587,6 @@ func (r *Replica) nodeID(i uint32) string { return fmt.Sprintf("replica-%d", i) 
 // Storage wraps the whole in a checksummed file.
 const stateMagic = "GEOREPL1"
 
-// encodeState encodes the replicated state now, in the loop: for a
-// follower that needs a snapshot that is not at hand.
-func (r *Replica) encodeState() []byte {
-	buf := bytes.NewBuffer(r.statePrefix())
-	_ = r.sm.WriteSnapshot(buf) // writes to memory cannot fail
-	return buf.Bytes()
-}
-
 // statePrefix is the state's encoding up to the state machine's snapshot.
 func (r *Replica) statePrefix() []byte {
 	b := make([]byte, 16, 1<<16)

@@ -134,7 +134,10 @@ func (r *Replica) retryStalled(p uint32, now uint64) {
 			pr.become(stateProbe, now)
 		}
 	case stateSnapshot:
-		if now-pr.snapSentNS >= r.cfg.ElectionTimeoutNS/2 {
+		switch {
+		case r.snapshot == nil && r.encoding == nil:
+			r.beginSnapshot() // waiting for one that is not coming
+		case r.snapshot != nil && now-pr.snapSentNS >= r.cfg.ElectionTimeoutNS/2:
 			r.sendSnapshotChunk(p, now)
 		}
 		return
@@ -142,14 +145,43 @@ func (r *Replica) retryStalled(p uint32, now uint64) {
 	r.replicate(p)
 }
 
+// startSnapshot moves follower p to the snapshot state. Without a
+// snapshot at hand that covers the compacted log, it waits for the next
+// one: the encoding in flight, or one begun now (encoding a large state
+// takes long; the loop does not wait for it). SnapshotEncoded starts the
+// transfer.
 func (r *Replica) startSnapshot(p uint32, now uint64) {
-	if r.snapshot == nil || r.snapshot.index < r.base {
-		r.snapshot = &outSnapshot{index: r.applied, term: r.appliedTerm, data: r.encodeState()}
-	}
 	pr := &r.peers[p]
 	pr.become(stateSnapshot, now)
 	pr.snapOffset = 0
-	r.sendSnapshotChunk(p, now)
+	if r.snapshot != nil && r.snapshot.index >= r.base {
+		r.sendSnapshotChunk(p, now)
+		return
+	}
+	r.snapshot = nil
+	if r.encoding == nil {
+		r.beginSnapshot()
+	}
+}
+
+// sendWaitingSnapshots starts the transfer of the snapshot just encoded
+// (index, term, data) to the followers waiting for one.
+func (r *Replica) sendWaitingSnapshots(index, term uint64, data []byte) {
+	if r.role != Leader || r.snapshot != nil {
+		return
+	}
+	now := r.clock.MonotonicNS()
+	r.eachPeer(func(p uint32) {
+		pr := &r.peers[p]
+		if pr.state != stateSnapshot {
+			return
+		}
+		if r.snapshot == nil {
+			r.snapshot = &outSnapshot{index: index, term: term, data: data}
+		}
+		pr.snapOffset = 0
+		r.sendSnapshotChunk(p, now)
+	})
 }
 
 func (r *Replica) sendSnapshotChunk(p uint32, now uint64) {
