@@ -13,7 +13,8 @@ import (
 // sm.pendingSpatial, and flushSpatial applies the list sorted by cell id
 // (consecutive changes then share their inner nodes, which stay in cache)
 // and reads each leaf a few changes ahead (spatialAhead), so that the
-// misses of several leaves overlap.
+// misses of several leaves overlap. Both go through btree.Fingers, which
+// descend from the lowest node the previous key shares with the next.
 //
 // Invariants and why the result is the same as applying the changes in
 // order:
@@ -71,19 +72,23 @@ func (sm *StateMachine) flushSpatial() {
 	tmp := append(sm.sortTmp[:0], items...)
 	sorted := radixSortByA(items, tmp)
 	sm.sortItems, sm.sortTmp = items, tmp
+	// The changes ascend by cell: one finger applies them, another runs
+	// ahead touching leaves, each descending only from the lowest node its
+	// previous key shares with the next.
+	f, ahead := sm.spatial.Finger(), sm.spatial.Finger()
 	for j := range sorted {
 		if j%spatialAhead == 0 {
 			var s uint64
 			for _, it := range sorted[min(j+spatialAhead, len(sorted)):min(j+2*spatialAhead, len(sorted))] {
-				s += sm.spatial.Touch(ops[it.i].k)
+				s += ahead.Touch(ops[it.i].k)
 			}
 			sm.touchSink = s
 		}
 		o := &ops[sorted[j].i]
 		if o.del {
-			sm.spatial.DeleteEntry(o.k, o.slot)
+			f.DeleteEntry(o.k, o.slot)
 		} else {
-			sm.spatial.Set(o.k, o.slot)
+			f.Set(o.k, o.slot)
 		}
 	}
 	sm.pendingSpatial = ops[:0]

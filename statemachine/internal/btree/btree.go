@@ -211,6 +211,10 @@ type Tree struct {
 	leaves int
 	inners int
 	idOf   func(v uint32) core.Uint128 // nil: the leaves store ids
+	// shape counts the changes of nodes' key ranges: splits, merges,
+	// rebalancing, a new or removed root, Clear. A Finger's path is good
+	// while it has not changed.
+	shape uint64
 }
 
 // New returns an empty tree.
@@ -236,7 +240,7 @@ func NewByValue(idOf func(v uint32) core.Uint128) *Tree {
 // Clear removes every entry, releasing all nodes but one empty leaf.
 func (t *Tree) Clear() {
 	lf := t.newLeaf()
-	*t = Tree{root: child{lf: lf}, head: lf, tail: lf, leaves: 1, idOf: t.idOf}
+	*t = Tree{root: child{lf: lf}, head: lf, tail: lf, leaves: 1, idOf: t.idOf, shape: t.shape + 1}
 }
 
 // Len returns the number of entries.
@@ -396,7 +400,12 @@ func (t *Tree) descend(k Key, path *[maxHeight]step) *leaf {
 
 func (t *Tree) set(k Key, v uint32) bool {
 	var path [maxHeight]step
-	l := t.descend(k, &path)
+	return t.setLeaf(t.descend(k, &path), &path, k, v)
+}
+
+// setLeaf stores v under k in l, k's leaf, which a descent recorded in
+// path reached.
+func (t *Tree) setLeaf(l *leaf, path *[maxHeight]step, k Key, v uint32) bool {
 	i := t.lowerBound(l, k)
 	if i < l.n && t.is(l, i, k) {
 		l.vals[i] = v
@@ -409,6 +418,7 @@ func (t *Tree) set(k Key, v uint32) bool {
 	}
 
 	// Split the leaf and insert the new right sibling into the parents.
+	t.shape++
 	r := t.splitLeaf(l, i, k, v)
 	sep := t.key(r, 0)
 	right := child{lf: r}
@@ -621,6 +631,7 @@ func (t *Tree) fixShort(l *leaf, path *[maxHeight]step) {
 	if l.n >= leafMin || t.height == 0 {
 		return
 	}
+	t.shape++
 
 	// The leaf is short: rebalance it with a sibling under the same parent.
 	p := path[t.height-1]
@@ -935,8 +946,9 @@ func (it *Iter) Prev() {
 // the loads). A caller about to change several keys touches them first in
 // one pass: the loads of different keys do not depend on each other, so
 // the processor overlaps their cache misses.
-func (t *Tree) Touch(k Key) uint64 {
-	l := t.findLeaf(k)
+func (t *Tree) Touch(k Key) uint64 { return touchLeaf(t.findLeaf(k)) }
+
+func touchLeaf(l *leaf) uint64 {
 	s := uint64(l.n)
 	for j := 0; j < leafCap; j += 8 {
 		s += l.as[j]

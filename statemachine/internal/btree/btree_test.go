@@ -85,7 +85,39 @@ func testTreeModel(t *testing.T, newHarness func() *harness) {
 				ok(h.deleteEntry(e.k, e.v+rapid.Uint32Range(0, 1).Draw(rt, "off")))
 			},
 			"MinMax": func(rt *rapid.T) { ok(h.minMax()) },
-			"Touch":  func(rt *rapid.T) { h.t.Touch(anyKey.Draw(rt, "k")) }, // reads only
+			"FingerBatch": func(rt *rapid.T) {
+				// A batch of sets and deletes sorted by key (stably), as
+				// the state machine's spatial batches: one finger applies
+				// them, another touches ahead.
+				type change struct {
+					k   Key
+					v   uint32
+					del bool
+				}
+				var cs []change
+				for range rapid.IntRange(0, 200).Draw(rt, "n") {
+					c := change{k: anyKey.Draw(rt, "k"), v: rapid.Uint32Range(0, 3).Draw(rt, "v"), del: rapid.Bool().Draw(rt, "del")}
+					if c.del && len(h.m.es) > 0 && rapid.Bool().Draw(rt, "present") {
+						e := h.m.es[rapid.IntRange(0, len(h.m.es)-1).Draw(rt, "i")]
+						c.k, c.v = e.k, e.v
+					}
+					cs = append(cs, c)
+				}
+				slices.SortStableFunc(cs, func(a, b change) int { return a.k.Compare(b.k) })
+				f, ahead := h.t.Finger(), h.t.Finger()
+				for j, c := range cs {
+					if j+8 < len(cs) {
+						ahead.Touch(cs[j+8].k)
+					}
+					if c.del {
+						ok(h.fingerDeleteEntry(&f, c.k, c.v))
+					} else {
+						ok(h.fingerSet(&f, c.k, c.v))
+					}
+				}
+				ok(h.check())
+			},
+			"Touch": func(rt *rapid.T) { h.t.Touch(anyKey.Draw(rt, "k")) }, // reads only
 			"SeekGENext": func(rt *rapid.T) {
 				ok(h.seekGE(anyKey.Draw(rt, "k"), rapid.IntRange(0, 300).Draw(rt, "steps")))
 			},

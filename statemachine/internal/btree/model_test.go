@@ -120,6 +120,30 @@ func (h *harness) set(k Key, v uint32) error {
 	return nil
 }
 
+func (h *harness) fingerSet(f *Finger, k Key, v uint32) error {
+	v = h.value(k, v)
+	got, want := f.Set(k, v), h.m.set(k, v)
+	if got != want {
+		return fmt.Errorf("Finger.Set(%v): replaced %v, want %v", k, got, want)
+	}
+	return nil
+}
+
+// fingerDeleteEntry is deleteEntry through f.
+func (h *harness) fingerDeleteEntry(f *Finger, k Key, v uint32) error {
+	v = h.value(k, v)
+	got := f.DeleteEntry(k, v)
+	want := false
+	if mv, ok := h.m.get(k); ok && mv == v {
+		h.m.delete(k)
+		want = true
+	}
+	if got != want {
+		return fmt.Errorf("Finger.DeleteEntry(%v, %d) = %v, want %v", k, v, got, want)
+	}
+	return nil
+}
+
 func (h *harness) get(k Key) error {
 	gv, gok := h.t.Get(k)
 	wv, wok := h.m.get(k)
