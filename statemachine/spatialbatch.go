@@ -94,6 +94,9 @@ func (sm *StateMachine) flushSpatial() {
 	sm.pendingSpatial = ops[:0]
 }
 
+// smallSort is the size up to which radixSortByA sorts by insertion.
+const smallSort = 32
+
 // sortItem is a pending change's A and index, as radixSortByA sorts them.
 type sortItem struct {
 	a uint64
@@ -105,7 +108,14 @@ type sortItem struct {
 // of a region share their leading bytes). tmp is scratch of the same
 // length; it returns whichever of the two holds the result.
 func radixSortByA(items, tmp []sortItem) []sortItem {
-	if len(items) == 0 {
+	if len(items) <= smallSort {
+		// Zeroing and scanning the counts would cost more than the sort:
+		// insertion sort, stable too.
+		for i := 1; i < len(items); i++ {
+			for j := i; j > 0 && items[j].a < items[j-1].a; j-- {
+				items[j], items[j-1] = items[j-1], items[j]
+			}
+		}
 		return items
 	}
 	var counts [8][256]uint32

@@ -11,7 +11,7 @@ import (
 
 func TestRadixSortByA(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 1))
-	for _, n := range []int{0, 1, 2, 7, 300, 5000} {
+	for _, n := range []int{0, 1, 2, 7, smallSort, smallSort + 1, 300, 5000} {
 		for _, shape := range []int{0, 1, 2} {
 			items := make([]sortItem, n)
 			for i := range items {
