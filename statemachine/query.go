@@ -24,9 +24,10 @@ func (sm *StateMachine) QueryRadius(opTS uint64, q *core.RadiusQuery) (core.Quer
 	if err != nil {
 		return core.QueryResult{}, err
 	}
-	c := geom.NewCap(q.Center.LatNano, q.Center.LonNano, q.RadiusMM)
+	reg := &capRegion{c: geom.NewCap(q.Center.LatNano, q.Center.LonNano, q.RadiusMM)}
+	reg.f = reg.c.Filter()
 	s := spatialScan{sm: sm, t: opTS, group: q.Group, limit: limit, kind: kindRadius, withDistance: true}
-	s.run(&capRegion{c: &c, f: c.Filter()}, after, hasAfter)
+	s.run(reg, after, hasAfter)
 	return s.result, nil
 }
 
@@ -46,7 +47,8 @@ func (sm *StateMachine) QueryPolygon(opTS uint64, q *core.PolygonQuery) (core.Qu
 		return core.QueryResult{}, err
 	}
 	s := spatialScan{sm: sm, t: opTS, group: q.Group, limit: limit, kind: kindPolygon}
-	s.run(&polygonRegion{p: p, f: p.Filter()}, after, hasAfter)
+	rs, f := p.Scan()
+	s.run(&polygonRegion{p: p, rs: rs, f: f}, after, hasAfter)
 	return s.result, nil
 }
 
@@ -64,8 +66,8 @@ type region interface {
 }
 
 type capRegion struct {
-	c *geom.Cap
-	f geom.CapFilter
+	c geom.Cap
+	f geom.CapFilter // of c
 }
 
 func (c *capRegion) ScanRanges() []geom.ScanRange { return c.c.ScanRanges() }
@@ -82,11 +84,12 @@ func (c *capRegion) contains(ev *core.GeoEvent) (uint64, bool) {
 }
 
 type polygonRegion struct {
-	p *geom.Polygon
-	f geom.PolygonFilter
+	p  *geom.Polygon
+	rs []geom.ScanRange
+	f  geom.PolygonFilter
 }
 
-func (p *polygonRegion) ScanRanges() []geom.ScanRange { return p.p.ScanRanges() }
+func (p *polygonRegion) ScanRanges() []geom.ScanRange { return p.rs }
 func (p *polygonRegion) gather(cells []uint64, slots []uint32, cands []candidate) []candidate {
 	for i, cell := range cells {
 		if class := p.f.ClassifyLeaf(cell); class != geom.LeafOutside {
@@ -252,9 +255,10 @@ func (s *spatialScan) check(reg region, last *btree.Key) (full bool) {
 func (sm *StateMachine) touch(cs []candidate) {
 	var sum uint64
 	for _, c := range cs {
-		// An entity is two cache lines; load one word of each.
+		// An entity (144 bytes) spans up to three cache lines; words 0, 64
+		// and 128 bytes into it lie in each of them.
 		e := sm.store.at(c.slot)
-		sum += e.latest.EntityID.Lo + e.latest.GroupID
+		sum += e.latest.EntityID.Lo + uint64(e.latest.LatNano) + e.expiresAt
 	}
 	sm.touchSink = sum
 }

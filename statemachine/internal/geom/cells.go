@@ -223,6 +223,16 @@ type decodeState struct {
 
 // point is approxLeafPoint(id).
 func (d *leafDecoder) point(id uint64) r3.Vector {
+	i, j := d.ij(id)
+	const half = 1 << (maxLevel - prefilterLevel - 1)
+	st := float64(i+half) / maxSize
+	tt := float64(j+half) / maxSize
+	return faceUVToXYZ(int(id>>61), stToUV(st), stToUV(tt))
+}
+
+// ij returns the leaf coordinates of the lowest leaf of id's ancestor at
+// prefilterLevel (the low 30-22 bits of each are zero).
+func (d *leafDecoder) ij(id uint64) (i, j int) {
 	// Step k reads the id's bits k*8+1 to k*8+8 (step 7: bits 57 to 60,
 	// under the face bits), so its state depends only on bits k*8+1 and
 	// above: it still holds when the highest bit in which id differs from
@@ -253,8 +263,5 @@ func (d *leafDecoder) point(id uint64) r3.Vector {
 		d.st[k] = s
 	}
 	d.prev, d.valid = id, true
-	const half = 1 << (maxLevel - prefilterLevel - 1)
-	st := float64(s.i+half) / maxSize
-	tt := float64(s.j+half) / maxSize
-	return faceUVToXYZ(int(id>>61), stToUV(st), stToUV(tt))
+	return s.i, s.j
 }

@@ -101,6 +101,10 @@ func FuzzNewPolygon(f *testing.F) {
 	f.Add(encodeGrid([][][2]int8{{{0, 0}, {0, 3}, {3, 3}, {3, 0}}, {{1, 1}, {2, 1}, {2, 2}, {1, 2}}}, [][2]int8{{0, 0}, {1, 1}, {2, 2}, {1, 2}, {3, 3}}))
 	f.Add(encodeGrid([][][2]int8{{{10, 10}, {10, 13}, {12, 14}, {14, 12}, {13, 10}}}, [][2]int8{{11, 11}, {12, 12}, {13, 13}, {10, 10}}))
 	f.Add([]byte{7, 0, 0, 3, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
+	// A comb within one face: boundary cells of the grid with several
+	// edges and vertices, probes on and beside its teeth.
+	f.Add(encodeGrid([][][2]int8{{{20, 20}, {20, 30}, {21, 30}, {21, 22}, {22, 22}, {22, 30}, {23, 30}, {23, 22}, {24, 22}, {24, 30}, {25, 30}, {25, 20}}},
+		[][2]int8{{20, 21}, {21, 21}, {21, 25}, {22, 25}, {23, 25}, {24, 21}, {25, 25}, {26, 25}, {22, 22}}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		outer, holes, probes := decodePolygon(data)
 		p, err := NewPolygon(outer, holes)
@@ -118,6 +122,7 @@ func FuzzNewPolygon(f *testing.F) {
 		checkRanges(t, rs)
 		srs := p.ScanRanges()
 		checkScanRanges(t, srs)
+		_, sf := p.Scan()
 		ref := newRef(outer, holes)
 		bruteForceValid(t, ref)
 		for _, q := range probes {
@@ -134,6 +139,9 @@ func FuzzNewPolygon(f *testing.F) {
 			}
 			if r, ok := scanRangeOf(srs, LeafCell(q.LatNano, q.LonNano)); (got && !ok) || (ok && r.Inside && !got) {
 				t.Fatalf("(%d, %d) inside %v, scan range %v %+v", q.LatNano, q.LonNano, got, ok, r)
+			}
+			if c := sf.ClassifyLeaf(LeafCell(q.LatNano, q.LonNano)); (c == LeafOutside && got) || (c == LeafInside && !got) {
+				t.Fatalf("(%d, %d) inside %v, but the scan's filter judges its leaf %d", q.LatNano, q.LonNano, got, c)
 			}
 			if want := ref.contains(q.LatNano, q.LonNano); got != want && ref.boundaryDistance(q.LatNano, q.LonNano) > 1e-13 {
 				t.Fatalf("ContainsPoint(%d, %d) = %v, reference %v", q.LatNano, q.LonNano, got, want)

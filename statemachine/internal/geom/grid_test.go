@@ -40,10 +40,7 @@ func TestCapScanRanges(t *testing.T) {
 		lat, lon := drawCenter(t)
 		radius := drawRadius(t)
 		cp := NewCap(lat, lon, radius)
-		rs, ok := cp.gridScanRanges()
-		if !ok {
-			rs = cp.ScanRanges()
-		}
+		rs := cp.ScanRanges()
 		checkScanRanges(t, rs)
 		theta := float64(radius) / earthRadiusMM
 		for k := 0; k < 100; k++ {
@@ -87,16 +84,6 @@ func TestPolygonScanRanges(t *testing.T) {
 			}
 		}
 	})
-}
-
-func BenchmarkCapGridScanRanges1km(b *testing.B) {
-	cp := NewCap(deg(38.11), deg(13.36), 1_000_000)
-	n := 0
-	for b.Loop() {
-		rs, _ := cp.gridScanRanges()
-		n += len(rs)
-	}
-	b.ReportMetric(float64(n)/float64(b.N), "ranges")
 }
 
 func BenchmarkPolygon20ScanRanges(b *testing.B) {

@@ -537,8 +537,9 @@ const (
 // the previous key) and tests that ancestor's center with a margin of the
 // ancestor's size. It is not safe for concurrent use.
 type PolygonFilter struct {
-	pl  *planarIndex
-	dec leafDecoder
+	pl   *planarIndex
+	grid *polyGrid // when set, keys are judged by its cells
+	dec  leafDecoder
 }
 
 // Filter returns a PolygonFilter for p.
@@ -550,6 +551,13 @@ func (p *Polygon) Filter() PolygonFilter { return PolygonFilter{pl: p.planar} }
 func (f *PolygonFilter) ClassifyLeaf(leaf uint64) int {
 	if !s2.CellID(leaf).IsValid() {
 		return LeafOutside
+	}
+	if f.grid != nil {
+		if int(leaf>>61) != f.grid.g.face {
+			return LeafOutside // the polygon lies within the grid's face
+		}
+		i, j := f.dec.ij(leaf)
+		return f.grid.classify(i, j)
 	}
 	if f.pl == nil {
 		return LeafUnsure

@@ -640,12 +640,26 @@ func (p *Polygon) Ranges() []CellRange {
 // faceRings.gridScanRanges): fine ranges, most keys in Inside ones; others
 // use coverScanRanges.
 func (p *Polygon) ScanRanges() []ScanRange {
+	rs, _ := p.Scan()
+	return rs
+}
+
+// Scan returns ScanRanges and a filter for the keys of those ranges: when
+// the polygon is covered by a grid of its face, the filter judges a key
+// in a boundary cell of the grid by the edges that cross that cell.
+func (p *Polygon) Scan() ([]ScanRange, PolygonFilter) {
 	if p.face != nil {
-		if rs, ok := p.face.gridScanRanges(); ok {
-			return rs
+		if rs, pg, ok := p.face.gridScanRanges(); ok {
+			f := PolygonFilter{pl: p.planar}
+			if pg.g.level <= prefilterLevel {
+				// The filter decodes keys to prefilterLevel: its cells lie
+				// within one cell of the grid.
+				f.grid = pg
+			}
+			return rs, f
 		}
 	}
-	return p.coverScanRanges()
+	return p.coverScanRanges(), p.Filter()
 }
 
 // coverScanRanges is ScanRanges by an adaptive covering of at most 64

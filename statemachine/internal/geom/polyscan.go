@@ -1,0 +1,284 @@
+package geom
+
+import "math"
+
+// A polyGrid is the scan plan of a polygon that lies within one cube face:
+// a faceGrid of its face's (u,v) plane whose cells are classed inside,
+// outside or boundary, and, for each boundary cell, the edges that meet it
+// and the even-odd parity at its center, so that a key in a boundary cell
+// is judged against the one or two edges that cross the cell instead of
+// the whole polygon.
+//
+// Invariants (on top of faceGrid's):
+//   - segs are every edge of every ring in the (u,v) plane; the polygon is
+//     the even-odd inside of all of them (holes lie inside the outer ring
+//     and outside each other).
+//   - For a boundary cell c, head[c] starts a list through links of the
+//     edges that meet the cell's rectangle padded by gridTol; no other edge
+//     comes within gridTol of the cell. head is -1 for the other cells.
+//   - ref[c] of a boundary cell is refIn or refOut, the side of the cell's
+//     center (uc[x], vc[y]) by the even-odd rule, when every listed edge's
+//     line lies more than gridTol from that center; else refUnknown. It
+//     has refComplex added when an end of a listed edge lies in the cell
+//     (padded): otherwise every listed edge crosses the cell from side to
+//     side, and the links hold their lines.
+type polyGrid struct {
+	g      faceGrid
+	segs   []gridSeg
+	uc, vc []float64 // cell centers
+	head   []int32
+	links  []gridLink
+	ref    []uint8
+}
+
+// gridSeg is an edge in the (u,v) plane: from (au, av) by (du, dv), of
+// length n.
+type gridSeg struct {
+	au, av, bu, bv float64
+	du, dv, n      float64
+}
+
+// gridLink is an entry of a boundary cell's list of edges: the edge, and
+// its line as a u + b v + c, the signed distance from the line, oriented
+// positive at the cell's center (set with ref; unset when ref is
+// refUnknown).
+type gridLink struct {
+	seg, next int32
+	a, b, c   float64
+}
+
+// Values of ref: bit 0 is the center's side; refComplex is set when a
+// vertex lies in the cell (padded).
+const (
+	refOut     = 0
+	refIn      = 1
+	refComplex = 2
+	refUnknown = 4
+)
+
+// leafHalfDiagUV bounds half the diagonal, in a face's (u,v) plane, of a
+// cell at prefilterLevel: its side in s is 2^-22 and du/ds <= 8/3.
+const leafHalfDiagUV = 4.6e-7
+
+// newPolyGrid builds the scan plan of fr; ok is false when its box does
+// not fit a grid of the face.
+func newPolyGrid(fr *faceRings) (pg *polyGrid, ok bool) {
+	s0, s1 := uvToST(fr.u0-gridTol), uvToST(fr.u1+gridTol)
+	t0, t1 := uvToST(fr.v0-gridTol), uvToST(fr.v1+gridTol)
+	g, ok := newFaceGrid(fr.face, s0, s1, t0, t1, polyGridSide)
+	if !ok {
+		return nil, false
+	}
+	pg = &polyGrid{g: g}
+	n := float64(int(1) << g.level)
+	// Centers of rows and columns.
+	cbuf := make([]float64, g.w+g.h)
+	pg.uc, pg.vc = cbuf[:g.w], cbuf[g.w:]
+	for x := range pg.uc {
+		pg.uc[x] = stToUV((float64(g.i0+x) + 0.5) / n)
+	}
+	for y := range pg.vc {
+		pg.vc[y] = stToUV((float64(g.j0+y) + 0.5) / n)
+	}
+	cells := g.w * g.h
+	ibuf := make([]int32, cells)
+	pg.head = ibuf
+	for i := range pg.head {
+		pg.head[i] = -1
+	}
+	pg.ref = make([]uint8, cells)
+	pg.segs = make([]gridSeg, len(fr.segs))
+	// An edge marks at most three cells per row it spans (two more than its
+	// columns in that row, padding included) plus one per column it moves.
+	nLinks := 0
+	for _, sg := range fr.segs {
+		r0, r1 := g.row(min(sg.av, sg.bv)-gridTol), g.row(max(sg.av, sg.bv)+gridTol)
+		c0, c1 := g.col(min(sg.au, sg.bu)-gridTol), g.col(max(sg.au, sg.bu)+gridTol)
+		nLinks += 3*(r1-r0+1) + c1 - c0
+	}
+	pg.links = make([]gridLink, 0, nLinks)
+	type crossing struct {
+		row int32
+		u   float64
+	}
+	var cbuf2 [64]crossing
+	cross := cbuf2[:0]
+	for si, sg := range fr.segs {
+		du, dv := sg.bu-sg.au, sg.bv-sg.av
+		pg.segs[si] = gridSeg{sg.au, sg.av, sg.bu, sg.bv, du, dv, math.Hypot(du, dv)}
+		lo, hi := min(sg.av, sg.bv), max(sg.av, sg.bv)
+		r0, r1 := g.row(lo-gridTol), g.row(hi+gridTol)
+		var k float64 // du/dv
+		if sg.bv != sg.av {
+			k = du / dv
+		}
+		for r := r0; r <= r1; r++ {
+			// The part of the edge within the row, padded.
+			a, b := max(g.vg[r]-gridTol, lo), min(g.vg[r+1]+gridTol, hi)
+			var ua, ub float64
+			if sg.bv == sg.av || a > b {
+				ua, ub = min(sg.au, sg.bu), max(sg.au, sg.bu)
+			} else {
+				ua, ub = sg.au+(a-sg.av)*k, sg.au+(b-sg.av)*k
+				ua, ub = min(ua, ub), max(ua, ub)
+			}
+			c0, c1 := g.col(ua-gridTol), g.col(ub+gridTol)
+			row := g.cls[r*g.w : (r+1)*g.w]
+			for c := c0; c <= c1; c++ {
+				row[c] = gridBoundary
+				cell := r*g.w + c
+				pg.links = append(pg.links, gridLink{seg: int32(si), next: pg.head[cell]})
+				pg.head[cell] = int32(len(pg.links) - 1)
+			}
+			// The even-odd rule's crossing of the row's center line, by the
+			// half-open rule.
+			if (sg.av > pg.vc[r]) != (sg.bv > pg.vc[r]) {
+				cross = append(cross, crossing{int32(r), sg.au + (pg.vc[r]-sg.av)*k})
+			}
+		}
+	}
+	// Per row, cells left of an odd number of crossings are inside.
+	for i := 1; i < len(cross); i++ {
+		for j := i; j > 0 && (cross[j].row < cross[j-1].row || (cross[j].row == cross[j-1].row && cross[j].u < cross[j-1].u)); j-- {
+			cross[j], cross[j-1] = cross[j-1], cross[j]
+		}
+	}
+	ci := 0
+	for r := 0; r < g.h; r++ {
+		row := g.cls[r*g.w : (r+1)*g.w]
+		in := false
+		for x := range row {
+			for ci < len(cross) && cross[ci].row == int32(r) && cross[ci].u < pg.uc[x] {
+				in = !in
+				ci++
+			}
+			switch {
+			case row[x] == gridBoundary:
+				pg.ref[r*g.w+x] = pg.centerRef(r*g.w+x, pg.uc[x], pg.vc[r], in)
+			case in:
+				row[x] = gridInside
+			}
+		}
+		for ci < len(cross) && cross[ci].row == int32(r) {
+			ci++
+		}
+	}
+	return pg, true
+}
+
+// centerRef is ref of boundary cell c, whose center (cu, cv) the even-odd
+// rule puts inside when in is set; it sets the lines of the cell's links
+// and whether the cell is simple.
+func (pg *polyGrid) centerRef(c int, cu, cv float64, in bool) uint8 {
+	g := &pg.g
+	x, y := c%g.w, c/g.w
+	u0, u1 := g.ug[x]-gridTol, g.ug[x+1]+gridTol
+	v0, v1 := g.vg[y]-gridTol, g.vg[y+1]+gridTol
+	simple := true
+	for e := pg.head[c]; e >= 0; e = pg.links[e].next {
+		l := &pg.links[e]
+		s := &pg.segs[l.seg]
+		d := (cu-s.au)*s.dv - (cv-s.av)*s.du
+		if math.Abs(d) <= gridTol*s.n {
+			return refUnknown
+		}
+		// d = (cu-au) dv - (cv-av) du, over n, with d's sign made positive.
+		k := 1 / s.n
+		if d < 0 {
+			k = -k
+		}
+		l.a, l.b, l.c = s.dv*k, -s.du*k, (s.av*s.du-s.au*s.dv)*k
+		if (s.au >= u0 && s.au <= u1 && s.av >= v0 && s.av <= v1) ||
+			(s.bu >= u0 && s.bu <= u1 && s.bv >= v0 && s.bv <= v1) {
+			simple = false
+		}
+	}
+	ref := uint8(refOut)
+	if in {
+		ref = refIn
+	}
+	if !simple {
+		ref |= refComplex
+	}
+	return ref
+}
+
+// classify judges the leaves of the cell at prefilterLevel (not above the
+// grid's level) whose lowest leaf has face coordinates (i, j), as
+// PolygonFilter.ClassifyLeaf: keys of inside and outside grid cells by
+// their cell. In a boundary grid cell, let p be the prefilterLevel cell's
+// center, within leafHalfDiagUV of all of it: when a listed edge's line
+// comes within leafHalfDiagUV + gridTol of p, the leaf is unsure;
+// otherwise no edge meets the prefilterLevel cell (unlisted edges do not
+// come near the grid cell), and p's side is the grid cell center's,
+// flipped by each edge that the segment from that center to p crosses. In
+// a simple cell an edge is crossed exactly when its line separates the two
+// points; otherwise the crossing is judged with a margin of gridTol (else
+// unsure).
+func (pg *polyGrid) classify(i, j int) int {
+	g := &pg.g
+	sh := maxLevel - g.level
+	x, y := i>>sh-g.i0, j>>sh-g.j0
+	if x < 0 || x >= g.w || y < 0 || y >= g.h {
+		return LeafOutside
+	}
+	c := y*g.w + x
+	switch g.cls[c] {
+	case gridOutside:
+		return LeafOutside
+	case gridInside:
+		return LeafInside
+	}
+	ref := pg.ref[c]
+	if ref == refUnknown {
+		return LeafUnsure
+	}
+	const half = 1 << (maxLevel - prefilterLevel - 1)
+	pu := stToUV(float64(i+half) * (1.0 / maxSize))
+	pv := stToUV(float64(j+half) * (1.0 / maxSize))
+	if ref&refComplex == 0 {
+		// No vertex in the cell: each listed edge crosses it, and the
+		// segment from the center to p crosses the edge exactly when it
+		// crosses the edge's line.
+		in := ref
+		for e := pg.head[c]; e >= 0; {
+			l := &pg.links[e]
+			d := l.a*pu + l.b*pv + l.c
+			if math.Abs(d) <= leafHalfDiagUV+gridTol {
+				return LeafUnsure
+			}
+			if d < 0 {
+				in ^= 1
+			}
+			e = l.next
+		}
+		return int(in) // LeafOutside or LeafInside
+	}
+	cu, cv := pg.uc[x], pg.vc[y]
+	eu, ev := pu-cu, pv-cv
+	tolCP := gridTol * (math.Abs(eu) + math.Abs(ev))
+	in := ref&refIn != 0
+	for e := pg.head[c]; e >= 0; e = pg.links[e].next {
+		s := &pg.segs[pg.links[e].seg]
+		dp := (pu-s.au)*s.dv - (pv-s.av)*s.du
+		if math.Abs(dp) <= (leafHalfDiagUV+gridTol)*s.n {
+			return LeafUnsure
+		}
+		dc := (cu-s.au)*s.dv - (cv-s.av)*s.du
+		if (dp > 0) == (dc > 0) {
+			continue // p and the center lie on one side of the edge's line
+		}
+		oa := (s.au-cu)*ev - (s.av-cv)*eu
+		ob := (s.bu-cu)*ev - (s.bv-cv)*eu
+		if math.Abs(oa) <= tolCP || math.Abs(ob) <= tolCP {
+			return LeafUnsure
+		}
+		if (oa > 0) != (ob > 0) {
+			in = !in
+		}
+	}
+	if in {
+		return LeafInside
+	}
+	return LeafOutside
+}

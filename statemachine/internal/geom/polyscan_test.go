@@ -1,0 +1,118 @@
+package geom
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// The filter that Scan returns agrees with ContainsPoint: a leaf it judges
+// outside holds no contained point, one it judges inside no other. Points
+// are drawn about the polygon and close to its vertices and edges (down
+// to a centimetre), judged in sorted order as a scan does, and in a
+// random order.
+func TestPolygonScanFilterAgrees(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		outer, holes, lat, lon, rMax := drawPolygon(t)
+		p, err := NewPolygon(outer, holes)
+		if err != nil {
+			t.Skip(err)
+		}
+		type probe struct {
+			lat, lon int64
+			leaf     uint64
+		}
+		var probes []probe
+		rings := append([][]core.Coordinate{outer}, holes...)
+		for k := 0; k < 100; k++ {
+			var pLat, pLon int64
+			if k%2 == 0 {
+				pLat, pLon = destination(lat, lon, rMax*rapid.Float64Range(0, 1.1).Draw(t, "pr"), rapid.Float64Range(-math.Pi, math.Pi).Draw(t, "pb"))
+			} else {
+				ring := rapid.SampledFrom(rings).Draw(t, "ring")
+				i := rapid.IntRange(0, len(ring)-1).Draw(t, "vertex")
+				a, b := ring[i], ring[(i+1)%len(ring)]
+				f := rapid.SampledFrom([]float64{0, 1, rapid.Float64Range(0, 1).Draw(t, "f")}).Draw(t, "along")
+				off := rapid.SampledFrom([]int64{0, 1, 100, 10_000, 100_000}).Draw(t, "offset")
+				pLat = a.LatNano + int64(f*float64(b.LatNano-a.LatNano)) + rapid.Int64Range(-off, off).Draw(t, "dlat")
+				pLon = a.LonNano + int64(f*float64(b.LonNano-a.LonNano)) + rapid.Int64Range(-off, off).Draw(t, "dlon")
+				pLat = min(max(pLat, -maxLatNano), maxLatNano)
+				pLon = min(max(pLon, -maxLonNano), maxLonNano)
+			}
+			probes = append(probes, probe{pLat, pLon, LeafCell(pLat, pLon)})
+		}
+		_, f := p.Scan()
+		check := func(order string) {
+			for _, pr := range probes {
+				got := p.ContainsPoint(pr.lat, pr.lon)
+				switch f.ClassifyLeaf(pr.leaf) {
+				case LeafOutside:
+					if got {
+						t.Fatalf("%s: leaf of (%d, %d) judged outside, but the point is inside", order, pr.lat, pr.lon)
+					}
+				case LeafInside:
+					if !got {
+						t.Fatalf("%s: leaf of (%d, %d) judged inside, but the point is outside", order, pr.lat, pr.lon)
+					}
+				}
+			}
+		}
+		slices.SortFunc(probes, func(a, b probe) int { return cmp.Compare(a.leaf, b.leaf) })
+		check("sorted")
+		rapid.Permutation(probes).Draw(t, "shuffled")
+		check("shuffled")
+	})
+}
+
+// On the benchmark polygon the grid filter settles nearly every point.
+func TestPolygonScanFilterSettles(t *testing.T) {
+	outer, holes := polygon20()
+	p, err := NewPolygon(outer, holes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, f := p.Scan()
+	if f.grid == nil {
+		t.Fatal("the benchmark polygon is not scanned by a grid")
+	}
+	unsure := 0
+	const n = 20_000
+	for k := 0; k < n; k++ {
+		lat, lon := destination(deg(38.11), deg(13.36), 3000/EarthRadiusM*math.Sqrt(float64(k)/n), float64(k))
+		if f.ClassifyLeaf(LeafCell(lat, lon)) == LeafUnsure {
+			unsure++
+		}
+	}
+	if unsure > n/200 {
+		t.Fatalf("%d of %d points unsure", unsure, n)
+	}
+}
+
+// BenchmarkPolygonScanClassify judges the sorted leaves of points spread
+// over the benchmark polygon's box, as a scan of its boundary keys does.
+func BenchmarkPolygonScanClassify(b *testing.B) {
+	outer, holes := polygon20()
+	p, err := NewPolygon(outer, holes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var leaves []uint64
+	for k := 0; k < 1000; k++ {
+		lat, lon := destination(deg(38.11), deg(13.36), 2600/EarthRadiusM*math.Sqrt(float64(k)/1000), float64(k))
+		leaves = append(leaves, LeafCell(lat, lon))
+	}
+	slices.Sort(leaves)
+	_, f := p.Scan()
+	n := 0
+	for b.Loop() {
+		for _, l := range leaves {
+			n += f.ClassifyLeaf(l)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(leaves)), "ns/leaf")
+}
