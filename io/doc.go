@@ -16,6 +16,9 @@
 //     flight (group commit). A failed write or fsync stops the server: the
 //     state of the files is then unknown and only a restart (recovery) may
 //     go on.
+//   - A snapshot encoder (one goroutine per EncodeSnapshot) encodes the
+//     frozen view of the state the replica hands it, while the loop goes
+//     on, and reports SnapshotEncoded back to the loop.
 //   - The snapshot writer writes snapshot files beside the log, so that a
 //     large one (seconds) does not hold up the log's fsyncs; the disk
 //     goroutine then compacts the log and reports SnapshotSaved. A

@@ -5,7 +5,8 @@
 // A Replica is single-threaded and deterministic. Everything it does is a
 // reaction to one input — a client frame ([Replica.Receive]), a frame from
 // another replica ([Replica.ReceivePeer]), a clock tick ([Replica.Tick]) or
-// a storage completion ([Replica.Synced], [Replica.SnapshotSaved]) — and
+// a storage completion ([Replica.Synced], [Replica.SnapshotSaved]), a
+// snapshot encoded away from it ([Replica.SnapshotEncoded]) — and
 // everything it does to the world goes through the [core.IO] it was given.
 // It never blocks, never starts a goroutine, never reads a clock but the
 // [core.Clock] it was given and never draws randomness but from the

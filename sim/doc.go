@@ -86,8 +86,10 @@
 // random latency, answered by SnapshotSaved, and then compacts the log; it
 // is ordered with the writes (a Sync asked after it completes after it; a
 // follower that installs its leader's snapshot beyond its log appends
-// after it). A crash may happen at any tick, including while a Sync is in
-// flight, and
+// after it). EncodeSnapshot also completes after a random latency and runs
+// the encoding only then, so that the replica's writes in between must not
+// show in the frozen view it encodes. A crash may happen at any tick,
+// including while a Sync is in flight, and
 //
 //   - loses every write not yet synced, except that a random prefix of the
 //     pending log entries survives (a torn tail: storage truncates a torn
