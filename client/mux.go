@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,14 +45,14 @@ type muxConn struct {
 	addr string
 	nc   net.Conn
 
-	// wmu guards pending and writing. An exchange appends its frame to
-	// pending; if no goroutine is writing, it becomes the writer and
-	// writes pending until it is empty, so frames that arrive meanwhile go
-	// out together in the next write.
+	// wmu guards pending and spare. An exchange appends its frame to
+	// pending and wakes the connection's writer goroutine, which writes
+	// all that is pending at once: under load, the frames of many sessions
+	// that answers set off together go out in one write.
 	wmu     sync.Mutex
 	pending []byte
 	spare   []byte
-	writing bool
+	wake    chan struct{} // capacity 1
 
 	mu        sync.Mutex
 	waiters   map[replyKey]*muxStream
@@ -83,8 +84,10 @@ func newMuxConn(addr string, nc net.Conn) *muxConn {
 		waiters:   make(map[replyKey]*muxStream),
 		abandoned: make(map[replyKey]struct{}),
 		done:      make(chan struct{}),
+		wake:      make(chan struct{}, 1),
 	}
 	go m.read()
+	go m.write()
 	return m
 }
 
@@ -158,38 +161,53 @@ func (m *muxConn) error() error {
 	return m.err
 }
 
-// send queues the frame and writes it, with any frames queued meanwhile,
-// unless another goroutine is writing and will. A write error fails the
+// send queues the frame for the writer. A write error fails the
 // connection (and so the exchange, which watches done).
 func (m *muxConn) send(h core.Header, payload []byte) {
 	m.wmu.Lock()
 	m.pending = core.AppendFrame(m.pending, h, payload)
-	if m.writing {
-		m.wmu.Unlock()
-		return
+	m.wmu.Unlock()
+	select {
+	case m.wake <- struct{}{}:
+	default: // the writer is awake already and will see the frame
 	}
-	m.writing = true
-	for len(m.pending) > 0 {
+}
+
+// write writes what is pending, all of it at once, until the connection
+// fails.
+func (m *muxConn) write() {
+	for {
+		select {
+		case <-m.wake:
+		case <-m.done:
+			return
+		}
+		// Let the goroutines that are ready to run first: answers wake
+		// many sessions at once, and their next frames then go out in
+		// this write rather than one write each.
+		runtime.Gosched()
+		m.wmu.Lock()
+		if len(m.pending) == 0 {
+			m.wmu.Unlock()
+			continue // a wake for frames an earlier round wrote
+		}
+		// pending and spare are two buffers, never the same one: out is
+		// written while senders append to the other.
 		out := m.pending
-		m.pending = m.spare[:0]
+		m.pending, m.spare = m.spare[:0], nil
 		m.wmu.Unlock()
-		_, err := m.nc.Write(out)
+		if _, err := m.nc.Write(out); err != nil {
+			m.fail(err)
+			return
+		}
 		m.wmu.Lock()
 		if cap(out) <= 1<<20 {
 			m.spare = out[:0] // keep a buffer for the next round, unless it is huge
 		} else {
 			m.spare = nil
 		}
-		if err != nil {
-			m.pending = m.pending[:0]
-			m.writing = false
-			m.wmu.Unlock()
-			m.fail(err)
-			return
-		}
+		m.wmu.Unlock()
 	}
-	m.writing = false
-	m.wmu.Unlock()
 }
 
 // abandon records that the exchange k gave up, if it still waited; false

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,6 +51,7 @@ type config struct {
 	duration    time.Duration
 	preload     bool
 	progress    time.Duration
+	cpuProfile  string
 }
 
 func main() {
@@ -78,11 +80,13 @@ func parseFlags(args []string) (config, error) {
 	dur := fs.Duration("duration", 20*time.Second, "how long to run")
 	preload := fs.Bool("preload", false, "insert every entity once before measuring")
 	progress := fs.Duration("progress", 5*time.Second, "progress line interval (0 = none)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured run (not the preload) to this `file`, for go tool pprof: the load generator's own cost")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
 	cfg := config{addresses: strings.Split(*addrs, ","), op: *op, entities: *entities, batch: *batch,
-		concurrency: *conc, duration: *dur, preload: *preload, progress: *progress, httpURL: *httpURL, httpClient: *httpClient}
+		concurrency: *conc, duration: *dur, preload: *preload, progress: *progress, httpURL: *httpURL, httpClient: *httpClient,
+		cpuProfile: *cpuProfile}
 	if cfg.httpURL == "" {
 		id, err := core.ParseID(*cluster, true)
 		if err != nil || id.IsZero() {
@@ -174,6 +178,17 @@ func run(cfg config) error {
 		return errors.New("--mix shares are all zero")
 	}
 
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	rec := &recorder{}
 	var nextNew atomic.Uint64
 	nextNew.Store(uint64(cfg.entities) + 1)
