@@ -42,18 +42,18 @@ func (sm *StateMachine) WriteSnapshot(w io.Writer) error {
 }
 
 // writeSnapshot writes v's entities in storage order, with the checksum.
+//
+// encode hands w pieces of 32 KiB or more, so w needs no buffer of its own
+// (a snapshot goes to memory: a second buffer would copy it once more).
 func writeSnapshot(w io.Writer, v *storeView) error {
-	bw := bufio.NewWriterSize(w, 1<<16)
 	crc := crc32.New(castagnoli)
-	if err := v.encode(io.MultiWriter(bw, crc), nil); err != nil {
+	if err := v.encode(io.MultiWriter(w, crc), nil); err != nil {
 		return err
 	}
 	var sum [4]byte
 	binary.LittleEndian.PutUint32(sum[:], crc.Sum32())
-	if _, err := bw.Write(sum[:]); err != nil {
-		return err
-	}
-	return bw.Flush()
+	_, err := w.Write(sum[:])
+	return err
 }
 
 // Digest is SHA-256 of the canonical encoding: two state machines holding the
@@ -66,10 +66,8 @@ func (sm *StateMachine) Digest() [32]byte {
 		slots[i], _ = sm.ids.get(id)
 	}
 	h := sha256.New()
-	bw := bufio.NewWriterSize(h, 1<<16)
 	v := sm.liveView()
-	_ = v.encode(bw, slots) // writes to a hash cannot fail
-	_ = bw.Flush()
+	_ = v.encode(h, slots) // writes to a hash cannot fail
 	var d [32]byte
 	h.Sum(d[:0])
 	return d
