@@ -108,16 +108,16 @@ func (c *Client) call(ctx context.Context, op core.Operation, req any) (any, err
 		return nil, err // the request cannot be encoded: the caller's error
 	}
 
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	// One context of the call's own: Close cancels it, and it carries
+	// TotalTimeout when that ends before the caller's deadline.
 	totalDL := time.Now().Add(c.opts.TotalTimeout)
+	var cancel context.CancelFunc
 	if dl, ok := ctx.Deadline(); !ok || dl.After(totalDL) {
-		// TotalTimeout ends first (otherwise the caller's deadline does,
-		// and a timer of our own would be wasted).
-		var cancelTotal context.CancelFunc
-		ctx, cancelTotal = context.WithDeadlineCause(ctx, totalDL, ErrTotalTimeout)
-		defer cancelTotal()
+		ctx, cancel = context.WithDeadlineCause(ctx, totalDL, ErrTotalTimeout)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
 	}
+	defer cancel()
 
 	var s *session
 	select {
@@ -133,7 +133,7 @@ func (c *Client) call(ctx context.Context, op core.Operation, req any) (any, err
 	s.setInterrupt(cancel)
 	defer s.setInterrupt(nil)
 	if c.closeCtx.Err() != nil {
-		cancel(ErrClosed) // Close ran before the registration
+		cancel() // Close ran before the registration
 	}
 
 	st := callState{op: op, payload: payload}
@@ -145,7 +145,7 @@ func (c *Client) call(ctx context.Context, op core.Operation, req any) (any, err
 			return reply, nil
 		}
 		if ctx.Err() != nil {
-			return nil, &RetryError{Attempts: st.attempts, Err: err, Reason: context.Cause(ctx)}
+			return nil, &RetryError{Attempts: st.attempts, Err: err, Reason: c.closedOr(context.Cause(ctx))}
 		}
 		var ce *core.Error
 		if errors.As(err, &ce) {
@@ -179,10 +179,20 @@ func (c *Client) call(ctx context.Context, op core.Operation, req any) (any, err
 			return nil, &RetryError{Attempts: st.attempts, Err: err}
 		}
 		if reason := sleep(ctx, c.backoff(retries), totalDL); reason != nil {
-			return nil, &RetryError{Attempts: st.attempts, Err: err, Reason: reason}
+			return nil, &RetryError{Attempts: st.attempts, Err: err, Reason: c.closedOr(reason)}
 		}
 		retries++
 	}
+}
+
+// closedOr is err, the reason a call's context ended, or ErrClosed when
+// that was Close interrupting the call (the context then says only that it
+// was cancelled).
+func (c *Client) closedOr(err error) error {
+	if errors.Is(err, context.Canceled) && c.closeCtx.Err() != nil {
+		return ErrClosed
+	}
+	return err
 }
 
 // rotates reports whether a code means "this replica cannot serve you; try

@@ -24,20 +24,21 @@ type session struct {
 	// mu guards cancel, the context cancel of the call that holds the
 	// session, which Close calls (from another goroutine).
 	mu     sync.Mutex
-	cancel context.CancelCauseFunc
+	cancel context.CancelFunc
 }
 
-func (s *session) setInterrupt(cancel context.CancelCauseFunc) {
+func (s *session) setInterrupt(cancel context.CancelFunc) {
 	s.mu.Lock()
 	s.cancel = cancel
 	s.mu.Unlock()
 }
 
-// interrupt stops the call that holds the session, if any, with ErrClosed.
+// interrupt stops the call that holds the session, if any (it then
+// reports ErrClosed).
 func (s *session) interrupt() {
 	s.mu.Lock()
 	if s.cancel != nil {
-		s.cancel(ErrClosed)
+		s.cancel()
 	}
 	s.mu.Unlock()
 }
