@@ -155,8 +155,34 @@ func (r *Replica) fail(err error) {
 }
 
 // sendPeer sends m to replica `to`.
+//
+// An append identical to the last one encoded (the same entries after the
+// same place, with the same commit and read round: what followers that keep
+// up with the leader are sent in turn) reuses its frame, so a batch is
+// encoded once rather than once per follower. A leader never changes its
+// log within its term, so the same term and indexes mean the same entries.
 func (r *Replica) sendPeer(to uint32, m *message) {
-	r.io.SendPeer(to, m.encode(r.self))
+	if m.typ != msgAppend || len(m.entries) == 0 {
+		r.io.SendPeer(to, m.encode(r.self))
+		return
+	}
+	k := appendKey{term: m.term, prevIndex: m.prevIndex, prevTerm: m.prevTerm, commit: m.commit, seq: m.seq,
+		last: m.entries[len(m.entries)-1].Index}
+	if r.lastAppend.frame == nil || r.lastAppend.key != k {
+		r.lastAppend = encodedAppend{k, m.encode(r.self)}
+	}
+	r.io.SendPeer(to, r.lastAppend.frame)
+}
+
+// appendKey identifies an append message: entries prevIndex+1..last.
+type appendKey struct {
+	term, prevIndex, prevTerm, commit, seq, last uint64
+}
+
+// encodedAppend is the last append message encoded, for sendPeer.
+type encodedAppend struct {
+	key   appendKey
+	frame []byte
 }
 
 // broadcast sends a message built per peer to every other replica.

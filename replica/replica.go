@@ -114,8 +114,9 @@ type Replica struct {
 	lastTS        uint64            // the last timestamp assigned to (or seen in) an entry
 	startNS       uint64
 	lastCleanupNS uint64
-	reads         readState    // linearizable reads (reads.go)
-	snapshot      *outSnapshot // the snapshot followers are being sent
+	reads         readState     // linearizable reads (reads.go)
+	snapshot      *outSnapshot  // the snapshot followers are being sent
+	lastAppend    encodedAppend // see sendPeer
 
 	// termStart is the index of this term's first entry (the no-op). Until
 	// it is applied the applied state may lack acknowledged writes of
