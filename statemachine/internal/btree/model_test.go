@@ -111,35 +111,18 @@ func (h *harness) value(k Key, v uint32) uint32 {
 	return x
 }
 
-func (h *harness) set(k Key, v uint32) error {
-	v = h.value(k, v)
-	got, want := h.t.Set(k, v), h.m.set(k, v)
-	if got != want {
-		return fmt.Errorf("Set(%v): replaced %v, want %v", k, got, want)
-	}
-	return nil
-}
+func (h *harness) set(k Key, v uint32) error { return h.setWith("Set", h.t.Set, k, v) }
 
+// fingerSet is set through f.
 func (h *harness) fingerSet(f *Finger, k Key, v uint32) error {
-	v = h.value(k, v)
-	got, want := f.Set(k, v), h.m.set(k, v)
-	if got != want {
-		return fmt.Errorf("Finger.Set(%v): replaced %v, want %v", k, got, want)
-	}
-	return nil
+	return h.setWith("Finger.Set", f.Set, k, v)
 }
 
-// fingerDeleteEntry is deleteEntry through f.
-func (h *harness) fingerDeleteEntry(f *Finger, k Key, v uint32) error {
+func (h *harness) setWith(name string, set func(Key, uint32) bool, k Key, v uint32) error {
 	v = h.value(k, v)
-	got := f.DeleteEntry(k, v)
-	want := false
-	if mv, ok := h.m.get(k); ok && mv == v {
-		h.m.delete(k)
-		want = true
-	}
+	got, want := set(k, v), h.m.set(k, v)
 	if got != want {
-		return fmt.Errorf("Finger.DeleteEntry(%v, %d) = %v, want %v", k, v, got, want)
+		return fmt.Errorf("%s(%v): replaced %v, want %v", name, k, got, want)
 	}
 	return nil
 }
@@ -165,15 +148,24 @@ func (h *harness) delete(k Key) error {
 // deleteEntry runs DeleteEntry(k, v); in a by-value tree v is replaced by
 // k's value, as DeleteEntry requires.
 func (h *harness) deleteEntry(k Key, v uint32) error {
+	return h.deleteEntryWith("DeleteEntry", h.t.DeleteEntry, k, v)
+}
+
+// fingerDeleteEntry is deleteEntry through f.
+func (h *harness) fingerDeleteEntry(f *Finger, k Key, v uint32) error {
+	return h.deleteEntryWith("Finger.DeleteEntry", f.DeleteEntry, k, v)
+}
+
+func (h *harness) deleteEntryWith(name string, del func(Key, uint32) bool, k Key, v uint32) error {
 	v = h.value(k, v)
-	got := h.t.DeleteEntry(k, v)
+	got := del(k, v)
 	want := false
 	if mv, ok := h.m.get(k); ok && mv == v {
 		h.m.delete(k)
 		want = true
 	}
 	if got != want {
-		return fmt.Errorf("DeleteEntry(%v, %d) = %v, want %v", k, v, got, want)
+		return fmt.Errorf("%s(%v, %d) = %v, want %v", name, k, v, got, want)
 	}
 	return nil
 }
