@@ -28,8 +28,13 @@
 //   - An entity is visible at time t when expiresAt is 0 or t < expiresAt.
 //     Writes to an invisible (expired) entity first erase it, so expired data
 //     never comes back.
-//   - Nothing that reaches a reply or the snapshot depends on Go map order or
-//     on slot numbers; slots are an in-memory detail rebuilt on restore.
+//   - Nothing that reaches a reply or the digest depends on Go map order or
+//     on slot numbers; slots are an in-memory detail rebuilt on restore. A
+//     snapshot lists entities in slot order (cheap to write), so two
+//     replicas' snapshots of one state may differ byte for byte, but they
+//     restore to the same state and digest.
+//   - Snapshots are written from a Freeze view beside the writes: the
+//     entity store is copy-on-write while a view is out (store.go).
 //
 // # Semantics the spec leaves open (see DESIGN.md)
 //
