@@ -229,7 +229,11 @@ func (c *Cap) Ranges() []CellRange {
 	return rangesOf(appendCapCells(buf[:0], c.center, c.angle, 1))
 }
 
-// ScanRanges is Ranges for an index scan; no range is marked Inside. (A
+// ScanRanges covers the cap for an index scan, one level finer than
+// Ranges (the (s,t) box spans 5 to 9 cells a side: at most 81 cells,
+// merged into ranges); no range is marked Inside. A 1 km query then scans
+// fewer keys outside the circle for a few more tree seeks: about 7% faster
+// than at Ranges' level, while one level finer still is slower again. (A
 // grid of inside, outside and boundary cells, as polygons have, cut a 1
 // km query's keys from about 255 to 110, but building it cost about what
 // the per-key prefilter it spared did; it was removed.)
@@ -237,8 +241,8 @@ func (c *Cap) ScanRanges() []ScanRange {
 	if c.full {
 		return []ScanRange{{CellRange: CellRange{firstLeaf, lastLeaf}}}
 	}
-	var buf [25]s2.CellID
-	cells := appendCapCells(buf[:0], c.center, c.angle, 1)
+	var buf [81]s2.CellID
+	cells := appendCapCells(buf[:0], c.center, c.angle, 2)
 	for i := 1; i < len(cells); i++ {
 		for j := i; j > 0 && cells[j] < cells[j-1]; j-- {
 			cells[j], cells[j-1] = cells[j-1], cells[j]
@@ -259,7 +263,7 @@ func (c *Cap) ScanRanges() []ScanRange {
 // appendCapCells appends to dst cells whose union contains the cap of the
 // given center (unit vector) and angle (radians, < pi). extra is how many
 // levels below the level where the cap's (s,t) box spans at most 3 cells
-// the covering goes (0 or 1): at most (2^(extra+1)+1)^2 cells.
+// the covering goes (0 to 2): at most (2^(extra+1)+1)^2 cells.
 func appendCapCells(dst []s2.CellID, center r3.Vector, angle float64, extra int) []s2.CellID {
 	if angle < stBoxMaxAngle {
 		if cells, ok := appendCapCellsST(dst, center, angle, extra); ok {
