@@ -21,6 +21,9 @@ import (
 //     chunk either way. Every write to an entity goes through a pointer
 //     from mut taken after the last Freeze; Freeze happens only between
 //     operations, so a pointer from mut stays good for a whole operation.
+//   - While a view is out, writes may copy every chunk once: up to twice
+//     the entities' memory until Release (older events are copied only
+//     when written in place, which appends never do).
 //   - The view has its own copy of the table of older-events slices.
 //     While any view is unreleased, an older-events array is never written
 //     within its length in place (olderForWrite copies it first); appends
