@@ -115,7 +115,7 @@ func (s *fastServer) serve() error {
 			return err
 		}
 		delay = 0
-		c := &fastConn{s: s, nc: nc, br: bufio.NewReaderSize(nc, fastReadBuffer)}
+		c := &fastConn{s: s, nc: nc, remote: nc.RemoteAddr().String(), br: bufio.NewReaderSize(nc, fastReadBuffer)}
 		c.state.Store(int32(connActive))
 		if !s.track(c) {
 			nc.Close()
@@ -193,13 +193,14 @@ func (s *fastServer) closeAll() {
 
 // fastConn is one connection served by the fast path.
 type fastConn struct {
-	s     *fastServer
-	nc    net.Conn
-	br    *bufio.Reader
-	state atomic.Int32 // a connState
-	out   []byte       // the answer's head (and a small body), reused
-	w     fastResponse
-	body  fastBody
+	s      *fastServer
+	nc     net.Conn
+	remote string // nc.RemoteAddr().String(), once per connection
+	br     *bufio.Reader
+	state  atomic.Int32 // a connState
+	out    []byte       // the answer's head (and a small body), reused
+	w      fastResponse
+	body   fastBody
 }
 
 // serve serves c's requests until it closes or is handed over.
@@ -314,7 +315,7 @@ func (c *fastConn) serveRequest(req *fastRequest, n int, start time.Time) bool {
 		ContentLength: req.contentLength,
 		Host:          req.host,
 		RequestURI:    req.target,
-		RemoteAddr:    c.nc.RemoteAddr().String(),
+		RemoteAddr:    c.remote,
 		Body:          stdhttp.NoBody,
 	}
 	if req.contentLength > 0 {
