@@ -20,6 +20,18 @@ func (totalTimeout) Error() string        { return "geoevent client: total timeo
 func (totalTimeout) Timeout() bool        { return true }
 func (totalTimeout) Is(target error) bool { return target == context.DeadlineExceeded }
 
+// errAttemptTimeout is the cause of an attempt's end at
+// Options.RequestTimeout. errors.Is(errAttemptTimeout,
+// context.DeadlineExceeded) is true.
+var errAttemptTimeout error = attemptTimeout{}
+
+type attemptTimeout struct{}
+
+func (attemptTimeout) Error() string        { return "geoevent client: no answer within the request timeout" }
+func (attemptTimeout) Timeout() bool        { return true }
+func (attemptTimeout) Temporary() bool      { return true } // a net.Error, as context.DeadlineExceeded is
+func (attemptTimeout) Is(target error) bool { return target == context.DeadlineExceeded }
+
 // RetryError is the error of a call that did not get an answer it could
 // return: its retries ran out (Reason nil), or Options.TotalTimeout
 // (Reason ErrTotalTimeout), the caller's context (Reason its cause) or Close

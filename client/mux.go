@@ -230,6 +230,10 @@ func (m *muxConn) abandon(k replyKey, s *muxStream) bool {
 	return true
 }
 
+// errSilentConnection fails a connection on which nothing arrived during
+// a whole request timeout of one of its exchanges.
+var errSilentConnection = errors.New("nothing arrived on the connection within a request timeout: the replica, or the way to it, is taken for dead")
+
 // muxStream is a session's Conn over its client's muxConn to a replica.
 // Closing it leaves the shared connection open.
 type muxStream struct {
@@ -240,9 +244,10 @@ type muxStream struct {
 }
 
 // Exchange sends the frame and waits for its answer, the connection's
-// failure or ctx. An exchange that times out while nothing at all arrives
-// on the connection fails the connection too: the replica (or the path to
-// it) is taken for dead, and the sessions on it move on.
+// failure or ctx. An exchange that reaches the client's own timeout (the
+// attempt's RequestTimeout or the call's TotalTimeout) while nothing at all
+// arrives on the connection fails the connection too: the replica (or the
+// path to it) is taken for dead, and the sessions on it move on.
 func (s *muxStream) Exchange(ctx context.Context, h core.Header, payload []byte) (core.Header, []byte, error) {
 	m := s.m
 	if h.Type == core.MsgRegister {
@@ -279,8 +284,12 @@ func (s *muxStream) Exchange(ctx context.Context, h core.Header, payload []byte)
 			return s.h, s.buf, nil
 		}
 		err := context.Cause(ctx)
-		if errors.Is(err, context.DeadlineExceeded) && m.frames.Load() == framesBefore {
-			m.fail(err)
+		// Only the client's own timeouts judge the connection: a caller's
+		// shorter deadline says nothing about it, and failing it would
+		// fail every other session's exchange on it.
+		clientTimeout := errors.Is(err, errAttemptTimeout) || errors.Is(err, ErrTotalTimeout)
+		if clientTimeout && m.frames.Load() == framesBefore {
+			m.fail(errSilentConnection)
 		}
 		return core.Header{}, nil, err
 	}

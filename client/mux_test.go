@@ -173,15 +173,35 @@ func TestMuxUnsolicitedFrameFailsTheConnection(t *testing.T) {
 	}
 }
 
-// A timeout during which nothing arrives takes the connection for dead.
+// The client's own timeout, reached while nothing arrives, takes the
+// connection for dead.
 func TestMuxSilentTimeoutFailsTheConnection(t *testing.T) {
 	m, f := newMuxPair(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	ctx, cancel := context.WithTimeoutCause(context.Background(), 50*time.Millisecond, errAttemptTimeout)
 	defer cancel()
 	r := <-exchangeAsync(ctx, stream(m), core.Header{Type: core.MsgRequest, ClientID: 1, Request: 1}, nil)
 	f.next(t)
 	if !errors.Is(r.err, context.DeadlineExceeded) || !m.failed() {
 		t.Fatalf("error %v, failed %v; want the deadline and a failed connection", r.err, m.failed())
+	}
+}
+
+// A caller's own short deadline ends only that caller's exchange: the
+// connection, and another session's exchange on it, go on.
+func TestMuxCallerDeadlineKeepsTheConnection(t *testing.T) {
+	m, f := newMuxPair(t)
+	other := exchangeAsync(context.Background(), stream(m), core.Header{Type: core.MsgRequest, ClientID: 2, Request: 1}, []byte("b"))
+	f.next(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	short := exchangeAsync(ctx, stream(m), core.Header{Type: core.MsgRequest, ClientID: 1, Request: 1}, []byte("a"))
+	f.next(t)
+	if r := <-short; !errors.Is(r.err, context.DeadlineExceeded) || m.failed() {
+		t.Fatalf("error %v, failed %v; want the caller's deadline and the connection open", r.err, m.failed())
+	}
+	f.answer(t, core.Header{Type: core.MsgReply, ClientID: 2, Request: 1}, []byte("for b"))
+	if r := <-other; r.err != nil || string(r.p) != "for b" {
+		t.Fatalf("the other session's exchange: %q %v", r.p, r.err)
 	}
 }
 

@@ -90,7 +90,7 @@ func (s *session) attempt(ctx context.Context, st *callState) (any, error) {
 	// when the caller's ends later.
 	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > s.c.opts.RequestTimeout {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.c.opts.RequestTimeout)
+		ctx, cancel = context.WithTimeoutCause(ctx, s.c.opts.RequestTimeout, errAttemptTimeout)
 		defer cancel()
 	}
 	if s.conn == nil {
