@@ -35,7 +35,22 @@ type sendQueue struct {
 	wake      chan struct{} // capacity 1
 	maxBytes  int
 	maxFrames int
+	// hardBytes, when above maxBytes, lets the queue hold up to that many
+	// bytes while the writer keeps taking frames (it took some within
+	// drainGrace): a client whose many sessions share the connection may
+	// have an answer pending for each of them at once, and is not cut off
+	// for that while it reads.
+	hardBytes int
+	lastTake  time.Time
 }
+
+// clientQueueSlack is how many times SendQueueBytes a client connection's
+// queue may hold while its writer keeps draining it.
+const clientQueueSlack = 8
+
+// drainGrace is how recently a connection's writer must have taken frames
+// for its queue to grow past maxBytes (up to hardBytes).
+const drainGrace = time.Second
 
 type pushResult uint8
 
@@ -46,15 +61,16 @@ const (
 )
 
 // push queues f unless the queue is closed, or full: it holds maxFrames
-// frames, or f would take it over maxBytes. An empty queue always takes a
-// frame, however large.
+// frames, or f would take it over maxBytes (over hardBytes, or over
+// maxBytes when the writer has taken nothing for drainGrace). An empty
+// queue always takes a frame, however large.
 func (q *sendQueue) push(f []byte) pushResult {
 	q.mu.Lock()
 	switch {
 	case q.closed:
 		q.mu.Unlock()
 		return queueClosed
-	case len(q.frames) > 0 && (len(q.frames) >= q.maxFrames || q.bytes+len(f) > q.maxBytes):
+	case len(q.frames) > 0 && (len(q.frames) >= q.maxFrames || q.overBytes(len(f))):
 		q.mu.Unlock()
 		return queueFull
 	}
@@ -66,6 +82,18 @@ func (q *sendQueue) push(f []byte) pushResult {
 	default:
 	}
 	return pushed
+}
+
+// overBytes reports whether n more bytes take the queue over its bound.
+func (q *sendQueue) overBytes(n int) bool {
+	switch b := q.bytes + n; {
+	case b <= q.maxBytes:
+		return false
+	case b > q.hardBytes:
+		return true
+	default:
+		return time.Since(q.lastTake) > drainGrace
+	}
 }
 
 // take waits for frames and returns all of them, handing spare (emptied)
@@ -92,6 +120,9 @@ func (q *sendQueue) poll(spare [][]byte) (frames [][]byte, ok bool) {
 		return nil, true
 	}
 	frames, q.frames, q.bytes = q.frames, spare[:0], 0
+	if q.hardBytes > q.maxBytes {
+		q.lastTake = time.Now()
+	}
 	return frames, true
 }
 
@@ -171,7 +202,8 @@ func (s *Server) accept() {
 			continue
 		}
 		c := &conn{id: s.newConnID(), nc: nc, ack: make(chan struct{}, readAhead)}
-		c.q = sendQueue{wake: make(chan struct{}, 1), maxBytes: s.opts.SendQueueBytes, maxFrames: s.opts.SendQueueFrames}
+		c.q = sendQueue{wake: make(chan struct{}, 1), maxBytes: s.opts.SendQueueBytes, maxFrames: s.opts.SendQueueFrames,
+			hardBytes: clientQueueSlack * s.opts.SendQueueBytes, lastTake: time.Now()}
 		if !s.track(c) {
 			nc.Close()
 			return

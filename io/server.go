@@ -30,7 +30,10 @@ type Options struct {
 	TickInterval time.Duration
 	// SendQueueBytes and SendQueueFrames bound each connection's queue of
 	// replies not yet written (defaults 16 MiB and 4096 frames): a client
-	// that lets it fill up is disconnected.
+	// that lets it fill up is disconnected. While the connection's writer
+	// keeps writing (it took replies within the last second), the queue
+	// may hold up to 8 times SendQueueBytes: a client whose sessions share
+	// one connection can have a large answer pending for each of them.
 	SendQueueBytes  int
 	SendQueueFrames int
 	// PeerQueueBytes and PeerQueueFrames bound the queue of messages to

@@ -575,6 +575,30 @@ func TestSendQueue(t *testing.T) {
 	if _, ok := q.take(nil); ok {
 		t.Fatal("take after close")
 	}
+
+	// A client connection's queue may grow past maxBytes, up to hardBytes,
+	// while its writer keeps taking frames; not when the writer stalls.
+	q = sendQueue{wake: make(chan struct{}, 1), maxBytes: 10, maxFrames: 100, hardBytes: 30}
+	q.push([]byte{1})
+	q.take(nil) // the writer drains: lastTake is now
+	for i := range 6 {
+		if q.push(make([]byte, 5)) != pushed {
+			t.Fatalf("frame %d refused while the writer drains", i)
+		}
+	}
+	if q.push([]byte{1}) != queueFull {
+		t.Fatal("over hardBytes")
+	}
+	q.take(nil)
+	q.lastTake = time.Now().Add(-2 * drainGrace) // the writer stalled
+	for range 2 {
+		if q.push(make([]byte, 5)) != pushed {
+			t.Fatal("within maxBytes")
+		}
+	}
+	if q.push([]byte{1}) != queueFull {
+		t.Fatal("over maxBytes with a stalled writer")
+	}
 }
 
 // TestCloseRightAfterAClientLeaves: a client that disconnects just as the
