@@ -165,11 +165,15 @@ func (r *Replica) startSnapshot(p uint32, now uint64) {
 }
 
 // sendWaitingSnapshots starts the transfer of the snapshot just encoded
-// (index, term, data) to the followers waiting for one.
+// (index, term, data) to the followers in the snapshot state, unless the
+// one they get still covers the compacted log: those waiting for one, and
+// those being sent one that the compaction has just overtaken (installing
+// it, they would need entries that are gone).
 func (r *Replica) sendWaitingSnapshots(index, term uint64, data []byte) {
-	if r.role != Leader || r.snapshot != nil {
+	if r.role != Leader || (r.snapshot != nil && r.snapshot.index >= r.base) {
 		return
 	}
+	r.snapshot = nil
 	now := r.clock.MonotonicNS()
 	r.eachPeer(func(p uint32) {
 		pr := &r.peers[p]
