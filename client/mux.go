@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"io"
 	"net"
 	"runtime"
 	"sync"
@@ -62,7 +61,7 @@ type muxConn struct {
 	err       error
 	done      chan struct{}
 
-	received atomic.Uint64 // bytes read so far: shows that the connection is alive
+	frames atomic.Uint64 // frames read so far: shows that the connection is alive
 	nonce  atomic.Uint32 // the last register nonce
 }
 
@@ -109,7 +108,7 @@ func keyOf(h core.Header) replyKey {
 }
 
 func (m *muxConn) read() {
-	br := bufio.NewReaderSize(countingReader{m.nc, &m.received}, 64<<10)
+	br := bufio.NewReaderSize(m.nc, 64<<10)
 	buf := make([]byte, 64<<10)
 	for {
 		h, p, err := core.ReadFrame(br, buf)
@@ -117,6 +116,7 @@ func (m *muxConn) read() {
 			m.fail(err)
 			return
 		}
+		m.frames.Add(1)
 		k := keyOf(h)
 		m.mu.Lock()
 		s := m.waiters[k]
@@ -134,19 +134,6 @@ func (m *muxConn) read() {
 		s.buf = append(s.buf[:0], p...)
 		s.answered <- struct{}{}
 	}
-}
-
-// countingReader counts the bytes read through it: a large answer that
-// arrives slowly still shows the connection alive.
-type countingReader struct {
-	r io.Reader
-	n *atomic.Uint64
-}
-
-func (c countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n.Add(uint64(n))
-	return n, err
 }
 
 // fail closes the connection for good; every exchange waiting on it fails
@@ -258,7 +245,7 @@ type muxStream struct {
 
 // Exchange sends the frame and waits for its answer, the connection's
 // failure or ctx. An exchange that reaches the client's own timeout (the
-// attempt's RequestTimeout or the call's TotalTimeout) while not one byte
+// attempt's RequestTimeout or the call's TotalTimeout) while nothing at all
 // arrives on the connection fails the connection too: the replica (or the
 // path to it) is taken for dead, and the sessions on it move on.
 func (s *muxStream) Exchange(ctx context.Context, h core.Header, payload []byte) (core.Header, []byte, error) {
@@ -267,7 +254,7 @@ func (s *muxStream) Exchange(ctx context.Context, h core.Header, payload []byte)
 		h.Request = m.nonce.Add(1)
 	}
 	k := sentKey(h)
-	receivedBefore := m.received.Load()
+	framesBefore := m.frames.Load()
 	m.mu.Lock()
 	if m.err != nil {
 		m.mu.Unlock()
@@ -301,7 +288,7 @@ func (s *muxStream) Exchange(ctx context.Context, h core.Header, payload []byte)
 		// shorter deadline says nothing about it, and failing it would
 		// fail every other session's exchange on it.
 		clientTimeout := errors.Is(err, errAttemptTimeout) || errors.Is(err, ErrTotalTimeout)
-		if clientTimeout && m.received.Load() == receivedBefore {
+		if clientTimeout && m.frames.Load() == framesBefore {
 			m.fail(errSilentConnection)
 		}
 		return core.Header{}, nil, err
