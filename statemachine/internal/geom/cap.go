@@ -160,16 +160,24 @@ func asinSmall(y float64) float64 {
 // compares its angle from the center with the radius plus the 10 cm margin
 // plus that ancestor's size. It is false for an invalid cell id.
 func (c *Cap) MayContainLeaf(leaf uint64) bool {
-	if c.full {
-		return true
-	}
-	if !s2.CellID(leaf).IsValid() {
-		return false
-	}
-	if c.cosPre2 < 0 {
-		return true
+	if judged, may := c.judgeWithoutPoint(leaf); judged {
+		return may
 	}
 	return c.mayContainPoint(approxLeafPoint(leaf))
+}
+
+// judgeWithoutPoint is MayContainLeaf where it needs no point: a full or
+// wide cap, or an invalid cell id. judged is false otherwise.
+func (c *Cap) judgeWithoutPoint(leaf uint64) (judged, may bool) {
+	switch {
+	case c.full:
+		return true, true
+	case !s2.CellID(leaf).IsValid():
+		return true, false
+	case c.cosPre2 < 0:
+		return true, true
+	}
+	return false, false
 }
 
 // mayContainPoint is MayContainLeaf for p = approxLeafPoint(leaf) of a
@@ -196,17 +204,10 @@ func (c *Cap) Filter() CapFilter { return CapFilter{c: c} }
 
 // MayContainLeaf is c.MayContainLeaf(leaf).
 func (f *CapFilter) MayContainLeaf(leaf uint64) bool {
-	c := f.c
-	if c.full {
-		return true
+	if judged, may := f.c.judgeWithoutPoint(leaf); judged {
+		return may
 	}
-	if !s2.CellID(leaf).IsValid() {
-		return false
-	}
-	if c.cosPre2 < 0 {
-		return true
-	}
-	return c.mayContainPoint(f.dec.point(leaf))
+	return f.c.mayContainPoint(f.dec.point(leaf))
 }
 
 // Ranges returns sorted, disjoint leaf-cell-id ranges, adjacent ones merged,
