@@ -1,6 +1,8 @@
 package geom
 
 import (
+	"pgregory.net/rapid"
+
 	"errors"
 	"math"
 	"slices"
@@ -176,4 +178,45 @@ func (r *refPolygon) boundaryDistance(latNano, lonNano int64) float64 {
 		}
 	}
 	return best
+}
+
+// leafProbe is a point a polygon test judges, with its leaf cell id.
+type leafProbe struct {
+	lat, lon int64
+	leaf     uint64
+}
+
+func probeAt(lat, lon int64) leafProbe { return leafProbe{lat, lon, LeafCell(lat, lon)} }
+
+// drawNearEdge draws a point near an edge of one of rings: at fraction
+// along (drawn) of the way from a vertex to the next, moved by up to one
+// of offsets nanodegrees on each axis, kept on the globe.
+func drawNearEdge(t *rapid.T, rings [][]core.Coordinate, along *rapid.Generator[float64], offsets []int64) leafProbe {
+	ring := rapid.SampledFrom(rings).Draw(t, "ring")
+	i := rapid.IntRange(0, len(ring)-1).Draw(t, "vertex")
+	a, b := ring[i], ring[(i+1)%len(ring)]
+	f := along.Draw(t, "along")
+	off := rapid.SampledFrom(offsets).Draw(t, "offset")
+	lat := a.LatNano + int64(f*float64(b.LatNano-a.LatNano)) + rapid.Int64Range(-off, off).Draw(t, "dlat")
+	lon := a.LonNano + int64(f*float64(b.LonNano-a.LonNano)) + rapid.Int64Range(-off, off).Draw(t, "dlon")
+	return probeAt(min(max(lat, -maxLatNano), maxLatNano), min(max(lon, -maxLonNano), maxLonNano))
+}
+
+// checkClassifier checks that classify never contradicts p.ContainsPoint
+// on probes: a leaf judged outside holds no contained point, one judged
+// inside no other.
+func checkClassifier(t *rapid.T, order string, p *Polygon, probes []leafProbe, classify func(leaf uint64) int) {
+	for _, pr := range probes {
+		got := p.ContainsPoint(pr.lat, pr.lon)
+		switch classify(pr.leaf) {
+		case LeafOutside:
+			if got {
+				t.Fatalf("%s: leaf of (%d, %d) judged outside, but the point is inside", order, pr.lat, pr.lon)
+			}
+		case LeafInside:
+			if !got {
+				t.Fatalf("%s: leaf of (%d, %d) judged inside, but the point is outside", order, pr.lat, pr.lon)
+			}
+		}
+	}
 }

@@ -583,51 +583,25 @@ func TestPolygonFilterAgrees(t *testing.T) {
 		if err != nil {
 			t.Skip(err)
 		}
-		type probe struct {
-			lat, lon int64
-			leaf     uint64
-		}
-		var probes []probe
+		var probes []leafProbe
 		rings := append([][]core.Coordinate{outer}, holes...)
 		for k := 0; k < 100; k++ {
-			var pLat, pLon int64
 			switch k % 4 {
 			case 0:
-				pLat = rapid.Int64Range(-maxLatNano, maxLatNano).Draw(t, "pLat")
-				pLon = rapid.Int64Range(-maxLonNano, maxLonNano).Draw(t, "pLon")
+				probes = append(probes, probeAt(rapid.Int64Range(-maxLatNano, maxLatNano).Draw(t, "pLat"),
+					rapid.Int64Range(-maxLonNano, maxLonNano).Draw(t, "pLon")))
 			case 1, 2:
-				pLat, pLon = destination(lat, lon, rMax*rapid.Float64Range(0, 1.1).Draw(t, "pr"), rapid.Float64Range(-math.Pi, math.Pi).Draw(t, "pb"))
-			case 3: // near a vertex or between two neighbours
-				ring := rapid.SampledFrom(rings).Draw(t, "ring")
-				i := rapid.IntRange(0, len(ring)-1).Draw(t, "vertex")
-				a, b := ring[i], ring[(i+1)%len(ring)]
-				f := rapid.Float64Range(0, 1).Draw(t, "along")
-				off := rapid.SampledFrom([]int64{100, 10_000, 100_000}).Draw(t, "offset") // 1 cm, 1 m, 10 m
-				pLat = a.LatNano + int64(f*float64(b.LatNano-a.LatNano)) + rapid.Int64Range(-off, off).Draw(t, "dlat")
-				pLon = a.LonNano + int64(f*float64(b.LonNano-a.LonNano)) + rapid.Int64Range(-off, off).Draw(t, "dlon")
-				pLat = min(max(pLat, -maxLatNano), maxLatNano)
-				pLon = min(max(pLon, -maxLonNano), maxLonNano)
+				probes = append(probes, probeAt(destination(lat, lon, rMax*rapid.Float64Range(0, 1.1).Draw(t, "pr"), rapid.Float64Range(-math.Pi, math.Pi).Draw(t, "pb"))))
+			case 3: // near a vertex or between two neighbours: 1 cm, 1 m, 10 m
+				probes = append(probes, drawNearEdge(t, rings, rapid.Float64Range(0, 1), []int64{100, 10_000, 100_000}))
 			}
-			probes = append(probes, probe{pLat, pLon, LeafCell(pLat, pLon)})
 		}
 		check := func(order string) {
 			f := p.Filter()
-			for _, pr := range probes {
-				got := p.ContainsPoint(pr.lat, pr.lon)
-				switch f.ClassifyLeaf(pr.leaf) {
-				case LeafOutside:
-					if got {
-						t.Fatalf("%s: leaf of (%d, %d) judged outside, but the point is inside", order, pr.lat, pr.lon)
-					}
-				case LeafInside:
-					if !got {
-						t.Fatalf("%s: leaf of (%d, %d) judged inside, but the point is outside", order, pr.lat, pr.lon)
-					}
-				}
-			}
+			checkClassifier(t, order, p, probes, f.ClassifyLeaf)
 		}
 		check("drawn order")
-		slices.SortFunc(probes, func(a, b probe) int { return cmp.Compare(a.leaf, b.leaf) })
+		slices.SortFunc(probes, func(a, b leafProbe) int { return cmp.Compare(a.leaf, b.leaf) })
 		check("sorted")
 
 		// Scan ranges are sorted and disjoint, hold every contained point,

@@ -23,46 +23,19 @@ func TestPolygonScanFilterAgrees(t *testing.T) {
 		if err != nil {
 			t.Skip(err)
 		}
-		type probe struct {
-			lat, lon int64
-			leaf     uint64
-		}
-		var probes []probe
+		var probes []leafProbe
 		rings := append([][]core.Coordinate{outer}, holes...)
+		along := rapid.OneOf(rapid.Just(0.0), rapid.Just(1.0), rapid.Float64Range(0, 1)) // at a vertex, or between
 		for k := 0; k < 100; k++ {
-			var pLat, pLon int64
 			if k%2 == 0 {
-				pLat, pLon = destination(lat, lon, rMax*rapid.Float64Range(0, 1.1).Draw(t, "pr"), rapid.Float64Range(-math.Pi, math.Pi).Draw(t, "pb"))
+				probes = append(probes, probeAt(destination(lat, lon, rMax*rapid.Float64Range(0, 1.1).Draw(t, "pr"), rapid.Float64Range(-math.Pi, math.Pi).Draw(t, "pb"))))
 			} else {
-				ring := rapid.SampledFrom(rings).Draw(t, "ring")
-				i := rapid.IntRange(0, len(ring)-1).Draw(t, "vertex")
-				a, b := ring[i], ring[(i+1)%len(ring)]
-				f := rapid.SampledFrom([]float64{0, 1, rapid.Float64Range(0, 1).Draw(t, "f")}).Draw(t, "along")
-				off := rapid.SampledFrom([]int64{0, 1, 100, 10_000, 100_000}).Draw(t, "offset")
-				pLat = a.LatNano + int64(f*float64(b.LatNano-a.LatNano)) + rapid.Int64Range(-off, off).Draw(t, "dlat")
-				pLon = a.LonNano + int64(f*float64(b.LonNano-a.LonNano)) + rapid.Int64Range(-off, off).Draw(t, "dlon")
-				pLat = min(max(pLat, -maxLatNano), maxLatNano)
-				pLon = min(max(pLon, -maxLonNano), maxLonNano)
+				probes = append(probes, drawNearEdge(t, rings, along, []int64{0, 1, 100, 10_000, 100_000}))
 			}
-			probes = append(probes, probe{pLat, pLon, LeafCell(pLat, pLon)})
 		}
 		_, f := p.Scan()
-		check := func(order string) {
-			for _, pr := range probes {
-				got := p.ContainsPoint(pr.lat, pr.lon)
-				switch f.ClassifyLeaf(pr.leaf) {
-				case LeafOutside:
-					if got {
-						t.Fatalf("%s: leaf of (%d, %d) judged outside, but the point is inside", order, pr.lat, pr.lon)
-					}
-				case LeafInside:
-					if !got {
-						t.Fatalf("%s: leaf of (%d, %d) judged inside, but the point is outside", order, pr.lat, pr.lon)
-					}
-				}
-			}
-		}
-		slices.SortFunc(probes, func(a, b probe) int { return cmp.Compare(a.leaf, b.leaf) })
+		check := func(order string) { checkClassifier(t, order, p, probes, f.ClassifyLeaf) }
+		slices.SortFunc(probes, func(a, b leafProbe) int { return cmp.Compare(a.leaf, b.leaf) })
 		check("sorted")
 		rapid.Permutation(probes).Draw(t, "shuffled")
 		check("shuffled")
