@@ -7,6 +7,20 @@ import (
 	"github.com/geoevent/geoevent/statemachine/internal/geom"
 )
 
+// AssignCells sets each event's CellID to the S2 leaf cell of its position.
+// The leader does this once to a batch, on its encoded records
+// (AssignRecordCells), before the operation enters the log, so that
+// floating point never decides state on a follower. Events whose
+// coordinates are out of range are left alone; validation rejects them.
+func AssignCells(events []core.GeoEvent) {
+	for i := range events {
+		e := &events[i]
+		if core.ValidCoordinate(e.LatNano, e.LonNano) {
+			e.CellID = geom.LeafCell(e.LatNano, e.LonNano)
+		}
+	}
+}
+
 // AssignRecordCells does what AssignCells does to events encoded as
 // core.RecordSize-byte records (core.GeoEvent.PutRecord's layout): each
 // record with a valid position gets the S2 leaf cell of that position in

@@ -5,7 +5,6 @@ import (
 
 	"github.com/geoevent/geoevent/core"
 	"github.com/geoevent/geoevent/statemachine/internal/btree"
-	"github.com/geoevent/geoevent/statemachine/internal/geom"
 	"github.com/golang/geo/s2"
 )
 
@@ -69,19 +68,6 @@ func New() *StateMachine {
 	// its leaves need not store ids.
 	sm.spatial = btree.NewByValue(func(slot uint32) core.Uint128 { return sm.store.at(slot).latest.EntityID })
 	return sm
-}
-
-// AssignCells sets each event's CellID to the S2 leaf cell of its position.
-// The leader calls it once before an insert or upsert enters the log, so that
-// floating point never decides state on a follower. Events whose coordinates
-// are out of range are left alone; validation rejects them.
-func AssignCells(events []core.GeoEvent) {
-	for i := range events {
-		e := &events[i]
-		if core.ValidCoordinate(e.LatNano, e.LonNano) {
-			e.CellID = geom.LeafCell(e.LatNano, e.LonNano)
-		}
-	}
 }
 
 func validLeaf(cell uint64) bool {
