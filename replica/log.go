@@ -1,8 +1,6 @@
 package replica
 
 import (
-	"bytes"
-
 	"github.com/geoevent/geoevent/core"
 	"github.com/geoevent/geoevent/statemachine"
 )
@@ -206,9 +204,7 @@ func (r *Replica) beginSnapshot() {
 	r.encoding = &encoding{index: r.applied, term: r.appliedTerm, frozen: frozen}
 	r.sinceSnapshot, r.bytesSince = 0, 0
 	r.io.EncodeSnapshot(r.applied, func() []byte {
-		buf := bytes.NewBuffer(append(make([]byte, 0, size), prefix...))
-		_ = frozen.WriteSnapshot(buf) // writes to memory cannot fail
-		return buf.Bytes()
+		return frozen.AppendSnapshot(append(make([]byte, 0, size), prefix...))
 	})
 }
 

@@ -1,11 +1,8 @@
 package statemachine
 
-import (
-	"io"
-	"slices"
-)
+import "slices"
 
-// Frozen is the state as it was when Freeze was called. Its WriteSnapshot
+// Frozen is the state as it was when Freeze was called. Its AppendSnapshot
 // may run on another goroutine while the state machine goes on changing:
 // the store copies what the view holds before it writes it (see
 // entityStore). The state machine's owner calls Release once the view is
@@ -44,6 +41,8 @@ func (sm *StateMachine) Release(f *Frozen) {
 	}
 }
 
-// WriteSnapshot writes the snapshot of the frozen state to w: the bytes
+// AppendSnapshot appends the snapshot of the frozen state to dst: the bytes
 // StateMachine.WriteSnapshot would have written when Freeze was called.
-func (f *Frozen) WriteSnapshot(w io.Writer) error { return writeSnapshot(w, &f.view) }
+// The snapshot goes straight into dst, with no copy through a writer: a
+// caller that sizes dst for it moves each byte once.
+func (f *Frozen) AppendSnapshot(dst []byte) []byte { return appendSnapshot(dst, &f.view) }

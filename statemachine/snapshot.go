@@ -42,9 +42,7 @@ func (sm *StateMachine) WriteSnapshot(w io.Writer) error {
 }
 
 // writeSnapshot writes v's entities in storage order, with the checksum.
-//
-// encode hands w pieces of 32 KiB or more, so w needs no buffer of its own
-// (a snapshot goes to memory: a second buffer would copy it once more).
+// encode hands w pieces of 32 KiB or more, so w needs no buffer of its own.
 func writeSnapshot(w io.Writer, v *storeView) error {
 	crc := crc32.New(castagnoli)
 	if err := v.encode(io.MultiWriter(w, crc), nil); err != nil {
@@ -54,6 +52,13 @@ func writeSnapshot(w io.Writer, v *storeView) error {
 	binary.LittleEndian.PutUint32(sum[:], crc.Sum32())
 	_, err := w.Write(sum[:])
 	return err
+}
+
+// appendSnapshot appends what writeSnapshot writes to dst.
+func appendSnapshot(dst []byte, v *storeView) []byte {
+	start := len(dst)
+	dst = v.appendEncoding(dst, nil, nil)
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
 
 // Digest is SHA-256 of the canonical encoding: two state machines holding the
@@ -75,17 +80,34 @@ func (sm *StateMachine) Digest() [32]byte {
 
 // encode writes the snapshot without its checksum: the entities of slots
 // in that order (the canonical order: ascending ids), or with slots nil
-// every entity in storage order.
+// every entity in storage order. It hands w pieces of 32 KiB or more.
 func (v *storeView) encode(w io.Writer, slots []uint32) error {
+	var err error
+	buf := v.appendEncoding(make([]byte, 0, 1<<16), slots, func(b []byte) bool {
+		_, err = w.Write(b)
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(buf)
+	return err
+}
+
+// appendEncoding appends the snapshot without its checksum (as encode) to
+// dst. With flush nil it appends it whole. Otherwise, whenever the bytes
+// appended reach 32 KiB, it hands them to flush and starts dst again from
+// empty; it stops early when flush returns false. It returns what it has
+// not handed to flush.
+func (v *storeView) appendEncoding(dst []byte, slots []uint32, flush func([]byte) bool) []byte {
 	n := v.entities
 	if slots != nil {
 		n = len(slots)
 	}
-	buf := make([]byte, 0, 1<<16)
-	buf = append(buf, snapshotMagic...)
+	buf := append(dst, snapshotMagic...)
 	buf = binary.LittleEndian.AppendUint64(buf, v.lastTS)
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(n))
-	put := func(e *entity) error {
+	put := func(e *entity) bool {
 		buf = binary.LittleEndian.AppendUint64(buf, e.expiresAt)
 		older := v.older(e)
 		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(older)+1))
@@ -93,31 +115,30 @@ func (v *storeView) encode(w io.Writer, slots []uint32) error {
 			buf = older[i].AppendRecord(buf)
 		}
 		buf = e.latest.AppendRecord(buf)
-		if len(buf) >= 1<<15 {
-			if _, err := w.Write(buf); err != nil {
-				return err
+		if flush != nil && len(buf) >= 1<<15 {
+			if !flush(buf) {
+				return false
 			}
 			buf = buf[:0]
 		}
-		return nil
+		return true
 	}
 	if slots != nil {
 		for _, slot := range slots {
-			if err := put(v.at(slot)); err != nil {
-				return err
+			if !put(v.at(slot)) {
+				return buf
 			}
 		}
 	} else {
 		for slot := range v.n {
 			if e := v.at(slot); !e.latest.EntityID.IsZero() { // released slots are zeroed
-				if err := put(e); err != nil {
-					return err
+				if !put(e) {
+					return buf
 				}
 			}
 		}
 	}
-	_, err := w.Write(buf)
-	return err
+	return buf
 }
 
 // ReadSnapshot decodes a snapshot written by WriteSnapshot into a new state
