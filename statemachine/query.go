@@ -9,6 +9,10 @@ import (
 // QueryRadius returns the latest visible positions within RadiusMM of the
 // center (rounded great-circle distance <= radius), ordered by leaf cell id
 // then entity id, with each one's distance.
+//
+// The result's Events and DistancesMM are the state machine's memory: they
+// hold until its next QueryRadius or QueryPolygon, which reuses them. A
+// caller that keeps them longer copies them.
 func (sm *StateMachine) QueryRadius(opTS uint64, q *core.RadiusQuery) (core.QueryResult, error) {
 	if !core.ValidCoordinate(q.Center.LatNano, q.Center.LonNano) {
 		return core.QueryResult{}, core.Errorf(core.InvalidCoordinates, "center (%d, %d) nanodegrees is out of range", q.Center.LatNano, q.Center.LonNano)
@@ -32,7 +36,8 @@ func (sm *StateMachine) QueryRadius(opTS uint64, q *core.RadiusQuery) (core.Quer
 }
 
 // QueryPolygon returns the latest visible positions inside the polygon and
-// outside its holes, ordered by leaf cell id then entity id.
+// outside its holes, ordered by leaf cell id then entity id. Its result's
+// Events hold until the next QueryRadius or QueryPolygon, as QueryRadius's.
 func (sm *StateMachine) QueryPolygon(opTS uint64, q *core.PolygonQuery) (core.QueryResult, error) {
 	limit, err := pageLimit(q.Limit)
 	if err != nil {
@@ -140,8 +145,8 @@ const maxScanBatch = 1024
 // entity), in batches; reads each batch's entities with one pass of
 // independent loads, so that their cache misses overlap instead of
 // queueing behind each candidate's checks; checks them in key order; and
-// stops once it holds limit+1 matches. Then it builds the page, sized
-// exactly, from the entities it has just read.
+// stops once it holds limit+1 matches. Then it builds the page in the
+// state machine's result memory from the entities it has just read.
 func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
 	sm := s.sm
 	s.cands = sm.scanCands[:0]
@@ -200,9 +205,13 @@ func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
 	}
 
 	n := min(len(s.matches), s.limit)
-	s.result.Events = make([]core.GeoEvent, n)
+	if cap(sm.scanEvents) < n {
+		sm.scanEvents = make([]core.GeoEvent, n)
+		sm.scanDistances = make([]uint64, n)
+	}
+	s.result.Events = sm.scanEvents[:n]
 	if s.withDistance {
-		s.result.DistancesMM = make([]uint64, n)
+		s.result.DistancesMM = sm.scanDistances[:n]
 	}
 	for i, m := range s.matches[:n] {
 		s.result.Events[i] = sm.store.at(m.slot).latest

@@ -40,6 +40,11 @@ type StateMachine struct {
 	// Scratch buffers of spatial scans, kept between queries.
 	scanCands   []candidate
 	scanMatches []match
+	// The memory of a spatial query's result, which the next one reuses
+	// (allocating and zeroing a fresh result cost about 12% of a 1 km
+	// radius query).
+	scanEvents    []core.GeoEvent
+	scanDistances []uint64
 }
 
 // entity is one tracked entity: its latest event inline; its older events,
