@@ -57,8 +57,10 @@ const (
 // newFaceGrid prepares a grid (classes unset, all outside) on face f over
 // the (s,t) box [s0, s1] x [t0, t1] (within (0, 1)), at the finest level at
 // which the box spans at most maxSide cells a side, but not finer than
-// maxLevel. ok is false when the box is not within the face.
-func newFaceGrid(f int, s0, s1, t0, t1 float64, maxSide int) (g faceGrid, ok bool) {
+// maxLevel. ok is false when the box is not within the face. ug, vg and cls
+// are taken from the fronts of edgeBuf (w+h+2 long) and clsBuf (w*h long,
+// zeros) when they are long enough, else allocated.
+func newFaceGrid(f int, s0, s1, t0, t1 float64, maxSide int, edgeBuf []float64, clsBuf []uint8) (g faceGrid, ok bool) {
 	if !(s0 > 0 && s1 < 1 && t0 > 0 && t1 < 1 && s0 <= s1 && t0 <= t1) {
 		return faceGrid{}, false
 	}
@@ -81,7 +83,11 @@ func newFaceGrid(f int, s0, s1, t0, t1 float64, maxSide int) (g faceGrid, ok boo
 	if lim := int(1) << level; g.i0+g.w > lim || g.j0+g.h > lim {
 		return faceGrid{}, false
 	}
-	g.ug = make([]float64, g.w+1+g.h+1)
+	if ne := g.w + 1 + g.h + 1; len(edgeBuf) >= ne {
+		g.ug = edgeBuf[:ne:ne]
+	} else {
+		g.ug = make([]float64, ne)
+	}
 	g.vg = g.ug[g.w+1:]
 	g.ug = g.ug[:g.w+1]
 	for x := range g.ug {
@@ -90,7 +96,11 @@ func newFaceGrid(f int, s0, s1, t0, t1 float64, maxSide int) (g faceGrid, ok boo
 	for y := range g.vg {
 		g.vg[y] = stToUV(float64(g.j0+y) / n)
 	}
-	g.cls = make([]uint8, g.w*g.h)
+	if nc := g.w * g.h; len(clsBuf) >= nc {
+		g.cls = clsBuf[:nc:nc]
+	} else {
+		g.cls = make([]uint8, nc)
+	}
 	return g, true
 }
 
@@ -104,10 +114,15 @@ func (g *faceGrid) row(v float64) int {
 	return min(max(int(uvToST(v)*float64(int(1)<<g.level))-g.j0, 0), g.h-1)
 }
 
-// summarize fills sat from cls.
-func (g *faceGrid) summarize() {
+// summarize fills sat from cls, taking it from the front of satBuf (zeros)
+// when that is long enough ((w+1)*(h+1)).
+func (g *faceGrid) summarize(satBuf []uint32) {
 	w1 := g.w + 1
-	g.sat = make([]uint32, w1*(g.h+1))
+	if ns := w1 * (g.h + 1); len(satBuf) >= ns {
+		g.sat = satBuf[:ns:ns]
+	} else {
+		g.sat = make([]uint32, ns)
+	}
 	for y := 0; y < g.h; y++ {
 		var rowSum uint32
 		for x := 0; x < g.w; x++ {
@@ -134,9 +149,10 @@ func (g *faceGrid) count(x0, y0, x1, y1 int) uint32 {
 // face's quadtree is walked in Hilbert order from the (at most four) cells
 // that hold the grid at the level where it spans at most two of them a
 // side, skipping subtrees with no such cell and taking a subtree whose
-// cells are all inside as one range.
-func (g *faceGrid) appendScanRanges(dst []ScanRange) []ScanRange {
-	g.summarize()
+// cells are all inside as one range. It summarizes the grid first (see
+// summarize; satBuf as there).
+func (g *faceGrid) appendScanRanges(dst []ScanRange, satBuf []uint32) []ScanRange {
+	g.summarize(satBuf)
 	d0 := 0
 	for 1<<d0 < max(g.w, g.h) {
 		d0++
@@ -287,24 +303,27 @@ type faceRings struct {
 // uvSeg is an edge in a face's (u,v) plane.
 type uvSeg struct{ au, av, bu, bv float64 }
 
-// newFaceRings returns the polygon's rings on the face of its first vertex,
-// or nil when some vertex lies on another face or within gridTol-ish of a
-// face edge (pts are unit vectors; start as in newPolygon).
-func newFaceRings(pts []r3.Vector, start []int) *faceRings {
-	f, _, _ := faceST(pts[0])
-	fr := &faceRings{face: f, segs: make([]uvSeg, len(pts))}
+// init makes fr (the zero value) the polygon's rings on the face of its
+// first vertex; it is false when some vertex lies on another face or
+// within gridTol-ish of a face edge (pts are unit vectors; start as in
+// newPolygon).
+func (fr *faceRings) init(pts []r3.Vector, start []int) bool {
+	f := faceOf(pts[0])
+	for _, p := range pts[1:] {
+		if faceOf(p) != f {
+			return false
+		}
+	}
+	fr.face, fr.segs = f, make([]uvSeg, len(pts))
 	fr.u0, fr.v0 = math.Inf(1), math.Inf(1)
 	fr.u1, fr.v1 = math.Inf(-1), math.Inf(-1)
 	for r := 0; r+1 < len(start); r++ {
 		ring := pts[start[r]:start[r+1]]
 		n := len(ring)
 		for i, p := range ring {
-			if pf, _, _ := faceST(p); pf != f {
-				return nil
-			}
 			u, v := faceUV(f, p)
 			if !(math.Abs(u) < 1-1e-9 && math.Abs(v) < 1-1e-9) {
-				return nil
+				return false
 			}
 			fr.segs[start[r]+i].au, fr.segs[start[r]+i].av = u, v
 			prev := start[r] + (i+n-1)%n
@@ -313,7 +332,29 @@ func newFaceRings(pts []r3.Vector, start []int) *faceRings {
 			fr.v0, fr.v1 = min(fr.v0, v), max(fr.v1, v)
 		}
 	}
-	return fr
+	return true
+}
+
+// faceOf is the cube face of p (its largest component), as faceST gives it.
+func faceOf(p r3.Vector) int {
+	ax, ay, az := math.Abs(p.X), math.Abs(p.Y), math.Abs(p.Z)
+	switch {
+	case ax > ay && ax > az:
+		if p.X >= 0 {
+			return 0
+		}
+		return 3
+	case ay > az:
+		if p.Y >= 0 {
+			return 1
+		}
+		return 4
+	default:
+		if p.Z >= 0 {
+			return 2
+		}
+		return 5
+	}
 }
 
 // polyGridSide is the grid size of polygon queries: the polygon's box
@@ -334,5 +375,5 @@ func (fr *faceRings) gridScanRanges() (rs []ScanRange, pg *polyGrid, ok bool) {
 	if !ok {
 		return nil, nil, false
 	}
-	return pg.g.appendScanRanges(make([]ScanRange, 0, 64)), pg, true
+	return pg.g.appendScanRanges(pg.buf.ranges[:0], pg.buf.sat[:]), pg, true
 }

@@ -83,25 +83,32 @@ type ringBands struct {
 	holes     []int32
 }
 
-// newPlanarIndex projects the rings about c, indexes their edges, and checks
-// that every hole lies inside the outer ring and outside the other holes.
-// minCos is the smallest p·c over the outer ring's vertices.
-func newPlanarIndex(c r3.Vector, minCos float64, pts []r3.Vector, start []int) (*planarIndex, error) {
+// init makes pl (the zero value) the planar index of the rings about c:
+// it projects them, indexes their edges, and checks that every hole lies
+// inside the outer ring and outside the other holes. minCos is the
+// smallest p·c over the outer ring's vertices. pl.rings is ringBuf when it
+// has room for them. The band arrays of all rings share one allocation.
+func (pl *planarIndex) init(c r3.Vector, minCos float64, pts []r3.Vector, start []int, ringBuf []ringIndex) error {
 	e1 := s2.Ortho(s2.Point{Vector: c}).Vector
-	pl := &planarIndex{c: c, e1: e1, e2: c.Cross(e1), minCos: minCos - 1e-12}
+	pl.c, pl.e1, pl.e2, pl.minCos = c, e1, c.Cross(e1), minCos-1e-12
 	nRings := len(start) - 1
 	segs := make([]seg, len(pts))
-	pl.rings = make([]ringIndex, nRings)
+	if nRings <= len(ringBuf) {
+		pl.rings = ringBuf[:nRings]
+	} else {
+		pl.rings = make([]ringIndex, nRings)
+	}
+	slabSize := 0
 	for r := 0; r < nRings; r++ {
 		ri := &pl.rings[r]
-		ri.segs = segs[start[r]:start[r+1]]
+		ri.segs = segs[start[r]:start[r+1]:start[r+1]]
 		n := len(ri.segs)
 		for i := 0; i < n; i++ {
 			x, y, ok := pl.project(pts[start[r]+i])
 			if !ok {
 				// Further from c than the outer ring's every vertex, hence
 				// outside the outer ring (which lies in that cap).
-				return nil, core.Errorf(core.InvalidPolygon, "%s is not inside the outer ring (vertex %d is outside it)", ringName(r), i)
+				return core.Errorf(core.InvalidPolygon, "%s is not inside the outer ring (vertex %d is outside it)", ringName(r), i)
 			}
 			ri.segs[i].ax, ri.segs[i].ay = x, y
 			ri.segs[(i+n-1)%n].bx, ri.segs[(i+n-1)%n].by = x, y
@@ -136,7 +143,7 @@ func newPlanarIndex(c r3.Vector, minCos float64, pts []r3.Vector, start []int) (
 			s.y0, s.y1 = min(s.ay, s.by), max(s.ay, s.by)
 			s.m = math.Sqrt(1 + s.k*s.k)
 		}
-		ri.buildBands()
+		slabSize += ri.planBands()
 	}
 
 	// Bands of holes over the outer ring's y range.
@@ -147,18 +154,27 @@ func newPlanarIndex(c r3.Vector, minCos float64, pts []r3.Vector, start []int) (
 	if h := outer.py1 - outer.py0; h > 0 {
 		hb.scale = float64(hb.n) / h
 	}
-	hb.start = make([]int32, hb.n+2)
+	holeEntries := 0
 	for r := 1; r < nRings; r++ {
-		for b := bandOf(pl.rings[r].py0, hb.y0, hb.scale, hb.n); b <= bandOf(pl.rings[r].py1, hb.y0, hb.scale, hb.n); b++ {
+		holeEntries += bandOf(pl.rings[r].py1, hb.y0, hb.scale, hb.n) - bandOf(pl.rings[r].py0, hb.y0, hb.scale, hb.n) + 1
+	}
+	slab := make([]int32, slabSize+hb.n+2+holeEntries)
+	for r := 0; r < nRings; r++ {
+		slab = pl.rings[r].fillBands(slab)
+	}
+	// As in fillBands: counts shifted by two, prefix sums shifted by one.
+	hb.start, slab = slab[:hb.n+2:hb.n+2], slab[hb.n+2:]
+	for r := 1; r < nRings; r++ {
+		for b, b1 := bandOf(pl.rings[r].py0, hb.y0, hb.scale, hb.n), bandOf(pl.rings[r].py1, hb.y0, hb.scale, hb.n); b <= b1; b++ {
 			hb.start[b+2]++
 		}
 	}
 	for b := 2; b < len(hb.start); b++ {
 		hb.start[b] += hb.start[b-1]
 	}
-	hb.holes = make([]int32, hb.start[hb.n+1])
+	hb.holes = slab[:hb.start[hb.n+1]]
 	for r := 1; r < nRings; r++ {
-		for b := bandOf(pl.rings[r].py0, hb.y0, hb.scale, hb.n); b <= bandOf(pl.rings[r].py1, hb.y0, hb.scale, hb.n); b++ {
+		for b, b1 := bandOf(pl.rings[r].py0, hb.y0, hb.scale, hb.n), bandOf(pl.rings[r].py1, hb.y0, hb.scale, hb.n); b <= b1; b++ {
 			hb.holes[hb.start[b+1]] = int32(r)
 			hb.start[b+1]++
 		}
@@ -173,17 +189,17 @@ func newPlanarIndex(c r3.Vector, minCos float64, pts []r3.Vector, start []int) (
 			x, y = y, x
 		}
 		if !outer.contains(x, y) {
-			return nil, core.Errorf(core.InvalidPolygon, "%s is not inside the outer ring", ringName(r))
+			return core.Errorf(core.InvalidPolygon, "%s is not inside the outer ring", ringName(r))
 		}
 		b := bandOf(y, hb.y0, hb.scale, hb.n)
 		for _, j := range hb.holes[hb.start[b]:hb.start[b+1]] {
 			if int(j) != r && pl.rings[j].contains(x, y) {
-				return nil, core.Errorf(core.InvalidPolygon, "%s lies inside %s", ringName(r), ringName(int(j)))
+				return core.Errorf(core.InvalidPolygon, "%s lies inside %s", ringName(r), ringName(int(j)))
 			}
 		}
 	}
 	pl.prepareFilter()
-	return pl, nil
+	return nil
 }
 
 // project maps a unit vector into the plane; ok is false for points further
@@ -254,18 +270,19 @@ func (s *seg) crosses(x, y float64) bool {
 	return x < s.ax+float64((y-s.ay)*s.k)
 }
 
-// buildBands buckets the segments into horizontal bands of the ring's y
-// range: about one band per two edges, fewer if long edges would make the
-// index too large.
-func (ri *ringIndex) buildBands() {
+// planBands chooses the ring's horizontal bands: about one band per two
+// edges, fewer if long edges would make the index too large. It returns
+// the length of the band arrays (see fillBands).
+func (ri *ringIndex) planBands() int {
 	nb := min(max(len(ri.segs)/2, 1), 1024)
+	entries := 0
 	for {
 		ri.nBands = nb
 		ri.bandScale = 0
 		if h := ri.y1 - ri.y0; h > 0 {
 			ri.bandScale = float64(nb) / h
 		}
-		entries := 0
+		entries = 0
 		for i := range ri.segs {
 			s := &ri.segs[i]
 			entries += ri.band(max(s.ay, s.by)) - ri.band(min(s.ay, s.by)) + 1
@@ -275,27 +292,37 @@ func (ri *ringIndex) buildBands() {
 		}
 		nb /= 2
 	}
+	return ri.nBands + 2 + entries
+}
+
+// fillBands buckets the segments into the bands planBands chose, taking
+// bandStart and bandEdges from the front of slab (zeros, at least
+// planBands long); it returns the rest of slab.
+func (ri *ringIndex) fillBands(slab []int32) []int32 {
 	// Counts shifted by two, prefix sums shifted by one: then filling
 	// advances bandStart[b+1] from the start of band b to its end.
-	ri.bandStart = make([]int32, ri.nBands+2)
+	n := ri.nBands + 2
+	ri.bandStart, slab = slab[:n:n], slab[n:]
 	for i := range ri.segs {
 		s := &ri.segs[i]
-		for b := ri.band(min(s.ay, s.by)); b <= ri.band(max(s.ay, s.by)); b++ {
+		for b, b1 := ri.band(min(s.ay, s.by)), ri.band(max(s.ay, s.by)); b <= b1; b++ {
 			ri.bandStart[b+2]++
 		}
 	}
 	for b := 2; b < len(ri.bandStart); b++ {
 		ri.bandStart[b] += ri.bandStart[b-1]
 	}
-	ri.bandEdges = make([]int32, ri.bandStart[ri.nBands+1])
+	m := int(ri.bandStart[ri.nBands+1])
+	ri.bandEdges, slab = slab[:m:m], slab[m:]
 	for i := range ri.segs {
 		s := &ri.segs[i]
-		for b := ri.band(min(s.ay, s.by)); b <= ri.band(max(s.ay, s.by)); b++ {
+		for b, b1 := ri.band(min(s.ay, s.by)), ri.band(max(s.ay, s.by)); b <= b1; b++ {
 			ri.bandEdges[ri.bandStart[b+1]] = int32(i)
 			ri.bandStart[b+1]++
 		}
 	}
 	ri.bandStart = ri.bandStart[:ri.nBands+1]
+	return slab
 }
 
 func (ri *ringIndex) band(y float64) int { return bandOf(y, ri.y0, ri.bandScale, ri.nBands) }

@@ -41,6 +41,19 @@ const (
 	// planarMinCos: a polygon whose outer ring lies within 80 degrees of
 	// some center is indexed in the gnomonic projection about that center.
 	planarMinCos = 0.17364817766693033 // cos(80°)
+	// smallPolygonEdges: NewPolygon keeps the vertices and edges of
+	// polygons of up to this many edges (after dropping closing vertices)
+	// on the stack.
+	smallPolygonEdges = 32
+	// bruteForceMaxEdges: polygons of up to this many edges are checked
+	// for crossings pair by pair first (noEdgesMeet), when the bound on box
+	// tests is at least bruteForceMinTests, more than the sweeps can make
+	// on so few edges: a sweep of m edges makes fewer than m² tests; the
+	// ring sweeps hold 64 edges in all, and the at most 210 sweeps of pairs
+	// of rings (21 rings at most) at most 64 each, plus a test per pair of
+	// rings and per edge of each: under 211·64² + 210 + 210·64 < 2^20.
+	bruteForceMaxEdges = 64
+	bruteForceMinTests = 1 << 20
 )
 
 // Polygon is a validated query polygon with holes: the part of the sphere
@@ -66,11 +79,11 @@ type Polygon struct {
 // edge3 is one edge of one ring on the unit sphere.
 type edge3 struct {
 	a, b   r3.Vector
-	n      r3.Vector // unit normal of the edge's great circle, along a×b
-	lo, hi [3]float64
-	ring   int32 // 0 = outer ring, h+1 = hole h
-	i      int32 // the edge runs from vertex i to vertex i+1 of its ring
-	last   bool  // the ring's closing edge (from its last vertex to vertex 0)
+	n      r3.Vector  // unit normal of the edge's great circle, along a×b
+	lo, hi [3]float64 // bounding box, set by checkCrossings (see bound)
+	ring   int32      // 0 = outer ring, h+1 = hole h
+	i      int32      // the edge runs from vertex i to vertex i+1 of its ring
+	last   bool       // the ring's closing edge (from its last vertex to vertex 0)
 }
 
 // NewPolygon validates and prepares a polygon given by its outer ring and
@@ -133,9 +146,16 @@ func newPolygon(outer []core.Coordinate, holes [][]core.Coordinate, maxTests int
 		}
 	}
 
-	// Convert, drop closing vertices, count.
-	pts := make([]r3.Vector, 0, total)
-	start := make([]int, nRings+1)
+	// Convert, drop closing vertices, count. Small polygons (nearly all)
+	// work in buffers on the stack: pts, start and edges do not outlive
+	// this call (prepare copies what it keeps).
+	var ptsBuf [smallPolygonEdges]r3.Vector
+	var startBuf [core.MaxPolygonHoles + 2]int
+	pts := ptsBuf[:0]
+	if total > len(ptsBuf) {
+		pts = make([]r3.Vector, 0, total)
+	}
+	start := startBuf[:nRings+1]
 	for r := 0; r < nRings; r++ {
 		start[r] = len(pts)
 		for _, v := range ringAt(r) {
@@ -155,7 +175,13 @@ func newPolygon(outer []core.Coordinate, holes [][]core.Coordinate, maxTests int
 	start[nRings] = len(pts)
 
 	// Edges, and the checks of each ring on its own.
-	edges := make([]edge3, len(pts))
+	var edgeBuf [smallPolygonEdges]edge3
+	var edges []edge3
+	if len(pts) <= len(edgeBuf) {
+		edges = edgeBuf[:len(pts)]
+	} else {
+		edges = make([]edge3, len(pts))
+	}
 	for r := 0; r < nRings; r++ {
 		ring := pts[start[r]:start[r+1]]
 		n := len(ring)
@@ -177,7 +203,6 @@ func newPolygon(outer []core.Coordinate, holes [][]core.Coordinate, maxTests int
 			// (a+b)×(b-a) = 2 a×b, computed without cancellation.
 			e.n = s.Cross(d).Normalize()
 			e.ring, e.i, e.last = int32(r), int32(i), i == n-1
-			e.bound()
 		}
 		re := edges[start[r]:start[r+1]]
 		for i := range ring {
@@ -190,15 +215,18 @@ func newPolygon(outer []core.Coordinate, holes [][]core.Coordinate, maxTests int
 		}
 	}
 
-	if err := checkCrossings(edges, start, maxTests); err != nil {
-		return nil, err
+	// Small polygons are first checked pair by pair, which is cheaper than
+	// the sweeps; only when some pair meets (an invalid polygon, or one the
+	// sweeps might still accept) do the sweeps decide, and name the pair.
+	// They could not reach maxTests on so few edges when it is at least
+	// bruteForceMinTests, so the answer is always the sweeps'.
+	if len(edges) > bruteForceMaxEdges || maxTests < bruteForceMinTests || !noEdgesMeet(edges, start) {
+		if err := checkCrossings(edges, start, maxTests); err != nil {
+			return nil, err
+		}
 	}
 
-	p := &Polygon{}
-	if err := p.prepare(pts, start); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return prepare(pts, start)
 }
 
 // ringName names ring r in messages: the outer ring or hole r-1.
@@ -245,8 +273,12 @@ func adjacent(e, f *edge3) bool {
 // checkCrossings finds two edges that cross or touch, other than
 // consecutive edges of one ring (whose meeting NewPolygon has judged). Each
 // ring is swept on its own; then each pair of rings whose bounding boxes
-// meet is swept over the edges in the boxes' overlap.
+// meet is swept over the edges in the boxes' overlap. It sets the edges'
+// bounding boxes first.
 func checkCrossings(edges []edge3, start []int, maxTests int) error {
+	for i := range edges {
+		edges[i].bound()
+	}
 	nRings := len(start) - 1
 	boxes := make([]box3, nRings)
 	for r := 0; r < nRings; r++ {
@@ -261,19 +293,22 @@ func checkCrossings(edges []edge3, start []int, maxTests int) error {
 		maxRing = max(maxRing, start[r+1]-start[r])
 	}
 	sw := sweeper{
-		edges:  edges,
-		start:  start,
-		limit:  maxTests,
-		list:   make([]int32, 0, 2*maxRing),
-		keys:   make([]uint64, 0, 2*maxRing),
-		active: make([]activeEdge, 0, 32),
+		edges: edges,
+		start: start,
+		limit: maxTests,
+		list:  make([]int32, 0, 2*maxRing),
 	}
+	// The sweeps' scratch, passed through them (not kept in sw, so that
+	// edges and start do not escape).
+	keys := make([]uint64, 0, 2*maxRing)
+	active := make([]activeEdge, 0, 32)
+	var err error
 	for r := 0; r < nRings; r++ {
 		sw.list = sw.list[:0]
 		for i := start[r]; i < start[r+1]; i++ {
 			sw.list = append(sw.list, int32(i))
 		}
-		if err := sw.sweep(false); err != nil {
+		if keys, active, err = sw.sweep(false, keys, active); err != nil {
 			return err
 		}
 	}
@@ -298,12 +333,84 @@ func checkCrossings(edges []edge3, start []int, maxTests int) error {
 					break
 				}
 			}
-			if err := sw.sweep(true); err != nil {
+			if keys, active, err = sw.sweep(true, keys, active); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// noEdgesMeet reports whether no two edges meet (edgePair is pairApart),
+// other than consecutive edges of one ring: every such pair is judged, a
+// superset of the pairs that checkCrossings' sweeps judge. edgePair's
+// answer does not depend on the order of its arguments (its tests are
+// symmetric in the two edges, and so is s2.CrossingSign), so when this is
+// true checkCrossings finds nothing either. At most bruteForceMaxEdges
+// edges.
+//
+// For each edge e it first takes the side of e's great circle of every
+// vertex it is paired with (edges[v].a is vertex v), as edgePair's first
+// test does: an edge whose two ends lie on one side, further than
+// touchTol, is apart from e without more ado.
+func noEdgesMeet(edges []edge3, start []int) bool {
+	var side [bruteForceMaxEdges]int8 // of vertex v: 1 above, -1 below, 0 near
+	if len(edges) > len(side) {
+		return false
+	}
+	nRings := len(start) - 1
+	for r := 0; r < nRings; r++ {
+		s0, s1 := start[r], start[r+1]
+		for x := s0; x < s1; x++ {
+			e := &edges[x]
+			// Edge x meets edges x-1 and x+1 (the ring's last edge meets its
+			// first) at their common vertices: NewPolygon has judged those
+			// pairs. It is paired with edges x+2 up to the ring's last (but
+			// one, for its first edge) and with every edge of later rings.
+			end := s1
+			if x == s0 {
+				end = s1 - 1
+			}
+			for v := min(x+2, s1); v < len(edges); v++ {
+				side[v] = sideOf(e.n.Dot(edges[v].a))
+			}
+			side[s0] = sideOf(e.n.Dot(edges[s0].a))
+			for y := x + 2; y < end; y++ {
+				b := y + 1
+				if b == s1 {
+					b = s0
+				}
+				if (side[y] != side[b] || side[y] == 0) && edgePair(e, &edges[y]) != pairApart {
+					return false
+				}
+			}
+			for q := r + 1; q < nRings; q++ {
+				q0, q1 := start[q], start[q+1]
+				for y := q0; y < q1; y++ {
+					b := y + 1
+					if b == q1 {
+						b = q0
+					}
+					if (side[y] != side[b] || side[y] == 0) && edgePair(e, &edges[y]) != pairApart {
+						return false
+					}
+				}
+			}
+		}
+	}
+	return true
+}
+
+// sideOf is the side of a great circle of a point whose signed sine of
+// distance from it is s: 1 or -1 beyond touchTol, else 0.
+func sideOf(s float64) int8 {
+	switch {
+	case s > touchTol:
+		return 1
+	case s < -touchTol:
+		return -1
+	}
+	return 0
 }
 
 // box3 is an axis-aligned box in three dimensions.
@@ -340,13 +447,11 @@ func (b *box3) meets(e *edge3) bool {
 // sweeper runs sweeps over lists of edges, counting box tests against a
 // limit.
 type sweeper struct {
-	edges  []edge3
-	start  []int
-	limit  int
-	list   []int32 // the edges of the next sweep
-	keys   []uint64
-	active []activeEdge
-	tests  int
+	edges []edge3
+	start []int
+	limit int
+	list  []int32 // the edges of the next sweep
+	tests int
 }
 
 // activeEdge is an edge in the sweep's active list: its end along the
@@ -365,9 +470,11 @@ const sweepIdxBits = 17
 // of their extents over the spread of all of them); the sort key is that
 // coordinate rounded down (its low bits hold the edge's position in the
 // list), and the sweep compares with the rounded value.
-func (sw *sweeper) sweep(cross bool) error {
+//
+// keys and active are scratch space, returned for the next sweep.
+func (sw *sweeper) sweep(cross bool, keys []uint64, active []activeEdge) ([]uint64, []activeEdge, error) {
 	if len(sw.list) < 2 {
-		return nil
+		return keys, active, nil
 	}
 	var lo, hi, sum [3]float64
 	for k, i := range sw.list {
@@ -392,19 +499,19 @@ func (sw *sweeper) sweep(cross bool) error {
 	o1, o2 := (axis+1)%3, (axis+2)%3
 
 	const idxMask = 1<<sweepIdxBits - 1
-	sw.keys = sw.keys[:0]
+	keys = keys[:0]
 	for k, i := range sw.list {
-		sw.keys = append(sw.keys, orderKey(sw.edges[i].lo[axis])&^idxMask|uint64(k))
+		keys = append(keys, orderKey(sw.edges[i].lo[axis])&^idxMask|uint64(k))
 	}
-	slices.Sort(sw.keys)
+	slices.Sort(keys)
 
-	sw.active = sw.active[:0]
-	for _, key := range sw.keys {
+	active = active[:0]
+	for _, key := range keys {
 		ei := sw.list[key&idxMask]
 		e := &sw.edges[ei]
 		begin := keyFloat(key &^ idxMask) // <= e.lo[axis], and nondecreasing
-		keep := sw.active[:0]
-		for _, a := range sw.active {
+		keep := active[:0]
+		for _, a := range active {
 			if a.hi < begin {
 				continue // a ends before e begins, and before every later edge
 			}
@@ -417,16 +524,16 @@ func (sw *sweeper) sweep(cross bool) error {
 				continue
 			}
 			if kind := edgePair(f, e); kind != pairApart {
-				return pairError(f, e, kind, sw.start)
+				return keys, active, pairError(f, e, kind, sw.start)
 			}
 		}
-		sw.tests += len(sw.active)
-		sw.active = append(keep, activeEdge{e.hi[axis], e.lo[o1], e.hi[o1], e.lo[o2], e.hi[o2], ei})
+		sw.tests += len(active)
+		active = append(keep, activeEdge{e.hi[axis], e.lo[o1], e.hi[o1], e.lo[o2], e.hi[o2], ei})
 		if sw.tests > sw.limit {
-			return core.Errorf(core.PolygonTooComplex, "polygon edges are too long and dense to check for crossings (%d edges)", len(sw.edges))
+			return keys, active, core.Errorf(core.PolygonTooComplex, "polygon edges are too long and dense to check for crossings (%d edges)", len(sw.edges))
 		}
 	}
-	return nil
+	return keys, active, nil
 }
 
 // orderKey maps floats to integers of the same order.
@@ -531,9 +638,10 @@ func pairError(e, f *edge3, kind int, start []int) error {
 	return core.Errorf(core.InvalidPolygon, "%s and %s %s: edges %d and %d", ringName(re), ringName(rf), verb, e.i, f.i)
 }
 
-// prepare chooses the polygon's bounding cap and its index, and checks that
-// holes lie inside the outer ring and outside each other.
-func (p *Polygon) prepare(pts []r3.Vector, start []int) error {
+// prepare makes the polygon: it chooses its bounding cap and its index,
+// and checks that holes lie inside the outer ring and outside each other.
+// It keeps nothing of pts and start.
+func prepare(pts []r3.Vector, start []int) (*Polygon, error) {
 	outer := pts[start[0]:start[1]]
 	// The center of the outer ring's bounding box, and the cap about it.
 	lo, hi := outer[0], outer[0]
@@ -550,20 +658,36 @@ func (p *Polygon) prepare(pts []r3.Vector, start []int) error {
 			maxChord2 = max(maxChord2, v.Sub(c).Norm2())
 		}
 		if minCos >= planarMinCos {
+			st := &planarPolygon{}
+			p := &st.p
 			p.capCenter = c
 			// The arc from c to the farthest vertex (from the chord, which
 			// stays precise for tiny polygons), plus room for rounding.
 			p.capAngle = 2*math.Asin(min(math.Sqrt(maxChord2)/2, 1)) + 1e-9
-			pl, err := newPlanarIndex(c, minCos, pts, start)
-			if err != nil {
-				return err
+			if err := st.pl.init(c, minCos, pts, start, st.rings[:]); err != nil {
+				return nil, err
 			}
-			p.planar = pl
-			p.face = newFaceRings(pts, start)
-			return nil
+			p.planar = &st.pl
+			if st.fr.init(pts, start) {
+				p.face = &st.fr
+			}
+			return p, nil
 		}
 	}
-	return p.prepareLoops(pts, start)
+	p := &Polygon{}
+	if err := p.prepareLoops(pts, start); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// planarPolygon is a Polygon in the gnomonic projection with its parts,
+// allocated together.
+type planarPolygon struct {
+	p     Polygon
+	pl    planarIndex
+	fr    faceRings
+	rings [2]ringIndex // pl.rings when there are at most two
 }
 
 // prepareLoops is prepare for polygons too wide for the gnomonic

@@ -10,9 +10,9 @@ import "math"
 // the whole polygon.
 //
 // Invariants (on top of faceGrid's):
-//   - segs are every edge of every ring in the (u,v) plane; the polygon is
-//     the even-odd inside of all of them (holes lie inside the outer ring
-//     and outside each other).
+//   - segs are every edge of every ring in the (u,v) plane, each with its
+//     line; the polygon is the even-odd inside of all of them (holes lie
+//     inside the outer ring and outside each other).
 //   - For a boundary cell c, head[c] starts a list through links of the
 //     edges that meet the cell's rectangle padded by gridTol; no other edge
 //     comes within gridTol of the cell. head is -1 for the other cells.
@@ -21,7 +21,10 @@ import "math"
 //     line lies more than gridTol from that center; else refUnknown. It
 //     has refComplex added when an end of a listed edge lies in the cell
 //     (padded): otherwise every listed edge crosses the cell from side to
-//     side, and the links hold their lines.
+//     side. Unless ref is refUnknown, each link says which side of its
+//     edge's line the cell's center lies on (see gridLink).
+//   - The slices point into buf when they fit there, so that a polyGrid
+//     takes two allocations: itself, and buf (which holds no pointers).
 type polyGrid struct {
 	g      faceGrid
 	segs   []gridSeg
@@ -29,22 +32,42 @@ type polyGrid struct {
 	head   []int32
 	links  []gridLink
 	ref    []uint8
+	buf    *polyGridBuf
 }
 
+// polyGridBuf backs a polyGrid's slices, and its faceGrid's, for a grid of
+// polyGridSide cells a side and a small polygon, and the polygon's scan
+// ranges.
+type polyGridBuf struct {
+	edges   [2 * (polyGridSide + 1)]float64 // g.ug, g.vg
+	centers [2 * polyGridSide]float64       // uc, vc
+	cls     [polyGridSide * polyGridSide]uint8
+	ref     [polyGridSide * polyGridSide]uint8
+	head    [polyGridSide * polyGridSide]int32
+	sat     [(polyGridSide + 1) * (polyGridSide + 1)]uint32
+	segs    [32]gridSeg
+	links   [192]gridLink // the benchmark polygon needs about 80
+	ranges  [64]ScanRange
+}
+
+// Rows of the grid are bit masks (see newPolyGrid).
+var _ [64 - polyGridSide]struct{}
+
 // gridSeg is an edge in the (u,v) plane: from (au, av) by (du, dv), of
-// length n.
+// length n, and its line a u + b v + c, the signed distance from the line
+// (a = dv/n, b = -du/n).
 type gridSeg struct {
 	au, av, bu, bv float64
 	du, dv, n      float64
+	a, b, c        float64
 }
 
-// gridLink is an entry of a boundary cell's list of edges: the edge, and
-// its line as a u + b v + c, the signed distance from the line, oriented
-// positive at the cell's center (set with ref; unset when ref is
-// refUnknown).
+// gridLink is an entry of a boundary cell's list of edges: the edge (segs
+// index), and the next entry (-1 at the end). When ref is set, seg is the
+// index complemented (^i, negative) where the cell's center lies on the
+// negative side of the edge's line.
 type gridLink struct {
 	seg, next int32
-	a, b, c   float64
 }
 
 // Values of ref: bit 0 is the center's side; refComplex is set when a
@@ -65,52 +88,51 @@ const leafHalfDiagUV = 4.6e-7
 func newPolyGrid(fr *faceRings) (pg *polyGrid, ok bool) {
 	s0, s1 := uvToST(fr.u0-gridTol), uvToST(fr.u1+gridTol)
 	t0, t1 := uvToST(fr.v0-gridTol), uvToST(fr.v1+gridTol)
-	g, ok := newFaceGrid(fr.face, s0, s1, t0, t1, polyGridSide)
+	if !(s0 > 0 && s1 < 1 && t0 > 0 && t1 < 1 && s0 <= s1 && t0 <= t1) {
+		return nil, false // as newFaceGrid, before allocating
+	}
+	pg = &polyGrid{buf: &polyGridBuf{}}
+	g, ok := newFaceGrid(fr.face, s0, s1, t0, t1, polyGridSide, pg.buf.edges[:], pg.buf.cls[:])
 	if !ok {
 		return nil, false
 	}
-	pg = &polyGrid{g: g}
+	pg.g = g
 	n := float64(int(1) << g.level)
 	// Centers of rows and columns.
-	cbuf := make([]float64, g.w+g.h)
-	pg.uc, pg.vc = cbuf[:g.w], cbuf[g.w:]
+	cells := g.w * g.h
+	// (A grid spans at most polyGridSide cells a side: it fits buf.)
+	cbuf := pg.buf.centers[:g.w+g.h]
+	pg.head, pg.ref = pg.buf.head[:cells], pg.buf.ref[:cells]
+	pg.uc, pg.vc = cbuf[:g.w:g.w], cbuf[g.w:]
 	for x := range pg.uc {
 		pg.uc[x] = stToUV((float64(g.i0+x) + 0.5) / n)
 	}
 	for y := range pg.vc {
 		pg.vc[y] = stToUV((float64(g.j0+y) + 0.5) / n)
 	}
-	cells := g.w * g.h
-	ibuf := make([]int32, cells)
-	pg.head = ibuf
 	for i := range pg.head {
 		pg.head[i] = -1
 	}
-	pg.ref = make([]uint8, cells)
-	pg.segs = make([]gridSeg, len(fr.segs))
-	// An edge marks at most three cells per row it spans (two more than its
-	// columns in that row, padding included) plus one per column it moves.
-	nLinks := 0
-	for _, sg := range fr.segs {
-		r0, r1 := g.row(min(sg.av, sg.bv)-gridTol), g.row(max(sg.av, sg.bv)+gridTol)
-		c0, c1 := g.col(min(sg.au, sg.bu)-gridTol), g.col(max(sg.au, sg.bu)+gridTol)
-		nLinks += 3*(r1-r0+1) + c1 - c0
+	if len(fr.segs) <= len(pg.buf.segs) {
+		pg.segs = pg.buf.segs[:len(fr.segs)]
+	} else {
+		pg.segs = make([]gridSeg, len(fr.segs))
 	}
-	pg.links = make([]gridLink, 0, nLinks)
-	type crossing struct {
-		row int32
-		u   float64
-	}
-	var cbuf2 [64]crossing
-	cross := cbuf2[:0]
+	pg.links = pg.buf.links[:0]
+	// parity[r]: bit x is set when an odd number of edges cross row r's
+	// center line left of cell x's center (by the half-open rule of the
+	// even-odd test): the cell's center is inside.
+	var parity [polyGridSide]uint64
 	for si, sg := range fr.segs {
 		du, dv := sg.bu-sg.au, sg.bv-sg.av
-		pg.segs[si] = gridSeg{sg.au, sg.av, sg.bu, sg.bv, du, dv, math.Hypot(du, dv)}
+		sn := math.Sqrt(du*du + dv*dv)
+		k := 1 / sn
+		pg.segs[si] = gridSeg{sg.au, sg.av, sg.bu, sg.bv, du, dv, sn, dv * k, -du * k, (sg.av*du - sg.au*dv) * k}
 		lo, hi := min(sg.av, sg.bv), max(sg.av, sg.bv)
 		r0, r1 := g.row(lo-gridTol), g.row(hi+gridTol)
-		var k float64 // du/dv
+		var ku float64 // du/dv
 		if sg.bv != sg.av {
-			k = du / dv
+			ku = du / dv
 		}
 		for r := r0; r <= r1; r++ {
 			// The part of the edge within the row, padded.
@@ -119,7 +141,7 @@ func newPolyGrid(fr *faceRings) (pg *polyGrid, ok bool) {
 			if sg.bv == sg.av || a > b {
 				ua, ub = min(sg.au, sg.bu), max(sg.au, sg.bu)
 			} else {
-				ua, ub = sg.au+(a-sg.av)*k, sg.au+(b-sg.av)*k
+				ua, ub = sg.au+(a-sg.av)*ku, sg.au+(b-sg.av)*ku
 				ua, ub = min(ua, ub), max(ua, ub)
 			}
 			c0, c1 := g.col(ua-gridTol), g.col(ub+gridTol)
@@ -131,27 +153,25 @@ func newPolyGrid(fr *faceRings) (pg *polyGrid, ok bool) {
 				pg.head[cell] = int32(len(pg.links) - 1)
 			}
 			// The even-odd rule's crossing of the row's center line, by the
-			// half-open rule.
+			// half-open rule: it flips the cells whose centers lie right of
+			// it.
 			if (sg.av > pg.vc[r]) != (sg.bv > pg.vc[r]) {
-				cross = append(cross, crossing{int32(r), sg.au + (pg.vc[r]-sg.av)*k})
+				u := sg.au + (pg.vc[r]-sg.av)*ku
+				x := c0
+				for x > 0 && pg.uc[x-1] > u {
+					x--
+				}
+				for x < g.w && pg.uc[x] <= u {
+					x++
+				}
+				parity[r] ^= ^uint64(0) << x
 			}
 		}
 	}
-	// Per row, cells left of an odd number of crossings are inside.
-	for i := 1; i < len(cross); i++ {
-		for j := i; j > 0 && (cross[j].row < cross[j-1].row || (cross[j].row == cross[j-1].row && cross[j].u < cross[j-1].u)); j-- {
-			cross[j], cross[j-1] = cross[j-1], cross[j]
-		}
-	}
-	ci := 0
 	for r := 0; r < g.h; r++ {
 		row := g.cls[r*g.w : (r+1)*g.w]
-		in := false
 		for x := range row {
-			for ci < len(cross) && cross[ci].row == int32(r) && cross[ci].u < pg.uc[x] {
-				in = !in
-				ci++
-			}
+			in := parity[r]>>x&1 != 0
 			switch {
 			case row[x] == gridBoundary:
 				pg.ref[r*g.w+x] = pg.centerRef(r*g.w+x, pg.uc[x], pg.vc[r], in)
@@ -159,16 +179,14 @@ func newPolyGrid(fr *faceRings) (pg *polyGrid, ok bool) {
 				row[x] = gridInside
 			}
 		}
-		for ci < len(cross) && cross[ci].row == int32(r) {
-			ci++
-		}
 	}
 	return pg, true
 }
 
 // centerRef is ref of boundary cell c, whose center (cu, cv) the even-odd
-// rule puts inside when in is set; it sets the lines of the cell's links
-// and whether the cell is simple.
+// rule puts inside when in is set; it marks the cell's links whose lines
+// have the center on their negative side, and finds whether the cell is
+// simple.
 func (pg *polyGrid) centerRef(c int, cu, cv float64, in bool) uint8 {
 	g := &pg.g
 	x, y := c%g.w, c/g.w
@@ -182,12 +200,9 @@ func (pg *polyGrid) centerRef(c int, cu, cv float64, in bool) uint8 {
 		if math.Abs(d) <= gridTol*s.n {
 			return refUnknown
 		}
-		// d = (cu-au) dv - (cv-av) du, over n, with d's sign made positive.
-		k := 1 / s.n
 		if d < 0 {
-			k = -k
+			l.seg = ^l.seg
 		}
-		l.a, l.b, l.c = s.dv*k, -s.du*k, (s.av*s.du-s.au*s.dv)*k
 		if (s.au >= u0 && s.au <= u1 && s.av >= v0 && s.av <= v1) ||
 			(s.bu >= u0 && s.bu <= u1 && s.bv >= v0 && s.bv <= v1) {
 			simple = false
@@ -242,8 +257,8 @@ func (pg *polyGrid) classify(i, j int) int {
 		// crosses the edge's line.
 		in := ref
 		for e := pg.head[c]; e >= 0; {
-			l := &pg.links[e]
-			d := l.a*pu + l.b*pv + l.c
+			l := pg.links[e]
+			d := pg.lineDist(l.seg, pu, pv)
 			if math.Abs(d) <= leafHalfDiagUV+gridTol {
 				return LeafUnsure
 			}
@@ -259,15 +274,15 @@ func (pg *polyGrid) classify(i, j int) int {
 	tolCP := gridTol * (math.Abs(eu) + math.Abs(ev))
 	in := ref&refIn != 0
 	for e := pg.head[c]; e >= 0; e = pg.links[e].next {
-		s := &pg.segs[pg.links[e].seg]
-		dp := (pu-s.au)*s.dv - (pv-s.av)*s.du
-		if math.Abs(dp) <= (leafHalfDiagUV+gridTol)*s.n {
+		si := pg.links[e].seg
+		d := pg.lineDist(si, pu, pv)
+		if math.Abs(d) <= leafHalfDiagUV+gridTol {
 			return LeafUnsure
 		}
-		dc := (cu-s.au)*s.dv - (cv-s.av)*s.du
-		if (dp > 0) == (dc > 0) {
-			continue // p and the center lie on one side of the edge's line
+		if d > 0 {
+			continue // p lies on the center's side of the edge's line
 		}
+		s := &pg.segs[si^si>>31]
 		oa := (s.au-cu)*ev - (s.av-cv)*eu
 		ob := (s.bu-cu)*ev - (s.bv-cv)*eu
 		if math.Abs(oa) <= tolCP || math.Abs(ob) <= tolCP {
@@ -281,4 +296,15 @@ func (pg *polyGrid) classify(i, j int) int {
 		return LeafInside
 	}
 	return LeafOutside
+}
+
+// lineDist is the signed distance of (u, v) from the line of the edge of
+// link seg value si, positive on the side of the cell's center.
+func (pg *polyGrid) lineDist(si int32, u, v float64) float64 {
+	s := &pg.segs[si^si>>31]
+	d := s.a*u + s.b*v + s.c
+	if si < 0 {
+		d = -d
+	}
+	return d
 }
