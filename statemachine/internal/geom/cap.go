@@ -332,6 +332,16 @@ const (
 	capBoxPad     = 0.05
 )
 
+// capBoxDirs are the cosine and sine of the capBoxSamples directions about
+// a cap's center in which capSTBox samples its boundary.
+var capBoxDirs = func() (d [capBoxSamples][2]float64) {
+	for k := range d {
+		sin, cos := math.Sincos(2 * math.Pi * float64(k) / capBoxSamples)
+		d[k] = [2]float64{cos, sin}
+	}
+	return d
+}()
+
 // capSTBox returns the face of the cap's center and the (s,t) box holding
 // the cap on it; ok is false when some of the cap may lie off that face.
 func capSTBox(center r3.Vector, angle float64) (f int, s0, s1, t0, t1 float64, ok bool) {
@@ -340,9 +350,8 @@ func capSTBox(center r3.Vector, angle float64) (f int, s0, s1, t0, t1 float64, o
 	e2 := center.Cross(e1)
 	cosA, sinA := math.Cos(angle), math.Sin(angle)
 	s0, s1, t0, t1 = sc, sc, tc, tc
-	for k := 0; k < capBoxSamples; k++ {
-		sinK, cosK := math.Sincos(2 * math.Pi * float64(k) / capBoxSamples)
-		p := center.Mul(cosA).Add(e1.Mul(sinA * cosK)).Add(e2.Mul(sinA * sinK))
+	for _, d := range capBoxDirs {
+		p := center.Mul(cosA).Add(e1.Mul(sinA * d[0])).Add(e2.Mul(sinA * d[1]))
 		pf, s, t := faceST(p)
 		if pf != f {
 			return 0, 0, 0, 0, 0, false
