@@ -12,6 +12,8 @@ import (
 // of core/codec.go's table for op (for example *core.RadiusQuery and
 // *core.QueryResult; nil for stats, status, topology and ping); an
 // operation's failure is a *core.Error. Do must be safe for concurrent use.
+// ctx ends at the request's timeout; Do must not use it after it returns
+// (the server reuses a connection's context for its next request).
 //
 // ClientBackend is the one the server uses: the Go client's sessions,
 // over an in-process connection to the local replica (NewLocalBackend) or

@@ -1,9 +1,11 @@
 package http
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
+	"net"
 	stdhttp "net/http"
 	"strconv"
 	"strings"
@@ -162,4 +164,55 @@ func BenchmarkServeRadius(b *testing.B) {
 
 func BenchmarkServeInsert1(b *testing.B) {
 	benchServe(b, "POST", "/events", benchInsertBody(1))
+}
+
+// benchFastServe drives the fast path over a loopback connection, one
+// request at a time: the server's whole cost per request (its socket
+// calls included) with a backend that answers at once.
+func benchFastServe(b *testing.B, method, target string, body []byte) {
+	evs := benchEvents(80)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := Serve(ln, Config{Backend: instantBackend{
+		latest: &core.LatestResult{Found: true, Event: evs[0]},
+		query:  &core.QueryResult{Events: evs, DistancesMM: make([]uint64, 80)},
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	req := fmt.Appendf(nil, "%s %s HTTP/1.1\r\nHost: bench\r\nContent-Length: %d\r\n\r\n%s", method, target, len(body), body)
+	br := bufio.NewReaderSize(nc, 64<<10)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := nc.Write(req); err != nil {
+			b.Fatal(err)
+		}
+		res, err := stdhttp.ReadResponse(br, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.Copy(io.Discard, res.Body); err != nil || res.StatusCode != 200 {
+			b.Fatalf("status %d, %v", res.StatusCode, err)
+		}
+	}
+}
+
+func BenchmarkFastServeGetLatest(b *testing.B) {
+	benchFastServe(b, "GET", "/entity/00000000-0000-0001-0000-0000000135b4", nil)
+}
+
+func BenchmarkFastServeRadius(b *testing.B) {
+	benchFastServe(b, "POST", "/query/radius", []byte(`{"center_lat_nano":38110000000,"center_lon_nano":13360000000,"radius_mm":1000000}`))
+}
+
+func BenchmarkFastServeInsert1(b *testing.B) {
+	benchFastServe(b, "POST", "/events", benchInsertBody(1))
 }

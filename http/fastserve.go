@@ -37,6 +37,13 @@ import (
 // path passes no request headers to them (the handlers read none) and its
 // requests' contexts are not cancelled when the client goes away (the
 // operation runs to its end or its timeout).
+//
+// A connection serves one request at a time, so what a request needs is
+// made once per connection and reused: the http.Request the handlers see,
+// the call, the context (requestContext: the request timeout without a
+// context and timer per request) and the buffers of the body, its JSON
+// and the answer (scratch). An answer goes out before its handler returns,
+// so nothing of a request is left in them when the next one starts.
 
 const (
 	fastReadBuffer = 16 << 10  // the read buffer: a larger header block is handed over
@@ -201,6 +208,15 @@ type fastConn struct {
 	out    []byte       // the answer's head (and a small body), reused
 	w      fastResponse
 	body   fastBody
+	host   string // the last request's Host, kept while it repeats
+	// What one request needs, reused by the next (requests on a
+	// connection are served one at a time): the handlers' view of it, its
+	// call and context, and its buffers.
+	req  stdhttp.Request
+	url  url.URL
+	call call
+	ctx  requestContext
+	sc   scratch
 }
 
 // serve serves c's requests until it closes or is handed over.
@@ -213,6 +229,7 @@ func (c *fastConn) serve() {
 		if !handedOver {
 			c.nc.Close()
 		}
+		c.ctx.close()
 		c.s.untrack(c)
 	}()
 	for {
@@ -237,7 +254,7 @@ func (c *fastConn) serve() {
 		if err != nil {
 			return
 		}
-		var req fastRequest
+		req := fastRequest{host: c.host}
 		if head == nil || !req.parse(head) {
 			c.handOver()
 			handedOver = true
@@ -305,9 +322,10 @@ func (c *fastConn) serveRequest(req *fastRequest, n int, start time.Time) bool {
 			return false
 		}
 	}
-	r := &stdhttp.Request{
+	c.url = url.URL{Path: req.path, RawQuery: req.query}
+	c.req = stdhttp.Request{
 		Method:        req.method,
-		URL:           &url.URL{Path: req.path, RawQuery: req.query},
+		URL:           &c.url,
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    1,
@@ -318,15 +336,18 @@ func (c *fastConn) serveRequest(req *fastRequest, n int, start time.Time) bool {
 		RemoteAddr:    c.remote,
 		Body:          stdhttp.NoBody,
 	}
+	c.host = req.host
+	r := &c.req
 	if req.contentLength > 0 {
 		r.Body = &c.body
 	}
-	h, id := c.s.g.route(req.path)
-	if id != "" {
-		r.SetPathValue("entity_id", id)
-	}
+	e, id := c.s.g.route(req.path)
 	c.w.reset(c, r.Method == "HEAD", req.close || c.s.inShutdown.Load())
-	h(&c.w, r)
+	c.ctx.begin(c.s.g.cfg.RequestTimeout)
+	c.call = call{g: c.s.g, w: &c.w, r: r, ctx: &c.ctx, pathID: id, sc: &c.sc}
+	c.s.g.serveEndpoint(&c.call, e)
+	c.ctx.end()
+	c.call = call{}
 	// What the handler left of the body is read and dropped, so that the
 	// next request starts where it should; a large rest closes instead.
 	unread := c.body.remain > maxUnreadBody // send says Connection: close then
@@ -366,6 +387,8 @@ type fastRequest struct {
 
 // parse parses head, the request line and headers up to the empty line,
 // and reports whether the fast path serves it (see the top of this file).
+// q.host may hold a likely Host (the connection's last): it is kept,
+// rather than copied again, when the request's is the same.
 func (q *fastRequest) parse(head []byte) bool {
 	line, rest, _ := bytes.Cut(head, []byte("\r\n"))
 	method, line, ok1 := bytes.Cut(line, []byte(" "))
@@ -373,7 +396,7 @@ func (q *fastRequest) parse(head []byte) bool {
 	if !ok1 || !ok2 || len(method) == 0 || !isToken(method) || string(version) != "HTTP/1.1" || !cleanTarget(target) {
 		return false
 	}
-	q.method = string(method)
+	q.method = methodString(method)
 	q.target = string(target)
 	q.path, q.query, _ = cutByte(q.target, '?')
 	hosts, lengths := 0, 0
@@ -395,7 +418,9 @@ func (q *fastRequest) parse(head []byte) bool {
 		switch {
 		case asciiEqualFold(name, "Host"):
 			hosts++
-			q.host = string(value)
+			if string(value) != q.host {
+				q.host = string(value)
+			}
 		case asciiEqualFold(name, "Content-Length"):
 			lengths++
 			if len(value) == 0 || len(value) > 15 {
@@ -424,6 +449,21 @@ func (q *fastRequest) parse(head []byte) bool {
 		}
 	}
 	return hosts == 1 && lengths <= 1
+}
+
+// methodString is string(m), without a copy for the API's methods.
+func methodString(m []byte) string {
+	switch string(m) {
+	case "GET":
+		return "GET"
+	case "POST":
+		return "POST"
+	case "DELETE":
+		return "DELETE"
+	case "HEAD":
+		return "HEAD"
+	}
+	return string(m)
 }
 
 func cutByte(s string, c byte) (before, after string, found bool) {
@@ -542,6 +582,8 @@ type fastResponse struct {
 	status      int
 	wroteHeader bool
 	sent        bool
+	json        bool   // sent by sendJSON: its headers, not header's
+	err         error  // sendJSON's write failure
 	buf         []byte // the body so far, when not sent at once
 }
 
@@ -554,7 +596,22 @@ func (w *fastResponse) reset(c *fastConn, head, closeAfter bool) {
 		w.buf = nil // not kept for the next answer
 	}
 	w.c, w.head, w.closeAfter = c, head, closeAfter
-	w.status, w.wroteHeader, w.sent, w.buf = 0, false, false, w.buf[:0]
+	w.status, w.wroteHeader, w.sent, w.json, w.err, w.buf = 0, false, false, false, nil, w.buf[:0]
+}
+
+// plain reports whether nothing of the answer is set yet: no header, no
+// status, no body.
+func (w *fastResponse) plain() bool {
+	return len(w.header) == 0 && !w.wroteHeader && len(w.buf) == 0
+}
+
+// sendJSON sends the whole answer, as call.write does through Header,
+// WriteHeader and Write, but with its three headers written directly:
+// Content-Type application/json, Content-Length and Cache-Control
+// no-store. w must be plain.
+func (w *fastResponse) sendJSON(status int, body []byte) {
+	w.wroteHeader, w.status, w.sent, w.json = true, status, true, true
+	w.err = w.send(body) // finish reports it: the connection closes
 }
 
 func (w *fastResponse) Header() stdhttp.Header { return w.header }
@@ -600,7 +657,7 @@ func (w *fastResponse) declaredLength() int64 {
 func (w *fastResponse) finish() error {
 	w.WriteHeader(stdhttp.StatusOK)
 	if w.sent {
-		return nil
+		return w.err
 	}
 	if w.header["Content-Length"] == nil {
 		w.header["Content-Length"] = []string{strconv.Itoa(len(w.buf))}
@@ -619,6 +676,11 @@ func (w *fastResponse) send(body []byte) error {
 	b = append(b, ' ')
 	b = append(b, stdhttp.StatusText(w.status)...)
 	b = append(b, "\r\n"...)
+	if w.json {
+		b = append(b, "Cache-Control: no-store\r\nContent-Length: "...)
+		b = strconv.AppendInt(b, int64(len(body)), 10)
+		b = append(b, "\r\nContent-Type: application/json\r\n"...)
+	}
 	for name, values := range w.header {
 		for _, v := range values {
 			if !validHeaderValue(name) || !validHeaderValue(v) {

@@ -266,3 +266,73 @@ func TestShutdownWaitsForRequestsInFlight(t *testing.T) {
 		t.Fatal("still accepting after Shutdown")
 	}
 }
+
+// A connection's requests share its buffers (request body, parsed nodes,
+// answer) and its context: long requests and answers followed by short
+// ones, on one connection, are answered exactly as each is alone on a
+// connection of its own.
+func TestFastPathReusesNothingOfAnEarlierRequest(t *testing.T) {
+	addr := serveGateway(t, ghttp.Config{Backend: cannedBackend()}).Addr().String()
+	const id = "6ba7b810-9dad-11d1-80b4-00c04fd430c8"
+	post := func(target, body string) string {
+		return "POST " + target + " HTTP/1.1\r\nHost: x\r\n" + fmt.Sprintf("Content-Length: %d\r\n\r\n%s", len(body), body)
+	}
+	event := `{"entity_id":"` + id + `","lat_nano":1,"lon_nano":2}`
+	many := `{"events":[` + strings.Repeat(event+",", 40) + event + `]}`
+	reqs := []string{
+		post("/events", many),
+		post("/events", `{"events":[`+event+`]}`),
+		post("/events", `{"events":[`+event+`]`), // the earlier body's "}" must not complete it
+		post("/query/radius", `{"center_lat_nano":38110000000,"center_lon_nano":13360000000,"radius_mm":1000000}`),
+		"GET /entity/" + id + " HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /entity/00000000-0000-0000-0000-000000000001 HTTP/1.1\r\nHost: y\r\n\r\n",
+		post("/events", ``),
+		post("/query/radius?form=a", `{"center_lat":1,"center_lon":1,"radius_m":5}`),
+		"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n",
+	}
+	together := rawRoundTrip(t, addr, strings.Join(reqs, ""), len(reqs))
+	for i, req := range reqs {
+		alone := describe(rawRoundTrip(t, addr, req, 1)[0])
+		if got := describe(together[i]); got != alone {
+			t.Errorf("request %d on a shared connection:\n%s\nalone:\n%s", i, got, alone)
+		}
+	}
+}
+
+// A request that timed out leaves its context done; the connection's next
+// request gets a live one with a deadline of its own.
+func TestFastPathTimeoutThenNextRequest(t *testing.T) {
+	slow := core.Uint128{Hi: 1}
+	var deadlines []time.Time
+	var mu sync.Mutex
+	b := fakeBackend{func(ctx context.Context, op core.Operation, req any) (any, error) {
+		dl, ok := ctx.Deadline()
+		if !ok {
+			return nil, core.Errorf(core.InternalError, "no deadline")
+		}
+		mu.Lock()
+		deadlines = append(deadlines, dl)
+		mu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return nil, core.Errorf(core.InternalError, "context done at the start: %v", err)
+		}
+		if op == core.OpGetLatest && *req.(*core.Uint128) == slow {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return &core.PingReply{Pong: true}, nil
+	}}
+	addr := serveGateway(t, ghttp.Config{Backend: b, RequestTimeout: 100 * time.Millisecond}).Addr().String()
+	res := rawRoundTrip(t, addr, "GET /entity/"+slow.String()+" HTTP/1.1\r\nHost: x\r\n\r\n"+
+		"GET /ping HTTP/1.1\r\nHost: x\r\n\r\nGET /ping HTTP/1.1\r\nHost: x\r\n\r\n", 3)
+	for i, want := range []int{504, 200, 200} {
+		if res[i].StatusCode != want {
+			t.Errorf("answer %d: %s", i, describe(res[i]))
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(deadlines) != 3 || !deadlines[1].After(deadlines[0]) || !deadlines[2].After(deadlines[1]) {
+		t.Errorf("deadlines %v", deadlines)
+	}
+}

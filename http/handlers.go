@@ -52,13 +52,13 @@ func (w *jw) insertResults(r *core.InsertReply, req *core.InsertRequest, op core
 			b = append(b, ',')
 		}
 		b = append(b, `{"index":`...)
-		b = strconv.AppendUint(b, uint64(res.Index), 10)
+		b = appendUint(b, uint64(res.Index))
 		if fm == formA {
 			b = append(b, `,"result":`...)
-			b = strconv.AppendUint(b, uint64(res.Code), 10)
+			b = appendUint(b, uint64(res.Code))
 		} else {
 			b = append(b, `,"code":`...)
-			b = strconv.AppendUint(b, uint64(res.Code), 10)
+			b = appendUint(b, uint64(res.Code))
 			if res.Code != 0 {
 				b = append(b, `,"message":`...)
 				b = appendString(b, codeName(res.Code))
@@ -72,7 +72,7 @@ func (w *jw) insertResults(r *core.InsertReply, req *core.InsertRequest, op core
 			b = append(b, `,"id":"`...)
 			b = appendUUID(b, req.Events[res.Index].EntityID)
 			b = append(b, ':')
-			b = strconv.AppendUint(b, res.TimestampNS, 10)
+			b = appendUint(b, res.TimestampNS)
 			b = append(b, `","timestamp_ns":`...)
 			b = appendU64(b, res.TimestampNS)
 		}
@@ -189,7 +189,7 @@ func (g *Gateway) getLatest(c *call) *failure {
 	if _, f := c.params(); f != nil {
 		return f
 	}
-	id, f := entityID(c.r.PathValue("entity_id"), c.form)
+	id, f := entityID(c.pathID, c.form)
 	if f != nil {
 		return f
 	}
@@ -235,7 +235,7 @@ func (g *Gateway) history(c *call) *failure {
 		return f
 	}
 	q := &core.HistoryQuery{}
-	if q.EntityID, f = entityID(c.r.PathValue("entity_id"), c.form); f != nil {
+	if q.EntityID, f = entityID(c.pathID, c.form); f != nil {
 		return f
 	}
 	if q.SinceNS, f = p.u64("since_ns"); f != nil {

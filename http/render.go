@@ -1,6 +1,7 @@
 package http
 
 import (
+	"math/bits"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -82,7 +83,9 @@ func appendUUID(b []byte, u core.Uint128) []byte {
 	if u.Hi == 0 && u.Lo == 0 {
 		return append(b, "00000000-0000-0000-0000-000000000000"...)
 	}
-	var t [36]byte
+	n := len(b)
+	b = slices.Grow(b, 36)[:n+36]
+	t := b[n : n+36]
 	putHex(t[0:8], u.Hi>>32)
 	t[8] = '-'
 	putHex(t[9:13], u.Hi>>16)
@@ -92,7 +95,7 @@ func appendUUID(b []byte, u core.Uint128) []byte {
 	putHex(t[19:23], u.Lo>>48)
 	t[23] = '-'
 	putHex(t[24:36], u.Lo)
-	return append(b, t[:]...)
+	return b
 }
 
 // putHex fills dst with the len(dst) lowest hex digits of v, most
@@ -119,22 +122,72 @@ const hexPairs = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e
 // a decimal string (see jw.u64).
 func appendU64(b []byte, v uint64) []byte {
 	if v <= maxSafeInteger {
-		return strconv.AppendUint(b, v, 10)
+		return appendUint(b, v)
 	}
 	b = append(b, '"')
-	b = strconv.AppendUint(b, v, 10)
+	b = appendUint(b, v)
 	return append(b, '"')
 }
 
 // appendI64 is appendU64 for a signed value.
 func appendI64(b []byte, v int64) []byte {
 	if v >= -maxSafeInteger && v <= maxSafeInteger {
-		return strconv.AppendInt(b, v, 10)
+		return appendInt(b, v)
 	}
 	b = append(b, '"')
-	b = strconv.AppendInt(b, v, 10)
+	b = appendInt(b, v)
 	return append(b, '"')
 }
+
+// appendInt is strconv.AppendInt(b, v, 10).
+func appendInt(b []byte, v int64) []byte {
+	if v < 0 {
+		return appendUint(append(b, '-'), -uint64(v))
+	}
+	return appendUint(b, uint64(v))
+}
+
+// appendUint is strconv.AppendUint(b, v, 10), with the digits written in
+// place rather than copied from a buffer of their own: it is most of a
+// rendered event's work.
+func appendUint(b []byte, v uint64) []byte {
+	if v < 10 {
+		return append(b, byte('0'+v))
+	}
+	n := decimalLen(v)
+	i := len(b) + n
+	b = slices.Grow(b, n)[:i]
+	for v >= 100 {
+		q := v / 100
+		x := (v - 100*q) * 2
+		i -= 2
+		b[i], b[i+1] = decimalPairs[x], decimalPairs[x+1]
+		v = q
+	}
+	if v >= 10 {
+		b[i-2], b[i-1] = decimalPairs[2*v], decimalPairs[2*v+1]
+	} else {
+		b[i-1] = byte('0' + v)
+	}
+	return b
+}
+
+// decimalLen is the number of decimal digits of v, which is at least 10.
+func decimalLen(v uint64) int {
+	t := bits.Len64(v) * 1233 >> 12 // about log10(2) * bits: the digits, or one less
+	if v < pow10[t] {
+		return t
+	}
+	return t + 1
+}
+
+var pow10 = [20]uint64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19}
+
+// decimalPairs holds the two digits of each number from 00 to 99.
+const decimalPairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839" +
+	"40414243444546474849505152535455565758596061626364656667686970717273747576777879" +
+	"8081828384858687888990919293949596979899"
 
 // str writes s as a JSON string; invalid UTF-8 becomes U+FFFD.
 func (w *jw) str(s string) {
@@ -191,7 +244,7 @@ func (w *jw) event(e *core.GeoEvent, dist *uint64) {
 	b = appendUUID(b, e.EntityID)
 	b = append(b, ':')
 	ts := len(b)
-	b = strconv.AppendUint(b, e.TimestampNS, 10)
+	b = appendUint(b, e.TimestampNS)
 	tsEnd := len(b)
 	b = append(b, `","entity_id":"`...)
 	b = append(b, b[start:start+36]...)
@@ -214,17 +267,17 @@ func (w *jw) event(e *core.GeoEvent, dist *uint64) {
 	b = append(b, `,"group_id":`...)
 	b = appendU64(b, e.GroupID)
 	b = append(b, `,"altitude_mm":`...)
-	b = strconv.AppendInt(b, int64(e.AltitudeMM), 10)
+	b = appendInt(b, int64(e.AltitudeMM))
 	b = append(b, `,"velocity_mms":`...)
-	b = strconv.AppendUint(b, uint64(e.VelocityMMS), 10)
+	b = appendUint(b, uint64(e.VelocityMMS))
 	b = append(b, `,"ttl_seconds":`...)
-	b = strconv.AppendUint(b, uint64(e.TTLSeconds), 10)
+	b = appendUint(b, uint64(e.TTLSeconds))
 	b = append(b, `,"accuracy_mm":`...)
-	b = strconv.AppendUint(b, uint64(e.AccuracyMM), 10)
+	b = appendUint(b, uint64(e.AccuracyMM))
 	b = append(b, `,"heading_cdeg":`...)
-	b = strconv.AppendUint(b, uint64(e.HeadingCdeg), 10)
+	b = appendUint(b, uint64(e.HeadingCdeg))
 	b = append(b, `,"flags":`...)
-	b = strconv.AppendUint(b, uint64(e.Flags), 10)
+	b = appendUint(b, uint64(e.Flags))
 	if dist != nil {
 		b = append(b, `,"distance_mm":`...)
 		b = appendU64(b, *dist)

@@ -3,6 +3,8 @@ package http
 import (
 	"bytes"
 	"encoding/json"
+	"math"
+	"math/rand/v2"
 	"strconv"
 	"testing"
 
@@ -236,3 +238,32 @@ func TestParseCanonicalUUIDAgreesWithCore(t *testing.T) {
 }
 
 func upper(s string) string { return string(bytes.ToUpper([]byte(s))) }
+
+// appendUint and appendInt write what strconv writes.
+func TestAppendIntegersAsStrconv(t *testing.T) {
+	us := []uint64{0, 1, 9, 10, 11, 99, 100, 101, 999, 1000, math.MaxUint32, math.MaxInt64, math.MaxUint64, maxSafeInteger, maxSafeInteger + 1}
+	for p := uint64(1); p <= 1e19; p *= 10 {
+		us = append(us, p-1, p, p+1, 2*p-1, 9*p, 9*p+p-1)
+		if p == 1e19 {
+			break
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 100_000 {
+		us = append(us, rng.Uint64()>>rng.IntN(64))
+	}
+	prefix := []byte("x:")
+	for _, u := range us {
+		if got, want := appendUint(prefix[:2:2], u), strconv.AppendUint(prefix[:2:2], u, 10); string(got) != string(want) {
+			t.Fatalf("appendUint(%d) = %s, want %s", u, got, want)
+		}
+		for _, v := range []int64{int64(u), -int64(u)} {
+			if got, want := appendInt(prefix[:2:2], v), strconv.AppendInt(prefix[:2:2], v, 10); string(got) != string(want) {
+				t.Fatalf("appendInt(%d) = %s, want %s", v, got, want)
+			}
+		}
+	}
+	if got := string(appendInt(nil, math.MinInt64)); got != strconv.FormatInt(math.MinInt64, 10) {
+		t.Fatalf("appendInt(MinInt64) = %s", got)
+	}
+}

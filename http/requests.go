@@ -764,6 +764,9 @@ type params map[string]string
 // parseParams decodes the query string, allowing only the given names
 // (and form everywhere).
 func parseParams(raw string, allowed ...string) (params, *failure) {
+	if raw == "" {
+		return nil, nil // none (a nil params reads as empty)
+	}
 	vals, err := url.ParseQuery(raw)
 	if err != nil {
 		return nil, malformed("the query string is malformed: %v", err)

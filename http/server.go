@@ -53,11 +53,17 @@ type Gateway struct {
 	log    *zap.Logger
 	mux    *stdhttp.ServeMux
 	routes []Route
-	// The mux's handlers again, for the server's fast path (route):
-	// literal paths, the two patterns with {entity_id}, and "/".
-	literal               map[string]stdhttp.HandlerFunc
-	entity, entityHistory stdhttp.HandlerFunc
-	notFound              stdhttp.HandlerFunc
+	// The mux's endpoints again, for the server's fast path (route):
+	// literal paths and the two patterns with {entity_id}.
+	literal               map[string]*endpoint
+	entity, entityHistory *endpoint
+}
+
+// endpoint is one path of the API and its handler for each method it takes.
+type endpoint struct {
+	path     string
+	allow    string // the Allow header of a 405
+	byMethod map[string]handlerFunc
 }
 
 type handlerFunc func(c *call) *failure
@@ -76,15 +82,15 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, mux: stdhttp.NewServeMux(), literal: map[string]stdhttp.HandlerFunc{}}
-	byPath := map[string]map[string]handlerFunc{}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, mux: stdhttp.NewServeMux(), literal: map[string]*endpoint{}}
+	byPath := map[string]*endpoint{}
 	var paths []string
 	add := func(method, path string, h handlerFunc) {
 		if byPath[path] == nil {
-			byPath[path] = map[string]handlerFunc{}
+			byPath[path] = &endpoint{path: path, byMethod: map[string]handlerFunc{}}
 			paths = append(paths, path)
 		}
-		byPath[path][method] = h
+		byPath[path].byMethod[method] = h
 		g.routes = append(g.routes, Route{method, path})
 	}
 	add("POST", "/events", g.insert)
@@ -107,62 +113,42 @@ func New(cfg Config) (*Gateway, error) {
 	add("POST", "/ttl/clear", g.ttlClear)
 	add("GET", "/openapi.json", g.openAPI)
 	for _, path := range paths {
-		methods := byPath[path]
-		allow := ""
+		e := byPath[path]
 		for _, m := range []string{"GET", "POST", "DELETE"} {
-			if methods[m] != nil {
-				if allow != "" {
-					allow += ", "
+			if e.byMethod[m] != nil {
+				if e.allow != "" {
+					e.allow += ", "
 				}
-				allow += m
+				e.allow += m
 				if m == "GET" {
-					allow += ", HEAD"
+					e.allow += ", HEAD"
 				}
 			}
 		}
-		h := func(w stdhttp.ResponseWriter, r *stdhttp.Request) {
-			method := r.Method
-			if method == "HEAD" {
-				method = "GET"
-			}
-			h := methods[method]
-			if h == nil {
-				w.Header().Set("Allow", allow)
-				g.serve(w, r, func(c *call) *failure {
-					c.form = lenientForm(r)
-					return &failure{info: core.UnknownOperation, status: stdhttp.StatusMethodNotAllowed,
-						msg: fmt.Sprintf("%s %s is not an operation of this API; %s takes %s", r.Method, path, path, allow)}
-				})
-				return
-			}
-			g.serve(w, r, h)
-		}
-		g.mux.HandleFunc(path, h)
+		g.mux.HandleFunc(path, func(w stdhttp.ResponseWriter, r *stdhttp.Request) {
+			g.serveEndpoint(&call{g: g, w: w, r: r, pathID: r.PathValue("entity_id")}, e)
+		})
 		switch path {
 		case "/entity/{entity_id}":
-			g.entity = h
+			g.entity = e
 		case "/entity/{entity_id}/history":
-			g.entityHistory = h
+			g.entityHistory = e
 		default:
-			g.literal[path] = h
+			g.literal[path] = e
 		}
 	}
-	g.notFound = func(w stdhttp.ResponseWriter, r *stdhttp.Request) {
-		g.serve(w, r, func(c *call) *failure {
-			c.form = lenientForm(r)
-			return &failure{info: core.UnknownOperation, status: stdhttp.StatusNotFound,
-				msg: fmt.Sprintf("no such path: %s (see GET /openapi.json)", truncate(r.URL.Path, 200))}
-		})
-	}
-	g.mux.HandleFunc("/", g.notFound)
+	g.mux.HandleFunc("/", func(w stdhttp.ResponseWriter, r *stdhttp.Request) {
+		g.serveEndpoint(&call{g: g, w: w, r: r}, nil)
+	})
 	return g, nil
 }
 
-// route is the mux for a clean path (see cleanTarget): the handler the mux
-// picks for it, and the value of its {entity_id}, if any.
-func (g *Gateway) route(path string) (h stdhttp.HandlerFunc, entityID string) {
-	if h := g.literal[path]; h != nil {
-		return h, ""
+// route is the mux for a clean path (see cleanTarget): the endpoint the
+// mux picks for it (nil: none, 404), and the value of its {entity_id}, if
+// any.
+func (g *Gateway) route(path string) (e *endpoint, entityID string) {
+	if e := g.literal[path]; e != nil {
+		return e, ""
 	}
 	if rest, ok := strings.CutPrefix(path, "/entity/"); ok {
 		id, tail, slash := strings.Cut(rest, "/")
@@ -174,7 +160,37 @@ func (g *Gateway) route(path string) (h stdhttp.HandlerFunc, entityID string) {
 			return g.entityHistory, id
 		}
 	}
-	return g.notFound, ""
+	return nil, ""
+}
+
+// serveEndpoint serves c (whose g, w, r and pathID are set, and ctx and
+// sc when the caller provides them) with e's handler for its method: 405
+// for a method e does not take, 404 when e is nil.
+func (g *Gateway) serveEndpoint(c *call, e *endpoint) {
+	r := c.r
+	if e == nil {
+		g.serve(c, func(c *call) *failure {
+			c.form = lenientForm(r)
+			return &failure{info: core.UnknownOperation, status: stdhttp.StatusNotFound,
+				msg: fmt.Sprintf("no such path: %s (see GET /openapi.json)", truncate(r.URL.Path, 200))}
+		})
+		return
+	}
+	method := r.Method
+	if method == "HEAD" {
+		method = "GET"
+	}
+	h := e.byMethod[method]
+	if h == nil {
+		c.w.Header().Set("Allow", e.allow)
+		g.serve(c, func(c *call) *failure {
+			c.form = lenientForm(r)
+			return &failure{info: core.UnknownOperation, status: stdhttp.StatusMethodNotAllowed,
+				msg: fmt.Sprintf("%s %s is not an operation of this API; %s takes %s", r.Method, e.path, e.path, e.allow)}
+		})
+		return
+	}
+	g.serve(c, h)
 }
 
 // lenientForm is the ?form of a request that is refused before its
@@ -194,26 +210,47 @@ func (g *Gateway) ServeHTTP(w stdhttp.ResponseWriter, r *stdhttp.Request) { g.mu
 
 // call is one request in flight.
 type call struct {
-	g    *Gateway
-	w    stdhttp.ResponseWriter
-	r    *stdhttp.Request
-	form form // the response's form
-	ctx  context.Context
+	g      *Gateway
+	w      stdhttp.ResponseWriter
+	r      *stdhttp.Request
+	form   form // the response's form
+	ctx    context.Context
+	pathID string   // the path's {entity_id}
+	sc     *scratch // nil: buffers from bufPool and the heap
 }
+
+// scratch holds the buffers of one connection's requests, which the fast
+// path serves one at a time: the request body, its parsed nodes and the
+// answer. A request's data lives in them only until its answer is written.
+type scratch struct {
+	body  []byte
+	nodes []node
+	out   jw
+}
+
+// maxScratch and maxScratchNodes bound the buffers a scratch keeps for the
+// next request.
+const (
+	maxScratch      = 256 << 10
+	maxScratchNodes = 16 << 10
+)
 
 var bufPool = sync.Pool{New: func() any { return &jw{b: make([]byte, 0, 4096)} }}
 
-// serve runs h and writes its failure, if any, in the call's form.
-func (g *Gateway) serve(w stdhttp.ResponseWriter, r *stdhttp.Request, h handlerFunc) {
-	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.RequestTimeout)
-	defer cancel()
-	c := &call{g: g, w: w, r: r, ctx: ctx}
+// serve runs h on c and writes its failure, if any, in the call's form.
+// c.ctx, when not set, is made here: it ends at the request timeout.
+func (g *Gateway) serve(c *call, h handlerFunc) {
+	if c.ctx == nil {
+		ctx, cancel := context.WithTimeout(c.r.Context(), g.cfg.RequestTimeout)
+		defer cancel()
+		c.ctx = ctx
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			if p == stdhttp.ErrAbortHandler {
 				panic(p)
 			}
-			g.log.Error("http: handler panicked", zap.Any("panic", p), zap.String("path", r.URL.Path))
+			g.log.Error("http: handler panicked", zap.Any("panic", p), zap.String("path", c.r.URL.Path))
 			c.fail(fail(core.InternalError, "the gateway failed on this request"))
 		}
 	}()
@@ -240,7 +277,17 @@ var (
 // write sends a response whose body is body and a newline, with one Write:
 // it appends the newline to body (whose capacity the caller gives up).
 func (c *call) write(status int, body []byte) {
-	body = append(body, '\n')
+	c.writeLine(status, append(body, '\n'))
+}
+
+// writeLine sends a response whose body is body, which ends with its
+// newline; the fast path's answers go out before it returns (body may be
+// reused then).
+func (c *call) writeLine(status int, body []byte) {
+	if fw, ok := c.w.(*fastResponse); ok && fw.plain() {
+		fw.sendJSON(status, body)
+		return
+	}
 	h := c.w.Header()
 	h["Content-Type"] = jsonContentType
 	h["Content-Length"] = []string{strconv.Itoa(len(body))}
@@ -255,10 +302,22 @@ func (c *call) write(status int, body []byte) {
 func (c *call) ok(f func(w *jw)) *failure { return c.respond(stdhttp.StatusOK, f) }
 
 func (c *call) respond(status int, f func(w *jw)) *failure {
+	if c.sc != nil {
+		w := &c.sc.out
+		w.b = w.b[:0]
+		f(w)
+		w.b = append(w.b, '\n')
+		c.writeLine(status, w.b)
+		if cap(w.b) > maxScratch {
+			w.b = nil
+		}
+		return nil
+	}
 	w := bufPool.Get().(*jw)
 	w.b = w.b[:0]
 	f(w)
-	c.write(status, w.b)
+	w.b = append(w.b, '\n')
+	c.writeLine(status, w.b)
 	if cap(w.b) <= 1<<20 {
 		bufPool.Put(w)
 	}
@@ -305,13 +364,23 @@ func (c *call) body(optional bool) (*doc, *failure) {
 	if c.r.ContentLength > limit {
 		return nil, tooLarge()
 	}
-	var buf []byte
+	size := int64(512)
 	if c.r.ContentLength > 0 {
-		buf = make([]byte, 0, c.r.ContentLength+1)
-	} else {
-		buf = make([]byte, 0, 512)
+		size = c.r.ContentLength + 1 // room to see the end without growing
 	}
-	body := stdhttp.MaxBytesReader(c.w, c.r.Body, limit)
+	var buf []byte
+	if c.sc != nil && int64(cap(c.sc.body)) >= size {
+		buf = c.sc.body[:0]
+	} else {
+		buf = make([]byte, 0, size)
+	}
+	// A body of known length is not longer than it (net/http's reader and
+	// the fast path's stop there), which is within the limit; only a body
+	// of unknown length needs the limit's reader.
+	body := c.r.Body
+	if c.r.ContentLength <= 0 {
+		body = stdhttp.MaxBytesReader(c.w, c.r.Body, limit)
+	}
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
@@ -329,15 +398,25 @@ func (c *call) body(optional bool) (*doc, *failure) {
 			return nil, malformed("reading the request body: %v", err)
 		}
 	}
+	var nodes []node
+	if c.sc != nil {
+		if cap(buf) <= maxScratch {
+			c.sc.body = buf
+		}
+		nodes = c.sc.nodes
+	}
 	if isBlank(buf) {
 		if optional {
 			return nil, nil
 		}
 		return nil, malformed("the request body is empty: send a JSON object")
 	}
-	d, err := parseJSON(buf)
+	d, err := parseJSONInto(buf, nodes)
 	if err != nil {
 		return nil, malformed("the request body is not valid JSON: %v", err)
+	}
+	if c.sc != nil && cap(d.nodes) <= maxScratchNodes {
+		c.sc.nodes = d.nodes
 	}
 	return d, nil
 }
