@@ -16,8 +16,8 @@
 //
 // # Log segment
 //
-// A segment is a 24-byte header followed by records, back to back, up to the
-// end of the file:
+// A segment is a 24-byte header followed by records, back to back, then
+// possibly zero bytes up to the end of the file (the runway, below):
 //
 //	offset size field
 //	     0    8 magic "GEOLOG01"
@@ -61,6 +61,28 @@
 //     newest first, CompactBefore oldest first, and each fsyncs the directory
 //     before it truncates a file or creates a new one.
 //
+// # The runway
+//
+// fdatasync after writing into blocks the file already has is much cheaper
+// than after appending: an append changes the file's size, and the
+// journal must commit that too. On the project's VM a 10 KiB write and
+// fdatasync took about 180 µs appended and 110 µs written in place. So
+// after a small write (a burst of single events) Sync first extends the
+// active segment with runwayBytes of zeros, fdatasynced with it once,
+// and the next small writes land in them. Records are written at their
+// offsets (pwrite), not appended. A large write does not bother: its own
+// cost dominates, and zeros would double the bytes written.
+//
+// A run of zero bytes from a record boundary to the end of a file is
+// therefore not damage: OpenLog takes it as the clean end of the segment
+// (in the last segment, written but unsynced records whose blocks never
+// reached the disk read as zeros too, and were never acknowledged). It
+// truncates it from the last segment; the runway of the others is cut
+// when the log moves on to a new segment, and Close cuts the active
+// one's. No record is ever left beyond a segment's end: TruncateAfter and
+// OpenLog's cuts shrink the file, so the runway holds only zeros written
+// after the last record.
+//
 // The hard state and snapshot formats are documented in hardstate.go and
 // snapshot.go.
 package store
@@ -88,7 +110,17 @@ const (
 
 	writeBufferSize = 256 << 10
 	scanBufferSize  = 1 << 20
+
+	// runwayBytes of zeros (no more than the segment's size allows) extend
+	// the active segment after a write of at most runwayMaxWrite bytes that
+	// left less than runwayLow of runway.
+	runwayBytes    = 1 << 20
+	runwayLow      = 256 << 10
+	runwayMaxWrite = 64 << 10
 )
+
+// zeroRunway is what extends a segment.
+var zeroRunway [runwayBytes]byte
 
 var (
 	// ErrCompacted: the requested index lies before the log's first entry.
@@ -214,8 +246,10 @@ type Log struct {
 	segs     []*segment // ascending; the last is the active one
 	w        *os.File   // active segment's handle (== segs[last].f), nil when there are no segments
 	bw       *bufio.Writer
-	next     uint64 // LastIndex()+1
-	lastTerm uint64 // term of the last entry (0 when empty)
+	out      *io.OffsetWriter // bw's destination: w, from the end of its records on
+	fileEnd  int64            // the size of w's file: its records, then the runway
+	next     uint64           // LastIndex()+1
+	lastTerm uint64           // term of the last entry (0 when empty)
 
 	syncedSize int64 // bytes of the active segment known durable
 	dirDirty   bool  // an entry of dir was created since the last directory fsync
@@ -327,16 +361,20 @@ func OpenLog(dir string, opts LogOptions) (*Log, RecoveryInfo, error) {
 		l.closeFiles()
 		return nil, RecoveryInfo{}, err
 	}
-	l.bw.Reset(writerOrDiscard(l.w))
+	if l.w != nil {
+		l.writeAt(l.segs[len(l.segs)-1].size)
+	}
 	info.FirstIndex, info.LastIndex = l.FirstIndex(), l.LastIndex()
 	return l, info, nil
 }
 
-func writerOrDiscard(f *os.File) io.Writer {
-	if f == nil {
-		return io.Discard
-	}
-	return f
+// writeAt points the writer at offset end of the active segment, whose
+// records end there (and so does its file: scan, createSegment and the
+// truncations leave no runway). The buffer must be empty.
+func (l *Log) writeAt(end int64) {
+	l.out = io.NewOffsetWriter(l.w, end)
+	l.bw.Reset(l.out)
+	l.fileEnd = end
 }
 
 // scan reads every segment, builds the in-memory index and truncates a torn
@@ -347,7 +385,7 @@ func (l *Log) scan(info *RecoveryInfo) error {
 		last := i == len(l.segs)-1
 		var err error
 		if last {
-			s.f, err = os.OpenFile(s.path, os.O_RDWR|os.O_APPEND, 0)
+			s.f, err = os.OpenFile(s.path, os.O_RDWR, 0)
 		} else {
 			s.f, err = os.Open(s.path)
 		}
@@ -448,6 +486,22 @@ func (l *Log) scanSegment(sc *scanner, i int, last bool, info *RecoveryInfo) err
 // it reports through damage.
 func (l *Log) badRecord(s *segment, last bool, pos, fileSize int64, derr error, info *RecoveryInfo,
 	damage func(pos int64, format string, args ...any) error) error {
+	zero, err := zeroFrom(s.f, pos, fileSize)
+	if err != nil {
+		return fmt.Errorf("store: read %s: %w", s.path, err)
+	}
+	if zero { // the runway: the segment's clean end
+		if !last || pos == fileSize {
+			return nil
+		}
+		if err := s.f.Truncate(pos); err != nil {
+			return fmt.Errorf("store: truncate the runway of %s: %w", s.path, err)
+		}
+		if err := syncFile(s.f); err != nil {
+			return fmt.Errorf("store: fsync %s: %w", s.path, err)
+		}
+		return nil
+	}
 	if !last {
 		return damage(pos, "%s, in a segment that is not the last", reason(derr))
 	}
@@ -501,23 +555,44 @@ func (l *Log) cutDamage(d *damageError, info *RecoveryInfo) error {
 	// (truncated at the damage) or the one before the rejected segment.
 	s := l.segs[len(l.segs)-1]
 	s.closeFile()
-	f, err := os.OpenFile(s.path, os.O_RDWR|os.O_APPEND, 0)
+	f, err := os.OpenFile(s.path, os.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("store: open segment: %w", err)
 	}
 	s.f = f
-	if !d.WholeSegment {
-		// scan indexed the records before the damage: s.size == d.Offset.
-		if err := f.Truncate(d.Offset); err != nil {
-			return fmt.Errorf("store: truncate %s at the damaged record: %w", s.path, err)
-		}
-		if err := syncFile(f); err != nil {
-			return fmt.Errorf("store: fsync %s: %w", s.path, err)
-		}
+	// Cut what follows the records kept: the damage (scan indexed the
+	// records before it, so s.size == d.Offset) or, when the damaged
+	// segment went whole, any runway left on the one before it.
+	if err := f.Truncate(s.size); err != nil {
+		return fmt.Errorf("store: truncate %s at the damaged record: %w", s.path, err)
+	}
+	if err := syncFile(f); err != nil {
+		return fmt.Errorf("store: fsync %s: %w", s.path, err)
 	}
 	l.w, l.syncedSize = f, s.size
 	l.next = s.end()
 	return nil
+}
+
+// zeroFrom reports whether bytes [from, size) of f are all zero.
+func zeroFrom(f *os.File, from, size int64) (bool, error) {
+	buf := make([]byte, min(size-from, 64<<10))
+	for p := from; p < size; {
+		n, err := f.ReadAt(buf[:min(int64(len(buf)), size-p)], p)
+		for _, b := range buf[:n] {
+			if b != 0 {
+				return false, nil
+			}
+		}
+		p += int64(n)
+		if err == io.EOF {
+			return true, nil // the file is shorter than it was
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // findValidRecord looks for a record with a valid checksum starting anywhere
@@ -728,7 +803,7 @@ func (l *Log) appendOne(e Entry) error {
 		if err := l.bw.Flush(); err != nil {
 			return fmt.Errorf("store: write %s: %w", s.path, err)
 		}
-		if _, err := l.w.Write(e.Data); err != nil {
+		if _, err := l.out.Write(e.Data); err != nil {
 			return fmt.Errorf("store: write %s: %w", s.path, err)
 		}
 	} else if _, err := l.bw.Write(e.Data); err != nil {
@@ -744,6 +819,20 @@ func (l *Log) appendOne(e Entry) error {
 // roll makes the full active segment durable (data and directory entry) and
 // starts a new one at first.
 func (l *Log) roll(first uint64) error {
+	if err := l.bw.Flush(); err != nil {
+		return fmt.Errorf("store: write %s: %w", l.segs[len(l.segs)-1].path, err)
+	}
+	if s := l.segs[len(l.segs)-1]; l.fileEnd > s.size {
+		// The full segment ends at its last record: its runway goes, for
+		// good before the next segment exists.
+		if err := l.w.Truncate(s.size); err != nil {
+			return fmt.Errorf("store: truncate the runway of %s: %w", s.path, err)
+		}
+		if err := syncFile(l.w); err != nil {
+			return fmt.Errorf("store: fsync %s: %w", s.path, err)
+		}
+		l.fileEnd, l.syncedSize = s.size, s.size
+	}
 	if err := l.syncActive(); err != nil {
 		return err
 	}
@@ -764,7 +853,7 @@ func (l *Log) roll(first uint64) error {
 func (l *Log) createSegment(first uint64) (err error) {
 	path := filepath.Join(l.dir, segmentName(first))
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("store: create segment: %w", err)
 	}
@@ -786,7 +875,7 @@ func (l *Log) createSegment(first uint64) (err error) {
 	l.dirDirty = true
 	l.segs = append(l.segs, &segment{first: first, path: path, size: segmentHeaderSize, f: f})
 	l.w = f
-	l.bw.Reset(f)
+	l.writeAt(segmentHeaderSize)
 	l.syncedSize = segmentHeaderSize
 	l.next = first
 	return nil
@@ -802,7 +891,16 @@ func (l *Log) syncActive() error {
 	if err := l.bw.Flush(); err != nil {
 		return fmt.Errorf("store: write %s: %w", s.path, err)
 	}
+	l.fileEnd = max(l.fileEnd, s.size)
 	if s.size > l.syncedSize {
+		// A small write that left little runway: extend it, within the
+		// segment's size.
+		if n := min(runwayBytes, l.segBytes-l.fileEnd); n > 0 && s.size-l.syncedSize <= runwayMaxWrite && l.fileEnd-s.size < runwayLow {
+			if _, err := l.w.WriteAt(zeroRunway[:n], l.fileEnd); err != nil {
+				return fmt.Errorf("store: write %s: %w", s.path, err)
+			}
+			l.fileEnd += n
+		}
 		if err := syncFile(l.w); err != nil {
 			return fmt.Errorf("store: fsync %s: %w", s.path, err)
 		}
@@ -892,22 +990,25 @@ func (l *Log) TruncateAfter(index uint64) error {
 	if l.w == nil {
 		// s was complete and durable; it becomes the active segment.
 		s.closeFile()
-		f, err := os.OpenFile(s.path, os.O_RDWR|os.O_APPEND, 0)
+		f, err := os.OpenFile(s.path, os.O_RDWR, 0)
 		if err != nil {
 			return l.fail(fmt.Errorf("store: open segment: %w", err))
 		}
 		s.f, l.w = f, f
-		l.bw.Reset(f)
+		l.writeAt(s.size)
 		l.syncedSize = s.size
 	}
 	if keep := index - s.first + 1; keep < s.count() {
 		s.cut(keep)
+		// The file ends at the last record kept: no record cut, nor any of
+		// the runway after them, stays behind to be read after a crash.
 		if err := l.w.Truncate(s.size); err != nil {
 			return l.fail(fmt.Errorf("store: truncate %s: %w", s.path, err))
 		}
 		if err := syncFile(l.w); err != nil {
 			return l.fail(fmt.Errorf("store: fsync %s: %w", s.path, err))
 		}
+		l.writeAt(s.size)
 		l.syncedSize = s.size
 	}
 	l.next = index + 1
@@ -977,6 +1078,14 @@ func (l *Log) Reset(nextIndex uint64) error {
 	l.dirDirty = false
 	l.lastTerm = 0
 	return nil
+}
+
+// lastSegment is the active segment, nil when there is none.
+func (l *Log) lastSegment() *segment {
+	if l.w == nil {
+		return nil
+	}
+	return l.segs[len(l.segs)-1]
 }
 
 func (l *Log) segmentFor(index uint64) *segment {
@@ -1069,13 +1178,21 @@ func (l *Log) readHandle(s *segment) (*os.File, error) {
 	return s.f, nil
 }
 
-// Close syncs what was appended and closes the files. The log is unusable
-// afterwards.
+// Close syncs what was appended, cuts the runway, and closes the files. The
+// log is unusable afterwards.
 func (l *Log) Close() error {
 	if l.closed {
 		return ErrClosed
 	}
 	err := l.Sync()
+	if s := l.lastSegment(); err == nil && s != nil && l.fileEnd > s.size {
+		if err = l.w.Truncate(s.size); err == nil {
+			err = syncFile(l.w)
+		}
+		if err != nil {
+			err = fmt.Errorf("store: cut the runway of %s: %w", s.path, err)
+		}
+	}
 	l.closeFiles()
 	l.closed = true
 	return err

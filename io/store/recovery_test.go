@@ -68,7 +68,7 @@ func TestTornTailEveryCut(t *testing.T) {
 }
 
 // TestTornTailGarbage appends garbage of many kinds after the last record:
-// recovery drops it and keeps every entry.
+// recovery drops it and keeps every entry (zeros too, as a runway).
 func TestTornTailGarbage(t *testing.T) {
 	fastSync(t)
 	pristine, es := buildLog(t, 6, 1<<20)
@@ -101,7 +101,12 @@ func TestTornTailGarbage(t *testing.T) {
 		}
 		f.Close()
 		l, info := mustOpen(t, dir, 1<<20)
-		if info.TruncatedBytes != int64(len(g)) || info.TruncatedFile != path {
+		if allZero(g) {
+			// Zeros after the last record are a runway: the clean end.
+			if info.TruncatedBytes != 0 {
+				t.Fatalf("zeros %d: info %+v", i, info)
+			}
+		} else if info.TruncatedBytes != int64(len(g)) || info.TruncatedFile != path {
 			t.Fatalf("garbage %d: info %+v", i, info)
 		}
 		if fileSize(t, path) != size {
@@ -298,4 +303,91 @@ func TestReadDetectsLaterCorruption(t *testing.T) {
 	flipByte(t, path, offs[2]+RecordHeaderSize, 0x01)
 	_, err := l.Entries(1, 6)
 	wantCorruption(t, err, path, offs[2])
+}
+
+func allZero(b []byte) bool {
+	for _, x := range b {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// TestRunway: small synced writes leave a runway of zeros after the active
+// segment's records, which later small writes fill; a full segment keeps
+// none, nor does a closed log; reopening after a crash takes the runway as
+// the end, reports nothing truncated and continues the log where it ended;
+// TruncateAfter leaves no cut record behind the runway.
+func TestRunway(t *testing.T) {
+	fastSync(t)
+	dir := t.TempDir()
+	const segBytes = 8 << 20
+	l, _ := mustOpen(t, dir, segBytes)
+	var es []Entry
+	for i := 0; i < 40; i++ {
+		e := mkEntries(uint64(len(es)+1), 3, 1, 3000)
+		mustAppendSync(t, l, e)
+		es = append(es, e...)
+	}
+	s := l.segs[len(l.segs)-1]
+	path := s.path
+	if size := fileSize(t, path); size <= s.size || size > s.size+runwayBytes {
+		t.Fatalf("file of %d bytes for records ending at %d: no runway", size, s.size)
+	}
+	checkLog(t, l, es)
+	// A crash with everything synced: the runway is still there.
+	l.closeFiles()
+	l.closed = true
+
+	l, info := mustOpen(t, dir, segBytes)
+	if info.TruncatedBytes != 0 || info.LastIndex != uint64(len(es)) {
+		t.Fatalf("reopen: %+v", info)
+	}
+	if size := fileSize(t, path); size != l.segs[0].size {
+		t.Fatalf("file of %d bytes after reopening, records end at %d", size, l.segs[0].size)
+	}
+	checkLog(t, l, es)
+
+	// Cut back, then write again: the runway returns, and only what was
+	// kept and written after is read back.
+	mustAppendSync(t, l, mkEntries(uint64(len(es)+1), 5, 1, 3000))
+	if err := l.TruncateAfter(uint64(len(es) - 10)); err != nil {
+		t.Fatal(err)
+	}
+	es = es[:len(es)-10]
+	e := mkEntries(uint64(len(es)+1), 2, 2, 100)
+	mustAppendSync(t, l, e)
+	es = append(es, e...)
+	checkLog(t, l, es)
+	mustClose(t, l)
+	if size := fileSize(t, path); size != l.segs[0].size {
+		t.Fatalf("file of %d bytes after Close, records end at %d", size, l.segs[0].size)
+	}
+	l, info = mustOpen(t, dir, segBytes)
+	if info.TruncatedBytes != 0 {
+		t.Fatalf("reopen after truncation: %+v", info)
+	}
+	checkLog(t, l, es)
+	mustClose(t, l)
+
+	// Segments of 64 KiB: every full one ends at its last record.
+	dir = t.TempDir()
+	l, _ = mustOpen(t, dir, 64<<10)
+	es = nil
+	for i := 0; i < 100; i++ {
+		e := mkEntries(uint64(len(es)+1), 2, 1, 2000)
+		mustAppendSync(t, l, e)
+		es = append(es, e...)
+	}
+	if len(l.segs) < 3 {
+		t.Fatalf("%d segments", len(l.segs))
+	}
+	for _, s := range l.segs[:len(l.segs)-1] {
+		if size := fileSize(t, s.path); size != s.size {
+			t.Fatalf("full segment %s: file of %d bytes, records end at %d", s.path, size, s.size)
+		}
+	}
+	checkLog(t, l, es)
+	mustClose(t, l)
 }
