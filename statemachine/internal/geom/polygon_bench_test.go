@@ -39,16 +39,24 @@ func bench20Centers(n int) [][2]int64 {
 	return out
 }
 
-func BenchmarkNewPolygonBench20(b *testing.B) {
-	type poly struct {
-		outer []core.Coordinate
-		holes [][]core.Coordinate
-	}
-	var ps []poly
+// benchPoly is the rings of a benchmark polygon.
+type benchPoly struct {
+	outer []core.Coordinate
+	holes [][]core.Coordinate
+}
+
+// bench20Polys is the benchmark polygon at 64 random centers.
+func bench20Polys() []benchPoly {
+	var ps []benchPoly
 	for _, c := range bench20Centers(64) {
 		o, h := bench20(c[0], c[1])
-		ps = append(ps, poly{o, h})
+		ps = append(ps, benchPoly{o, h})
 	}
+	return ps
+}
+
+func BenchmarkNewPolygonBench20(b *testing.B) {
+	ps := bench20Polys()
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
@@ -133,15 +141,7 @@ func BenchmarkPolygonBench20Classify(b *testing.B) {
 // BenchmarkPolygonBench20All is NewPolygon and Scan of the benchmark
 // polygon: the per-query work of the polygon before its keys.
 func BenchmarkPolygonBench20All(b *testing.B) {
-	type poly struct {
-		outer []core.Coordinate
-		holes [][]core.Coordinate
-	}
-	var ps []poly
-	for _, c := range bench20Centers(64) {
-		o, h := bench20(c[0], c[1])
-		ps = append(ps, poly{o, h})
-	}
+	ps := bench20Polys()
 	b.ReportAllocs()
 	i, n := 0, 0
 	for b.Loop() {
