@@ -391,3 +391,35 @@ func TestRunway(t *testing.T) {
 	checkLog(t, l, es)
 	mustClose(t, l)
 }
+
+// TestRunwayLeftOnAFullSegment: a crash between cutting a full segment's
+// runway and making the cut durable could leave zeros after its last record
+// with a newer segment beside it. Those zeros are its clean end; zeros
+// followed by anything else are damage.
+func TestRunwayLeftOnAFullSegment(t *testing.T) {
+	fastSync(t)
+	pristine, es := buildLog(t, 6, 1) // one record per segment
+	for _, tail := range [][]byte{make([]byte, 5000), append(make([]byte, 100), 1)} {
+		dir := copyDir(t, pristine)
+		path := segFiles(t, dir)[2]
+		size := fileSize(t, path)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(tail); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		l, _, err := OpenLog(dir, LogOptions{SegmentBytes: 1})
+		if !allZero(tail) {
+			wantCorruption(t, err, path, size)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("zeros after a full segment's last record: %v", err)
+		}
+		checkLog(t, l, es)
+		mustClose(t, l)
+	}
+}
