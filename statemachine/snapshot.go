@@ -152,13 +152,22 @@ func ReadSnapshot(r io.Reader) (*StateMachine, error) {
 	}
 	sm.lastTS = d.u64()
 	n := d.u64()
+	// The spatial index is built a sorted run at a time (spatialbatch.go),
+	// not one random key after another.
+	sm.deferSpatial = true
+	// An entity's events are read into scratch; restoreEntity copies what
+	// it keeps (only the older events: most entities have none).
+	scratch := make([]core.GeoEvent, 0, 16)
 	for i := uint64(0); i < n && d.err == nil; i++ {
+		if len(sm.pendingSpatial) >= restoreSpatialRun {
+			sm.flushSpatial()
+		}
 		expiresAt := d.u64()
 		k := d.u32()
 		if d.err == nil && (k == 0 || uint64(k) > 1<<32-1) {
 			return nil, d.fail(fmt.Sprintf("entity %d has %d events", i, k))
 		}
-		events := make([]core.GeoEvent, 0, min(k, 1024))
+		events := scratch[:0]
 		for j := uint32(0); j < k && d.err == nil; j++ {
 			ev, err := core.DecodeRecord(d.bytes(core.RecordSize))
 			if d.err != nil {
@@ -185,7 +194,12 @@ func ReadSnapshot(r io.Reader) (*StateMachine, error) {
 			return nil, d.fail(fmt.Sprintf("entity %d appears twice", i))
 		}
 		sm.restoreEntity(events, expiresAt)
+		if cap(events) <= 1024 {
+			scratch = events // grown for a long history; kept unless huge
+		}
 	}
+	sm.flushSpatial()
+	sm.deferSpatial = false
 	want := d.crc.Sum32()
 	got := d.u32Raw()
 	if d.err != nil {
@@ -197,13 +211,19 @@ func ReadSnapshot(r io.Reader) (*StateMachine, error) {
 	return sm, nil
 }
 
+// restoreSpatialRun is how many spatial keys ReadSnapshot sorts and adds
+// at a time.
+const restoreSpatialRun = 1 << 16
+
+// restoreEntity adds an entity read from a snapshot; it keeps nothing of
+// events.
 func (sm *StateMachine) restoreEntity(events []core.GeoEvent, expiresAt uint64) {
 	slot := sm.store.alloc()
 	e := sm.store.mut(slot)
 	last := len(events) - 1
 	*e = entity{latest: events[last]}
 	if last > 0 {
-		sm.store.setOlder(e, events[:last:last])
+		sm.store.setOlder(e, slices.Clone(events[:last]))
 	}
 	sm.ids.put(e.latest.EntityID, slot)
 	sm.indexLatest(slot, e)
