@@ -79,6 +79,12 @@ type IO interface {
 	// SnapshotEncoded input carrying index and the bytes encode returned.
 	// A replica that restarts before the answer never gets it.
 	EncodeSnapshot(index uint64, encode func() []byte)
+
+	// DecodeSnapshot runs decode away from the replica (it builds a state
+	// from the bytes of a snapshot, touching nothing of the replica's) and
+	// answers with a SnapshotDecoded input carrying index. A replica that
+	// restarts before the answer never gets it.
+	DecodeSnapshot(index uint64, decode func())
 }
 
 // Clock is time as a replica reads it.

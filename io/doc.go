@@ -18,7 +18,9 @@
 //     go on.
 //   - A snapshot encoder (one goroutine per EncodeSnapshot) encodes the
 //     frozen view of the state the replica hands it, while the loop goes
-//     on, and reports SnapshotEncoded back to the loop.
+//     on, and reports SnapshotEncoded back to the loop. A decoder (one
+//     goroutine per DecodeSnapshot) builds the state of a leader's
+//     snapshot for a follower likewise, and reports SnapshotDecoded.
 //   - The snapshot writer writes snapshot files beside the log, so that a
 //     large one (seconds) does not hold up the log's fsyncs; the disk
 //     goroutine then compacts the log and reports SnapshotSaved. A

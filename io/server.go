@@ -107,6 +107,7 @@ type Server struct {
 	peerFrame func(h core.Header, payload []byte)
 
 	encoded  chan encodedSnapshot // snapshots encoded beside the loop, for the loop
+	decoded  chan uint64          // indexes of snapshots decoded beside the loop
 	loopDone chan struct{}        // closed when the loop has exited (or never will run)
 	stop     chan struct{}        // closed by Close
 	wg       sync.WaitGroup       // accept, readers, writers, peer dialers and watchers, snapshot encoders
@@ -172,6 +173,7 @@ func Open(dir string, opts Options) (s *Server, err error) {
 		conns:    make(map[core.ConnID]*conn),
 		status:   replica.Status{Leader: replica.NoLeader},
 		encoded:  make(chan encodedSnapshot, 1),
+		decoded:  make(chan uint64, 1),
 		loopDone: make(chan struct{}),
 		stop:     make(chan struct{}),
 		live:     make(map[*conn]struct{}),
@@ -408,6 +410,8 @@ func (s *Server) loop(ctx context.Context) error {
 			}
 		case e := <-s.encoded:
 			s.r.SnapshotEncoded(e.index, e.data)
+		case index := <-s.decoded:
+			s.r.SnapshotDecoded(index)
 		case <-tick.C:
 			s.r.Tick()
 		}
@@ -551,6 +555,23 @@ func (rio replicaIO) EncodeSnapshot(index uint64, encode func() []byte) {
 		s.log.Debug("snapshot encoded", zap.Uint64("index", index), zap.Int("bytes", len(data)), zap.Duration("took", time.Since(start)))
 		select {
 		case s.encoded <- encodedSnapshot{index, data}:
+		case <-s.loopDone:
+		}
+	}()
+}
+
+// DecodeSnapshot decodes on a goroutine of its own, as EncodeSnapshot
+// encodes.
+func (rio replicaIO) DecodeSnapshot(index uint64, decode func()) {
+	s := rio.s
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		start := time.Now()
+		decode()
+		s.log.Debug("snapshot decoded", zap.Uint64("index", index), zap.Duration("took", time.Since(start)))
+		select {
+		case s.decoded <- index:
 		case <-s.loopDone:
 		}
 	}()

@@ -16,9 +16,10 @@ import (
 
 type clusterIO struct {
 	*memIO
-	c     *cluster
-	idx   uint32
-	saved []uint64 // snapshots written, not yet reported
+	c          *cluster
+	idx        uint32
+	saved      []uint64 // snapshots written, not yet reported
+	holdBeside bool     // step leaves the queued encodings and decodings alone
 }
 
 func (io *clusterIO) SendPeer(to uint32, frame []byte) {
@@ -124,7 +125,7 @@ func (c *cluster) step() {
 				busy = true
 				cn.r.Synced(cn.io.completeSync())
 			}
-			if cn.io.completeEncodes(cn.r) {
+			if !cn.io.holdBeside && cn.io.completeBeside(cn.r) {
 				busy = true
 			}
 			for len(cn.io.saved) > 0 {
@@ -449,6 +450,71 @@ func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 	if e, ok := fc.latest(40); !ok || e.LatNano != 40 {
 		t.Fatalf("write 40 missing after catch-up: %+v %v", e, ok)
 	}
+}
+
+// A follower decodes the leader's snapshot beside its loop. Until the
+// decoding completes it keeps its old state and log, takes no entries and
+// acknowledges nothing, while the others go on committing; then it
+// installs the snapshot and catches up.
+func TestFollowerDecodesSnapshotBesideTheLoop(t *testing.T) {
+	c := newCluster(t, 3, Config{SnapshotEvery: 5})
+	l := c.leader()
+	lag := (l + 1) % 3
+	c.isolate(lag)
+	cl := c.client(l, 1)
+	for i := uint64(1); i <= 40; i++ {
+		if rp := cl.call(core.OpUpsert, insertReq(ev(i, int64(i), 1))); rp.err != nil {
+			t.Fatal(rp.err)
+		}
+	}
+	f := c.nodes[lag]
+	f.io.holdBeside = true
+	c.heal()
+	c.run(testET)
+	if f.r.decoding == nil || f.r.installing == 0 {
+		t.Fatalf("the lagging follower is not decoding a snapshot (installing %d)", f.r.installing)
+	}
+	applied := f.r.Status().Applied
+	for i := uint64(41); i <= 45; i++ {
+		if rp := cl.call(core.OpUpsert, insertReq(ev(i, int64(i), 1))); rp.err != nil {
+			t.Fatalf("write %d while a follower decodes: %v", i, rp.err)
+		}
+	}
+	if got := f.r.Status().Applied; got != applied || f.io.snapIndex != 0 {
+		t.Fatalf("the decoding follower applied %d (was %d), saved snapshot %d", got, applied, f.io.snapIndex)
+	}
+	if m := c.nodes[l].r.peers[lag].match; m >= f.r.installing {
+		t.Fatalf("the leader counts the decoding follower to %d", m)
+	}
+	f.io.holdBeside = false
+	c.converged()
+	if f.io.snapIndex == 0 || f.r.installing != 0 || f.r.decoding != nil {
+		t.Fatalf("snapshot %d, installing %d after the decoding", f.io.snapIndex, f.r.installing)
+	}
+}
+
+// A snapshot that fails to decode changes nothing; the follower takes the
+// next one.
+func TestDamagedSnapshotIsNotInstalled(t *testing.T) {
+	c := newCluster(t, 3, Config{SnapshotEvery: 5})
+	l := c.leader()
+	f := c.nodes[(l+1)%3]
+	digest, applied := f.r.Digest(), f.r.Status().Applied
+	f.io.holdBeside = true
+	f.r.installSnapshot(applied+100, f.r.term, []byte("GEOREPL1 but not a state"))
+	if f.r.installing == 0 {
+		t.Fatal("not installing")
+	}
+	f.io.holdBeside = false
+	c.step()
+	if f.r.installing != 0 || f.r.decoding != nil || f.r.Digest() != digest || f.r.Status().Applied != applied {
+		t.Fatalf("a damaged snapshot changed the follower: installing %d, applied %d", f.r.installing, f.r.Status().Applied)
+	}
+	cl := c.client(l, 1)
+	if rp := cl.call(core.OpUpsert, insertReq(ev(1, 1, 1))); rp.err != nil {
+		t.Fatal(rp.err)
+	}
+	c.converged()
 }
 
 func TestRetryAfterLeaderChangeRunsOnce(t *testing.T) {

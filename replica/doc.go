@@ -6,7 +6,8 @@
 // reaction to one input — a client frame ([Replica.Receive]), a frame from
 // another replica ([Replica.ReceivePeer]), a clock tick ([Replica.Tick]) or
 // a storage completion ([Replica.Synced], [Replica.SnapshotSaved]), a
-// snapshot encoded away from it ([Replica.SnapshotEncoded]) — and
+// snapshot encoded or decoded away from it ([Replica.SnapshotEncoded],
+// [Replica.SnapshotDecoded]) — and
 // everything it does to the world goes through the [core.IO] it was given.
 // It never blocks, never starts a goroutine, never reads a clock but the
 // [core.Clock] it was given and never draws randomness but from the

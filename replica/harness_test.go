@@ -22,7 +22,7 @@ type memIO struct {
 	snapIndex   uint64
 	snapTerm    uint64
 	sent        map[core.ConnID][][]byte
-	encodes     []pendingEncode
+	beside      []func(*Replica) // queued encodings and decodings
 }
 
 func newMemIO() *memIO { return &memIO{sent: map[core.ConnID][][]byte{}} }
@@ -47,21 +47,22 @@ func (m *memIO) Sync()                           { m.syncs++ }
 
 // EncodeSnapshot queues the encoding; settle and the cluster's step run it.
 func (m *memIO) EncodeSnapshot(index uint64, encode func() []byte) {
-	m.encodes = append(m.encodes, pendingEncode{index, encode})
+	m.beside = append(m.beside, func(r *Replica) { r.SnapshotEncoded(index, encode()) })
 }
 
-type pendingEncode struct {
-	index  uint64
-	encode func() []byte
+// DecodeSnapshot queues the decoding, as EncodeSnapshot the encoding.
+func (m *memIO) DecodeSnapshot(index uint64, decode func()) {
+	m.beside = append(m.beside, func(r *Replica) { decode(); r.SnapshotDecoded(index) })
 }
 
-// completeEncodes runs the queued encodings and reports them to r.
-func (m *memIO) completeEncodes(r *Replica) bool {
-	done := len(m.encodes) > 0
-	for len(m.encodes) > 0 {
-		e := m.encodes[0]
-		m.encodes = m.encodes[1:]
-		r.SnapshotEncoded(e.index, e.encode())
+// completeBeside runs the queued encodings and decodings and reports them
+// to r.
+func (m *memIO) completeBeside(r *Replica) bool {
+	done := len(m.beside) > 0
+	for len(m.beside) > 0 {
+		f := m.beside[0]
+		m.beside = m.beside[1:]
+		f(r)
 	}
 	return done
 }
@@ -92,7 +93,7 @@ func (m *memIO) completeSync() uint64 {
 
 // crash loses what was not synced and returns what a restart recovers.
 func (m *memIO) crash() Recovered {
-	m.written, m.pendingHard, m.syncs, m.encodes = nil, nil, 0, nil
+	m.written, m.pendingHard, m.syncs, m.beside = nil, nil, 0, nil
 	m.sent = map[core.ConnID][][]byte{}
 	return Recovered{
 		HardState: m.hard, Snapshot: m.snapshot, SnapshotIndex: m.snapIndex, SnapshotTerm: m.snapTerm,
@@ -132,11 +133,11 @@ func newNode(t *testing.T, cfg Config) *node {
 
 // settle completes Syncs and snapshot encodings until none is in flight.
 func (n *node) settle() {
-	for n.io.syncs > 0 || len(n.io.encodes) > 0 {
+	for n.io.syncs > 0 || len(n.io.beside) > 0 {
 		for n.io.syncs > 0 {
 			n.r.Synced(n.io.completeSync())
 		}
-		n.io.completeEncodes(n.r)
+		n.io.completeBeside(n.r)
 	}
 }
 

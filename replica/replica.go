@@ -124,9 +124,11 @@ type Replica struct {
 	termStart uint64
 	held      []heldFrame
 
-	// Follower: a snapshot arriving from the leader, and the index of one
-	// being installed (saved) now.
+	// Follower: a snapshot arriving from the leader, one being decoded
+	// beside the loop, and the index of one being installed (decoded or
+	// saved) now.
 	incoming   *incomingSnapshot
+	decoding   *decodingSnapshot
 	installing uint64
 	leaderSeq  uint64 // the highest read round seen from this term's leader
 
@@ -597,11 +599,29 @@ func (r *Replica) statePrefix() []byte {
 }
 
 func (r *Replica) restoreState(b []byte) error {
+	var s decodedState
+	if err := s.decode(b, r.cfg.MaxSessions); err != nil {
+		return err
+	}
+	r.takeState(&s)
+	return nil
+}
+
+// decodedState is a replicated state decoded from a snapshot.
+type decodedState struct {
+	lastOpTS uint64
+	sessions *sessionTable
+	sm       *statemachine.StateMachine
+}
+
+// decode decodes b (see stateMagic). It reads nothing of any replica, so
+// it may run beside the event loop.
+func (s *decodedState) decode(b []byte, maxSessions int) error {
 	if len(b) < 16 || string(b[:8]) != stateMagic {
 		return core.Errorf(core.Corruption, "snapshot is not a GeoEvent replica state")
 	}
-	r.lastOpTS = binary.LittleEndian.Uint64(b[8:16])
-	sessions, rest, err := decodeSessions(b[16:], r.cfg.MaxSessions)
+	s.lastOpTS = binary.LittleEndian.Uint64(b[8:16])
+	sessions, rest, err := decodeSessions(b[16:], maxSessions)
 	if err != nil {
 		return err
 	}
@@ -609,7 +629,12 @@ func (r *Replica) restoreState(b []byte) error {
 	if err != nil {
 		return err
 	}
-	r.sessions, r.sm = sessions, sm
-	r.encoding = nil // a snapshot of the state replaced is of no use
+	s.sessions, s.sm = sessions, sm
 	return nil
+}
+
+// takeState replaces the replica's state with s.
+func (r *Replica) takeState(s *decodedState) {
+	r.lastOpTS, r.sessions, r.sm = s.lastOpTS, s.sessions, s.sm
+	r.encoding = nil // a snapshot of the state replaced is of no use
 }

@@ -507,12 +507,45 @@ func (r *Replica) receiveSnapshot(m *message) {
 	r.installSnapshot(in.index, in.term, in.data)
 }
 
+// decodingSnapshot is a leader's snapshot being decoded beside the loop.
+// decode writes state and err; the loop reads them after SnapshotDecoded.
+type decodingSnapshot struct {
+	index, term uint64
+	data        []byte
+	state       decodedState
+	err         error
+}
+
 // installSnapshot replaces this follower's state and log with the leader's
-// snapshot, and acknowledges it once it is durable (SnapshotSaved).
+// snapshot: it has IO decode it beside the loop (a large state takes
+// seconds), installs it when decoded (SnapshotDecoded) and acknowledges it
+// once it is durable (SnapshotSaved). Meanwhile installing is set: the
+// follower takes no entries and acknowledges nothing, and its state and
+// log stay as they were.
 func (r *Replica) installSnapshot(index, term uint64, data []byte) {
-	if err := r.restoreState(data); err != nil {
-		return // the leader starts over when it hears nothing
+	d := &decodingSnapshot{index: index, term: term, data: data}
+	r.decoding, r.installing = d, index
+	maxSessions := r.cfg.MaxSessions
+	r.io.DecodeSnapshot(index, func() { d.err = d.state.decode(data, maxSessions) })
+}
+
+// SnapshotDecoded is IO's answer to DecodeSnapshot: the leader's snapshot
+// at index is decoded, and replaces the state and log.
+func (r *Replica) SnapshotDecoded(index uint64) {
+	d := r.decoding
+	if r.failed != nil || d == nil || d.index != index {
+		return
 	}
+	r.decoding = nil
+	if d.err != nil || r.role == Leader {
+		// A damaged snapshot: the leader starts over when it hears
+		// nothing. (A leader cannot have been elected meanwhile: its log
+		// ends before the snapshot's committed entries.)
+		r.installing = 0
+		return
+	}
+	index, term, data := d.index, d.term, d.data
+	r.takeState(&d.state)
 	r.dropWaitersFrom(r.applied + 1)
 	r.resetLog(index, term)
 	r.queued = nil

@@ -88,7 +88,8 @@
 // follower that installs its leader's snapshot beyond its log appends
 // after it). EncodeSnapshot also completes after a random latency and runs
 // the encoding only then, so that the replica's writes in between must not
-// show in the frozen view it encodes. A crash may happen at any tick,
+// show in the frozen view it encodes; DecodeSnapshot likewise, so that a
+// follower takes other inputs while it decodes its leader's snapshot. A crash may happen at any tick,
 // including while a Sync is in flight, and
 //
 //   - loses every write not yet synced, except that a random prefix of the

@@ -30,6 +30,7 @@ const (
 	evRestart                           // a crashed replica starts again
 	evToPeer                            // a frame from a replica reaches another one
 	evSnapshotEncoded                   // a replica's snapshot encoding completes
+	evSnapshotDecoded                   // a replica's snapshot decoding completes
 )
 
 type event struct {
@@ -44,6 +45,7 @@ type event struct {
 
 	index  uint64        // evSnapshotEncoded: the snapshot's index
 	encode func() []byte // and its encoding, run when the event happens
+	decode func()        // evSnapshotDecoded: the decoding, run then
 }
 
 type eventHeap []*event
@@ -120,6 +122,16 @@ func (io nodeIO) EncodeSnapshot(index uint64, encode func() []byte) {
 	at := w.now + 1 + w.rng.Int64N(w.cfg.snapMax)
 	w.schedule(at, &event{kind: evSnapshotEncoded, node: n, epoch: n.epoch, index: index, encode: encode})
 	w.tracef("replica %d encodes a snapshot at index %d, done at %d", n.idx, index, at)
+}
+
+// DecodeSnapshot completes after a random latency too; the decoding runs
+// then, while the replica may have taken other inputs.
+func (io nodeIO) DecodeSnapshot(index uint64, decode func()) {
+	n := io.n
+	w := n.w
+	at := w.now + 1 + w.rng.Int64N(w.cfg.snapMax)
+	w.schedule(at, &event{kind: evSnapshotDecoded, node: n, epoch: n.epoch, index: index, decode: decode})
+	w.tracef("replica %d decodes a snapshot at index %d, done at %d", n.idx, index, at)
 }
 
 var clusterID = core.Uint128{Hi: 0x6765_6f65_7665_6e74, Lo: 0x51}
@@ -446,6 +458,15 @@ func (w *world) handle(e *event) {
 		data := e.encode()
 		w.tracef("replica %d snapshot at %d encoded (%d bytes)", n.idx, e.index, len(data))
 		n.r.SnapshotEncoded(e.index, data)
+		w.afterInput(n)
+	case evSnapshotDecoded:
+		n := e.node
+		if !n.up || n.epoch != e.epoch {
+			return
+		}
+		e.decode()
+		w.tracef("replica %d snapshot at %d decoded", n.idx, e.index)
+		n.r.SnapshotDecoded(e.index)
 		w.afterInput(n)
 	}
 }

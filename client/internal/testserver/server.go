@@ -359,16 +359,16 @@ func (s *Server) handle(m inbound) {
 // drain completes storage requests the replica made; it runs outside the
 // replica's IO callbacks.
 func (s *Server) drain() {
-	for s.io.syncs > 0 || len(s.io.snaps) > 0 || len(s.io.encodes) > 0 {
+	for s.io.syncs > 0 || len(s.io.snaps) > 0 || len(s.io.beside) > 0 {
 		if s.io.syncs > 0 {
 			s.io.syncs--
 			s.r.Synced(s.io.last)
 			continue
 		}
-		if len(s.io.encodes) > 0 {
-			e := s.io.encodes[0]
-			s.io.encodes = s.io.encodes[1:]
-			s.r.SnapshotEncoded(e.index, e.encode())
+		if len(s.io.beside) > 0 {
+			f := s.io.beside[0]
+			s.io.beside = s.io.beside[1:]
+			f(s.r)
 			continue
 		}
 		idx := s.io.snaps[0]
@@ -422,13 +422,14 @@ func (s *Server) enqueue(c *conn, frame []byte) {
 }
 
 // memIO is an in-memory core.IO. Storage keeps nothing (the server never
-// restarts); Sync, SaveSnapshot and EncodeSnapshot are completed by drain.
+// restarts); Sync, SaveSnapshot, EncodeSnapshot and DecodeSnapshot are
+// completed by drain.
 type memIO struct {
-	s       *Server
-	last    uint64
-	syncs   int
-	snaps   []uint64
-	encodes []pendingEncode
+	s      *Server
+	last   uint64
+	syncs  int
+	snaps  []uint64
+	beside []func(*replica.Replica) // queued snapshot encodings and decodings
 }
 
 func (m *memIO) SendClient(id core.ConnID, frame []byte) { m.s.send(id, frame) }
@@ -446,12 +447,11 @@ func (m *memIO) Sync()                        { m.syncs++ }
 func (m *memIO) SaveSnapshot(index, term uint64, data []byte) { m.snaps = append(m.snaps, index) }
 
 func (m *memIO) EncodeSnapshot(index uint64, encode func() []byte) {
-	m.encodes = append(m.encodes, pendingEncode{index, encode})
+	m.beside = append(m.beside, func(r *replica.Replica) { r.SnapshotEncoded(index, encode()) })
 }
 
-type pendingEncode struct {
-	index  uint64
-	encode func() []byte
+func (m *memIO) DecodeSnapshot(index uint64, decode func()) {
+	m.beside = append(m.beside, func(r *replica.Replica) { decode(); r.SnapshotDecoded(index) })
 }
 
 type realClock struct{ start time.Time }
