@@ -424,12 +424,15 @@ func TestAcknowledgedWritesSurviveLeaderCrash(t *testing.T) {
 	c.converged()
 }
 
-func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
-	c := newCluster(t, 3, Config{SnapshotEvery: 5})
-	l := c.leader()
-	lag := (l + 1) % 3
+// lagBehindSnapshots makes a cluster of three whose follower lag missed 40
+// writes that the leader l has compacted into snapshots; the follower is
+// still cut off. cl is a client of the leader.
+func lagBehindSnapshots(t *testing.T) (c *cluster, l, lag int, cl *cclient) {
+	c = newCluster(t, 3, Config{SnapshotEvery: 5})
+	l = c.leader()
+	lag = (l + 1) % 3
 	c.isolate(lag)
-	cl := c.client(l, 1)
+	cl = c.client(l, 1)
 	for i := uint64(1); i <= 40; i++ {
 		if rp := cl.call(core.OpUpsert, insertReq(ev(i, int64(i), 1))); rp.err != nil {
 			t.Fatal(rp.err)
@@ -438,6 +441,11 @@ func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 	if c.nodes[l].r.base == 0 {
 		t.Fatal("the leader's log was not compacted")
 	}
+	return c, l, lag, cl
+}
+
+func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
+	c, l, lag, _ := lagBehindSnapshots(t)
 	c.heal()
 	c.converged()
 	if c.nodes[lag].io.snapIndex == 0 {
@@ -457,16 +465,7 @@ func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 // acknowledges nothing, while the others go on committing; then it
 // installs the snapshot and catches up.
 func TestFollowerDecodesSnapshotBesideTheLoop(t *testing.T) {
-	c := newCluster(t, 3, Config{SnapshotEvery: 5})
-	l := c.leader()
-	lag := (l + 1) % 3
-	c.isolate(lag)
-	cl := c.client(l, 1)
-	for i := uint64(1); i <= 40; i++ {
-		if rp := cl.call(core.OpUpsert, insertReq(ev(i, int64(i), 1))); rp.err != nil {
-			t.Fatal(rp.err)
-		}
-	}
+	c, l, lag, cl := lagBehindSnapshots(t)
 	f := c.nodes[lag]
 	f.io.holdBeside = true
 	c.heal()
