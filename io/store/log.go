@@ -822,16 +822,10 @@ func (l *Log) roll(first uint64) error {
 	if err := l.bw.Flush(); err != nil {
 		return fmt.Errorf("store: write %s: %w", l.segs[len(l.segs)-1].path, err)
 	}
-	if s := l.segs[len(l.segs)-1]; l.fileEnd > s.size {
-		// The full segment ends at its last record: its runway goes, for
-		// good before the next segment exists.
-		if err := l.w.Truncate(s.size); err != nil {
-			return fmt.Errorf("store: truncate the runway of %s: %w", s.path, err)
-		}
-		if err := syncFile(l.w); err != nil {
-			return fmt.Errorf("store: fsync %s: %w", s.path, err)
-		}
-		l.fileEnd, l.syncedSize = s.size, s.size
+	// The full segment ends at its last record, for good before the next
+	// segment exists.
+	if err := l.cutRunway(); err != nil {
+		return err
 	}
 	if err := l.syncActive(); err != nil {
 		return err
@@ -878,6 +872,24 @@ func (l *Log) createSegment(first uint64) (err error) {
 	l.writeAt(segmentHeaderSize)
 	l.syncedSize = segmentHeaderSize
 	l.next = first
+	return nil
+}
+
+// cutRunway truncates the active segment's file at its last record and
+// fdatasyncs it, which also makes durable everything written before. The
+// buffer must be empty.
+func (l *Log) cutRunway() error {
+	s := l.segs[len(l.segs)-1]
+	if l.fileEnd <= s.size {
+		return nil
+	}
+	if err := l.w.Truncate(s.size); err != nil {
+		return fmt.Errorf("store: truncate the runway of %s: %w", s.path, err)
+	}
+	if err := syncFile(l.w); err != nil {
+		return fmt.Errorf("store: fsync %s: %w", s.path, err)
+	}
+	l.fileEnd, l.syncedSize = s.size, s.size
 	return nil
 }
 
@@ -1080,14 +1092,6 @@ func (l *Log) Reset(nextIndex uint64) error {
 	return nil
 }
 
-// lastSegment is the active segment, nil when there is none.
-func (l *Log) lastSegment() *segment {
-	if l.w == nil {
-		return nil
-	}
-	return l.segs[len(l.segs)-1]
-}
-
 func (l *Log) segmentFor(index uint64) *segment {
 	k := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].first > index })
 	return l.segs[k-1]
@@ -1185,13 +1189,8 @@ func (l *Log) Close() error {
 		return ErrClosed
 	}
 	err := l.Sync()
-	if s := l.lastSegment(); err == nil && s != nil && l.fileEnd > s.size {
-		if err = l.w.Truncate(s.size); err == nil {
-			err = syncFile(l.w)
-		}
-		if err != nil {
-			err = fmt.Errorf("store: cut the runway of %s: %w", s.path, err)
-		}
+	if err == nil && l.w != nil {
+		err = l.cutRunway()
 	}
 	l.closeFiles()
 	l.closed = true
