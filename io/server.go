@@ -106,11 +106,10 @@ type Server struct {
 	// (tests observe the transport by replacing it before Run).
 	peerFrame func(h core.Header, payload []byte)
 
-	encoded  chan encodedSnapshot // snapshots encoded beside the loop, for the loop
-	decoded  chan uint64          // indexes of snapshots decoded beside the loop
-	loopDone chan struct{}        // closed when the loop has exited (or never will run)
-	stop     chan struct{}        // closed by Close
-	wg       sync.WaitGroup       // accept, readers, writers, peer dialers and watchers, snapshot encoders
+	besideDone chan func()    // the answers of work done beside the loop, for the loop to run
+	loopDone   chan struct{}  // closed when the loop has exited (or never will run)
+	stop       chan struct{}  // closed by Close
+	wg         sync.WaitGroup // accept, readers, writers, peer dialers and watchers, work beside the loop
 
 	mu       sync.Mutex
 	live     map[*conn]struct{} // connections to close at shutdown
@@ -169,15 +168,14 @@ func Open(dir string, opts Options) (s *Server, err error) {
 
 	s = &Server{
 		opts: opts, log: lg, dir: dir, info: info, ln: ln, clock: NewClock(),
-		events:   make(chan netEvent, 256),
-		conns:    make(map[core.ConnID]*conn),
-		status:   replica.Status{Leader: replica.NoLeader},
-		encoded:  make(chan encodedSnapshot, 1),
-		decoded:  make(chan uint64, 1),
-		loopDone: make(chan struct{}),
-		stop:     make(chan struct{}),
-		live:     make(map[*conn]struct{}),
-		runDone:  make(chan struct{}),
+		events:     make(chan netEvent, 256),
+		conns:      make(map[core.ConnID]*conn),
+		status:     replica.Status{Leader: replica.NoLeader},
+		besideDone: make(chan func(), 1),
+		loopDone:   make(chan struct{}),
+		stop:       make(chan struct{}),
+		live:       make(map[*conn]struct{}),
+		runDone:    make(chan struct{}),
 	}
 	s.disk = newDisk(dir, log, rec.SnapshotIndex, s.loopDone)
 	s.peers = s.newPeers()
@@ -408,10 +406,8 @@ func (s *Server) loop(ctx context.Context) error {
 			default:
 				s.r.Synced(c.index)
 			}
-		case e := <-s.encoded:
-			s.r.SnapshotEncoded(e.index, e.data)
-		case index := <-s.decoded:
-			s.r.SnapshotDecoded(index)
+		case answer := <-s.besideDone:
+			answer()
 		case <-tick.C:
 			s.r.Tick()
 		}
@@ -537,44 +533,30 @@ func (rio replicaIO) SaveHardState(hs core.HardState) {
 
 func (rio replicaIO) Sync() { rio.s.disk.push(diskOp{kind: opSync}) }
 
-// encodedSnapshot is a snapshot that EncodeSnapshot's goroutine encoded.
-type encodedSnapshot struct {
-	index uint64
-	data  []byte
+// beside runs work on a goroutine of its own, while the loop goes on (a
+// large snapshot takes a second or more to encode or decode), then has the
+// loop run answer, unless the loop has ended.
+func (s *Server) beside(what string, index uint64, work func(), answer func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		start := time.Now()
+		work()
+		s.log.Debug(what, zap.Uint64("index", index), zap.Duration("took", time.Since(start)))
+		select {
+		case s.besideDone <- answer:
+		case <-s.loopDone:
+		}
+	}()
 }
 
-// EncodeSnapshot encodes on a goroutine of its own: a large state takes
-// hundreds of milliseconds, during which the loop goes on.
 func (rio replicaIO) EncodeSnapshot(index uint64, encode func() []byte) {
-	s := rio.s
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		start := time.Now()
-		data := encode()
-		s.log.Debug("snapshot encoded", zap.Uint64("index", index), zap.Int("bytes", len(data)), zap.Duration("took", time.Since(start)))
-		select {
-		case s.encoded <- encodedSnapshot{index, data}:
-		case <-s.loopDone:
-		}
-	}()
+	var data []byte
+	rio.s.beside("snapshot encoded", index, func() { data = encode() }, func() { rio.s.r.SnapshotEncoded(index, data) })
 }
 
-// DecodeSnapshot decodes on a goroutine of its own, as EncodeSnapshot
-// encodes.
 func (rio replicaIO) DecodeSnapshot(index uint64, decode func()) {
-	s := rio.s
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		start := time.Now()
-		decode()
-		s.log.Debug("snapshot decoded", zap.Uint64("index", index), zap.Duration("took", time.Since(start)))
-		select {
-		case s.decoded <- index:
-		case <-s.loopDone:
-		}
-	}()
+	rio.s.beside("snapshot decoded", index, decode, func() { rio.s.r.SnapshotDecoded(index) })
 }
 
 func (rio replicaIO) SaveSnapshot(index, term uint64, data []byte) {

@@ -22,15 +22,14 @@ import (
 type evKind uint8
 
 const (
-	evToNode          evKind = iota + 1 // a frame from a client reaches a replica
-	evToClient                          // a frame from a replica reaches a client
-	evSynced                            // a disk completes its oldest Sync
-	evSnapshotSaved                     // a disk completes its oldest SaveSnapshot
-	evConnDown                          // a client learns that its connection is gone
-	evRestart                           // a crashed replica starts again
-	evToPeer                            // a frame from a replica reaches another one
-	evSnapshotEncoded                   // a replica's snapshot encoding completes
-	evSnapshotDecoded                   // a replica's snapshot decoding completes
+	evToNode        evKind = iota + 1 // a frame from a client reaches a replica
+	evToClient                        // a frame from a replica reaches a client
+	evSynced                          // a disk completes its oldest Sync
+	evSnapshotSaved                   // a disk completes its oldest SaveSnapshot
+	evConnDown                        // a client learns that its connection is gone
+	evRestart                         // a crashed replica starts again
+	evToPeer                          // a frame from a replica reaches another one
+	evBeside                          // work a replica had done beside it completes
 )
 
 type event struct {
@@ -43,9 +42,7 @@ type event struct {
 	conn  *conn
 	frame []byte
 
-	index  uint64        // evSnapshotEncoded: the snapshot's index
-	encode func() []byte // and its encoding, run when the event happens
-	decode func()        // evSnapshotDecoded: the decoding, run then
+	beside func(*replica.Replica) // evBeside: the work and its answer, run when the event happens
 }
 
 type eventHeap []*event
@@ -116,22 +113,24 @@ func (io nodeIO) SaveSnapshot(index, term uint64, data []byte) {
 // does. The encoding runs then, so the replica's writes in between must
 // not show in it (the state machine keeps the frozen state for it).
 func (io nodeIO) EncodeSnapshot(index uint64, encode func() []byte) {
-	n := io.n
-	n.snapNote = true // the state it encodes is the state now: note its digest
-	w := n.w
-	at := w.now + 1 + w.rng.Int64N(w.cfg.snapMax)
-	w.schedule(at, &event{kind: evSnapshotEncoded, node: n, epoch: n.epoch, index: index, encode: encode})
-	w.tracef("replica %d encodes a snapshot at index %d, done at %d", n.idx, index, at)
+	io.n.snapNote = true // the state it encodes is the state now: note its digest
+	io.beside("encodes", index, func(r *replica.Replica) { r.SnapshotEncoded(index, encode()) })
 }
 
 // DecodeSnapshot completes after a random latency too; the decoding runs
 // then, while the replica may have taken other inputs.
 func (io nodeIO) DecodeSnapshot(index uint64, decode func()) {
+	io.beside("decodes", index, func(r *replica.Replica) { decode(); r.SnapshotDecoded(index) })
+}
+
+// beside schedules work and its answer to the replica after a random
+// latency (lost if the replica restarts first).
+func (io nodeIO) beside(what string, index uint64, work func(*replica.Replica)) {
 	n := io.n
 	w := n.w
 	at := w.now + 1 + w.rng.Int64N(w.cfg.snapMax)
-	w.schedule(at, &event{kind: evSnapshotDecoded, node: n, epoch: n.epoch, index: index, decode: decode})
-	w.tracef("replica %d decodes a snapshot at index %d, done at %d", n.idx, index, at)
+	w.schedule(at, &event{kind: evBeside, node: n, epoch: n.epoch, beside: work})
+	w.tracef("replica %d %s a snapshot at index %d, done at %d", n.idx, what, index, at)
 }
 
 var clusterID = core.Uint128{Hi: 0x6765_6f65_7665_6e74, Lo: 0x51}
@@ -450,23 +449,13 @@ func (w *world) handle(e *event) {
 		w.probe.planRound("restart")
 	case evToPeer:
 		w.deliverPeer(e)
-	case evSnapshotEncoded:
+	case evBeside:
 		n := e.node
 		if !n.up || n.epoch != e.epoch {
 			return
 		}
-		data := e.encode()
-		w.tracef("replica %d snapshot at %d encoded (%d bytes)", n.idx, e.index, len(data))
-		n.r.SnapshotEncoded(e.index, data)
-		w.afterInput(n)
-	case evSnapshotDecoded:
-		n := e.node
-		if !n.up || n.epoch != e.epoch {
-			return
-		}
-		e.decode()
-		w.tracef("replica %d snapshot at %d decoded", n.idx, e.index)
-		n.r.SnapshotDecoded(e.index)
+		w.tracef("replica %d: work beside it completes", n.idx)
+		e.beside(n.r)
 		w.afterInput(n)
 	}
 }
