@@ -630,6 +630,19 @@ func TestPolygonFilterAgrees(t *testing.T) {
 	})
 }
 
+// countUnsure counts the points that classify leaves unsure among n points
+// spread evenly over the benchmark polygon's disc (3 km).
+func countUnsure(n int, classify func(leaf uint64) int) int {
+	unsure := 0
+	for k := 0; k < n; k++ {
+		lat, lon := destination(deg(38.11), deg(13.36), 3000/EarthRadiusM*math.Sqrt(float64(k)/float64(n)), float64(k))
+		if classify(LeafCell(lat, lon)) == LeafUnsure {
+			unsure++
+		}
+	}
+	return unsure
+}
+
 // On the benchmark polygon the filter settles nearly every point.
 func TestPolygonFilterSettles(t *testing.T) {
 	outer, holes := polygon20()
@@ -638,15 +651,8 @@ func TestPolygonFilterSettles(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := p.Filter()
-	unsure := 0
 	const n = 20_000
-	for k := 0; k < n; k++ {
-		lat, lon := destination(deg(38.11), deg(13.36), 3000/EarthRadiusM*math.Sqrt(float64(k)/n), float64(k))
-		if f.ClassifyLeaf(LeafCell(lat, lon)) == LeafUnsure {
-			unsure++
-		}
-	}
-	if unsure > n/100 {
+	if unsure := countUnsure(n, f.ClassifyLeaf); unsure > n/100 {
 		t.Fatalf("%d of %d points unsure", unsure, n)
 	}
 }

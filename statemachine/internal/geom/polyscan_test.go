@@ -53,15 +53,8 @@ func TestPolygonScanFilterSettles(t *testing.T) {
 	if f.grid == nil {
 		t.Fatal("the benchmark polygon is not scanned by a grid")
 	}
-	unsure := 0
 	const n = 20_000
-	for k := 0; k < n; k++ {
-		lat, lon := destination(deg(38.11), deg(13.36), 3000/EarthRadiusM*math.Sqrt(float64(k)/n), float64(k))
-		if f.ClassifyLeaf(LeafCell(lat, lon)) == LeafUnsure {
-			unsure++
-		}
-	}
-	if unsure > n/200 {
+	if unsure := countUnsure(n, f.ClassifyLeaf); unsure > n/200 {
 		t.Fatalf("%d of %d points unsure", unsure, n)
 	}
 }
