@@ -47,7 +47,6 @@ func (w *jw) insertResults(r *core.InsertReply, req *core.InsertRequest, op core
 	// than let a 10,000-event answer double it a dozen times.
 	b := slices.Grow(w.b, 160*len(r.Results))
 	for i, res := range r.Results {
-		b = slices.Grow(b, 160)
 		if i > 0 {
 			b = append(b, ',')
 		}
