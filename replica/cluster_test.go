@@ -462,8 +462,8 @@ func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 
 // A follower decodes the leader's snapshot beside its loop. Until the
 // decoding completes it keeps its old state and log, takes no entries and
-// acknowledges nothing, while the others go on committing; then it
-// installs the snapshot and catches up.
+// acknowledges nothing but still answers heartbeats, while the others go
+// on committing; then it installs the snapshot and catches up.
 func TestFollowerDecodesSnapshotBesideTheLoop(t *testing.T) {
 	c, l, lag, cl := lagBehindSnapshots(t)
 	f := c.nodes[lag]
@@ -474,6 +474,11 @@ func TestFollowerDecodesSnapshotBesideTheLoop(t *testing.T) {
 		t.Fatalf("the lagging follower is not decoding a snapshot (installing %d)", f.r.installing)
 	}
 	applied := f.r.Status().Applied
+	decodingSince := c.clock.mono
+	c.run(testET)
+	if heard := c.nodes[l].r.peers[lag].lastReplyNS; heard <= decodingSince {
+		t.Fatalf("the decoding follower has not answered its leader since %d (last at %d)", decodingSince, heard)
+	}
 	for i := uint64(41); i <= 45; i++ {
 		if rp := cl.call(core.OpUpsert, insertReq(ev(i, int64(i), 1))); rp.err != nil {
 			t.Fatalf("write %d while a follower decodes: %v", i, rp.err)
