@@ -404,6 +404,9 @@ func AppendReply(dst []byte, op Operation, reply any) ([]byte, error) {
 		if !ok {
 			return dst, wrongType("reply", op, reply, "*QueryResult")
 		}
+		// Size the whole reply at once: growing it by the distances after
+		// the events would copy a result of up to a megabyte again.
+		e.b = slices.Grow(e.b, 4+len(r.Events)*RecordSize+8*len(r.DistancesMM)+1+2+len(r.Cursor))
 		e.events(r.Events)
 		if op == OpQueryRadius {
 			if len(r.DistancesMM) != len(r.Events) {
@@ -792,13 +795,13 @@ func (d *decoder) count16(elemSize int, what string) int {
 	return n
 }
 
-func (d *decoder) record(i int) (GeoEvent, bool) {
+// record decodes the request's or reply's event i into ev.
+func (d *decoder) record(i int, ev *GeoEvent) bool {
 	p := d.take(RecordSize, "event")
 	if p == nil {
-		return GeoEvent{}, false
+		return false
 	}
-	ev, err := DecodeRecord(p)
-	if err != nil {
+	if err := ev.DecodeRecord(p); err != nil {
 		if d.err == nil {
 			info, msg := MalformedRequest, err.Error()
 			if e, ok := err.(*Error); ok {
@@ -807,9 +810,9 @@ func (d *decoder) record(i int) (GeoEvent, bool) {
 			d.err = Errorf(info, "%s %s: event %d: %s", d.op, d.what, i, msg)
 		}
 		d.b = nil
-		return GeoEvent{}, false
+		return false
 	}
-	return ev, true
+	return true
 }
 
 func (d *decoder) events() []GeoEvent {
@@ -819,11 +822,9 @@ func (d *decoder) events() []GeoEvent {
 	}
 	evs := make([]GeoEvent, n)
 	for i := range evs {
-		ev, ok := d.record(i)
-		if !ok {
+		if !d.record(i, &evs[i]) {
 			return nil
 		}
-		evs[i] = ev
 	}
 	return evs
 }
@@ -876,8 +877,9 @@ func (d *decoder) latest(i int) LatestResult {
 	if !d.bool() {
 		return LatestResult{}
 	}
-	ev, ok := d.record(i)
-	return LatestResult{Event: ev, Found: ok}
+	var r LatestResult
+	r.Found = d.record(i, &r.Event)
+	return r
 }
 
 // finish fails on trailing bytes and returns the first failure.

@@ -683,3 +683,27 @@ func FuzzDecodeReply(f *testing.F) {
 	addCodecSeeds(f, sampleReplies(), AppendReply)
 	f.Fuzz(func(t *testing.T, op byte, b []byte) { fuzzCodec(t, op, b, AppendReply, DecodeReply) })
 }
+
+// TestQueryReplyAllocatesOnce: a query result is sized before it is
+// written, so a large radius reply (events, then distances, then the
+// cursor) costs one allocation and no copy of the events.
+func TestQueryReplyAllocatesOnce(t *testing.T) {
+	res := &QueryResult{Events: make([]GeoEvent, 500), DistancesMM: make([]uint64, 500), HasMore: true, Cursor: "c2VlIHlvdSBvbiB0aGUgbmV4dCBwYWdl"}
+	for i := range res.Events {
+		res.Events[i] = GeoEvent{EntityID: Uint128{Lo: uint64(i + 1)}, TimestampNS: 1, CellID: 1}
+		res.DistancesMM[i] = uint64(i)
+	}
+	var out []byte
+	allocs := testing.AllocsPerRun(20, func() {
+		var err error
+		if out, err = AppendReply(nil, OpQueryRadius, res); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 1 {
+		t.Fatalf("AppendReply allocates %.1f times for a 500-event radius result, want 1", allocs)
+	}
+	if want := 4 + 500*RecordSize + 500*8 + 1 + 2 + len(res.Cursor); len(out) != want {
+		t.Fatalf("reply of %d bytes, want %d", len(out), want)
+	}
+}
