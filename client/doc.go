@@ -18,9 +18,11 @@
 // (session id and request number; a per-connection nonce for a register)
 // says which call an answer belongs to, and frames that several calls send
 // at once leave in one write. Under load one system call then carries the
-// frames of many sessions on both ends. A call that times out while nothing
-// at all arrives on the connection closes it (the replica is taken for
-// dead); a late answer to a call that gave up is dropped.
+// frames of many sessions on both ends. A call that times out when nothing
+// at all arrived on the connection during the second half of its wait
+// closes it (the replica is taken for dead; a large answer still arriving,
+// however slowly, keeps it); a late answer to a call that gave up is
+// dropped.
 //
 // Options.Dial replaces TCP with another transport, a Conn that carries one
 // frame exchange at a time: the HTTP gateway's sessions use in-process

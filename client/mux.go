@@ -61,8 +61,9 @@ type muxConn struct {
 	err       error
 	done      chan struct{}
 
-	frames atomic.Uint64 // frames read so far: shows that the connection is alive
-	nonce  atomic.Uint32 // the last register nonce
+	born     time.Time     // when the connection was made: the origin of lastRead
+	lastRead atomic.Int64  // when bytes last arrived, as time since born: shows that the connection is alive
+	nonce    atomic.Uint32 // the last register nonce
 }
 
 // replyKey names the exchange a frame answers.
@@ -81,6 +82,7 @@ func newMuxConn(addr string, nc net.Conn) *muxConn {
 	m := &muxConn{
 		addr:      addr,
 		nc:        nc,
+		born:      time.Now(),
 		waiters:   make(map[replyKey]*muxStream),
 		abandoned: make(map[replyKey]struct{}),
 		done:      make(chan struct{}),
@@ -107,8 +109,24 @@ func keyOf(h core.Header) replyKey {
 	return replyKey{session: h.ClientID, request: h.Request}
 }
 
+// since is the time since the connection was made.
+func (m *muxConn) since() int64 { return int64(time.Since(m.born)) }
+
+// progressReader notes in lastRead when bytes arrive on the connection: a
+// large answer arriving slowly keeps its connection alive while it
+// arrives, not only once it is whole.
+type progressReader struct{ m *muxConn }
+
+func (r progressReader) Read(p []byte) (int, error) {
+	k, err := r.m.nc.Read(p)
+	if k > 0 {
+		r.m.lastRead.Store(r.m.since())
+	}
+	return k, err
+}
+
 func (m *muxConn) read() {
-	br := bufio.NewReaderSize(m.nc, 64<<10)
+	br := bufio.NewReaderSize(progressReader{m}, 64<<10)
 	buf := make([]byte, 64<<10)
 	for {
 		h, p, err := core.ReadFrame(br, buf)
@@ -116,7 +134,6 @@ func (m *muxConn) read() {
 			m.fail(err)
 			return
 		}
-		m.frames.Add(1)
 		k := keyOf(h)
 		m.mu.Lock()
 		s := m.waiters[k]
@@ -231,8 +248,8 @@ func (m *muxConn) abandon(k replyKey, s *muxStream) bool {
 }
 
 // errSilentConnection fails a connection on which nothing arrived during
-// a whole request timeout of one of its exchanges.
-var errSilentConnection = errors.New("nothing arrived on the connection within a request timeout: the replica, or the way to it, is taken for dead")
+// the second half of an exchange that reached the client's timeout.
+var errSilentConnection = errors.New("nothing arrived on the connection during the second half of a request timeout: the replica, or the way to it, is taken for dead")
 
 // muxStream is a session's Conn over its client's muxConn to a replica.
 // Closing it leaves the shared connection open.
@@ -245,16 +262,18 @@ type muxStream struct {
 
 // Exchange sends the frame and waits for its answer, the connection's
 // failure or ctx. An exchange that reaches the client's own timeout (the
-// attempt's RequestTimeout or the call's TotalTimeout) while nothing at all
-// arrives on the connection fails the connection too: the replica (or the
-// path to it) is taken for dead, and the sessions on it move on.
+// attempt's RequestTimeout or the call's TotalTimeout) fails the connection
+// too when not one byte arrived on it during the second half of the
+// exchange: the replica (or the path to it) is taken for dead, and the
+// sessions on it move on. An answer still arriving, however slowly, keeps
+// it; a frame cut short and then silence does not.
 func (s *muxStream) Exchange(ctx context.Context, h core.Header, payload []byte) (core.Header, []byte, error) {
 	m := s.m
 	if h.Type == core.MsgRegister {
 		h.Request = m.nonce.Add(1)
 	}
 	k := sentKey(h)
-	framesBefore := m.frames.Load()
+	began := m.since()
 	m.mu.Lock()
 	if m.err != nil {
 		m.mu.Unlock()
@@ -288,7 +307,7 @@ func (s *muxStream) Exchange(ctx context.Context, h core.Header, payload []byte)
 		// shorter deadline says nothing about it, and failing it would
 		// fail every other session's exchange on it.
 		clientTimeout := errors.Is(err, errAttemptTimeout) || errors.Is(err, ErrTotalTimeout)
-		if clientTimeout && m.frames.Load() == framesBefore {
+		if now := m.since(); clientTimeout && m.lastRead.Load() < began+(now-began)/2 {
 			m.fail(errSilentConnection)
 		}
 		return core.Header{}, nil, err

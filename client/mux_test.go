@@ -50,6 +50,16 @@ func (f *fakeReplica) answer(t *testing.T, h core.Header, payload []byte) {
 	}
 }
 
+// raw writes bytes as they are: part of a frame, say.
+func (f *fakeReplica) raw(t *testing.T, b []byte) {
+	t.Helper()
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	if _, err := f.nc.Write(b); err != nil {
+		t.Errorf("fake replica write: %v", err)
+	}
+}
+
 func (f *fakeReplica) next(t *testing.T) core.Header {
 	t.Helper()
 	select {
@@ -183,6 +193,32 @@ func TestMuxSilentTimeoutFailsTheConnection(t *testing.T) {
 	f.next(t)
 	if !errors.Is(r.err, context.DeadlineExceeded) || !m.failed() {
 		t.Fatalf("error %v, failed %v; want the deadline and a failed connection", r.err, m.failed())
+	}
+}
+
+// A large answer that is still arriving when the client's timeout comes
+// keeps the connection: bytes, not whole frames, show that it is alive.
+func TestMuxSlowAnswerKeepsTheConnection(t *testing.T) {
+	m, f := newMuxPair(t)
+	ctx, cancel := context.WithTimeoutCause(context.Background(), 300*time.Millisecond, errAttemptTimeout)
+	defer cancel()
+	ch := exchangeAsync(ctx, stream(m), core.Header{Type: core.MsgRequest, ClientID: 1, Request: 1}, nil)
+	f.next(t)
+	frame := core.AppendFrame(nil, core.Header{Type: core.MsgReply, ClientID: 1, Request: 1}, make([]byte, 1000))
+	half := len(frame) / 2
+	for i := 0; i < half; i += 20 { // the first half trickles in over about 400 ms
+		f.raw(t, frame[i:min(i+20, half)])
+		time.Sleep(15 * time.Millisecond)
+	}
+	if r := <-ch; !errors.Is(r.err, context.DeadlineExceeded) || m.failed() {
+		t.Fatalf("error %v, failed %v; want the deadline and the connection open", r.err, m.failed())
+	}
+	f.raw(t, frame[half:]) // the late answer, dropped
+	next := exchangeAsync(context.Background(), stream(m), core.Header{Type: core.MsgRequest, ClientID: 1, Request: 2}, nil)
+	f.next(t)
+	f.answer(t, core.Header{Type: core.MsgReply, ClientID: 1, Request: 2}, []byte("ok"))
+	if r := <-next; r.err != nil || string(r.p) != "ok" {
+		t.Fatalf("the next exchange on the connection: %q %v", r.p, r.err)
 	}
 }
 
