@@ -264,10 +264,10 @@ func (s *spatialScan) check(reg region, last *btree.Key) (full bool) {
 func (sm *StateMachine) touch(cs []candidate) {
 	var sum uint64
 	for _, c := range cs {
-		// An entity (144 bytes) spans up to three cache lines; words 0, 64
-		// and 128 bytes into it lie in each of them.
+		// An entity is two cache lines (128 bytes, at a multiple of 128
+		// in its chunk): words 0 and 64 bytes into it lie in each.
 		e := sm.store.at(c.slot)
-		sum += e.latest.EntityID.Lo + uint64(e.latest.LatNano) + e.expiresAt
+		sum += e.latest.EntityID.Lo + uint64(e.latest.LatNano)
 	}
 	sm.touchSink = sum
 }
