@@ -15,6 +15,30 @@ var noSync bool
 // fsync: "file <path>" or "dir <path>".
 var onSync func(what string)
 
+// writeFault, when set (by tests only), is asked before every write to a
+// log segment how many of its n bytes to write and with what error to
+// fail; a nil error lets the write go ahead whole.
+var writeFault func(n int) (int, error)
+
+// faultyWrite applies writeFault to a write of p through write.
+func faultyWrite(p []byte, write func([]byte) (int, error)) (int, error) {
+	if writeFault != nil {
+		if k, err := writeFault(len(p)); err != nil {
+			k, _ = write(p[:min(max(k, 0), len(p))])
+			return k, err
+		}
+	}
+	return write(p)
+}
+
+// fsyncError is a failed fsync. Unlike a failed write, it leaves the file
+// in a state nobody knows (the kernel may have dropped the dirty pages), so
+// a log never takes one back (see ErrNoSpace).
+type fsyncError struct{ err error }
+
+func (e *fsyncError) Error() string { return e.err.Error() }
+func (e *fsyncError) Unwrap() error { return e.err }
+
 // syncFile fdatasyncs f (fsync where fdatasync is unavailable).
 func syncFile(f *os.File) error {
 	if onSync != nil {
@@ -23,7 +47,10 @@ func syncFile(f *os.File) error {
 	if noSync {
 		return nil
 	}
-	return fdatasync(f)
+	if err := fdatasync(f); err != nil {
+		return &fsyncError{err}
+	}
+	return nil
 }
 
 // syncDir fsyncs directory dir, making the creation, renaming and removal of
@@ -44,7 +71,7 @@ func syncDir(dir string) error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("store: fsync directory %s: %w", dir, err)
+		return fmt.Errorf("store: fsync directory %s: %w", dir, &fsyncError{err})
 	}
 	return nil
 }

@@ -99,6 +99,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 const (
@@ -129,6 +130,12 @@ var (
 	ErrOutOfRange = errors.New("store: index beyond the end of the log")
 	// ErrClosed: the log has been closed.
 	ErrClosed = errors.New("store: log closed")
+	// ErrNoSpace: a write to the log failed for want of space (ENOSPC or
+	// EDQUOT). The log has taken back everything appended since the last
+	// Sync and stays usable: it ends at its last durable entry
+	// (LastIndex), and what came after can be appended again once there is
+	// space. A failed fsync is never taken back: it makes the log unusable.
+	ErrNoSpace = errors.New("store: no space left for the log")
 )
 
 // LogOptions tunes a Log.
@@ -246,10 +253,10 @@ type Log struct {
 	segs     []*segment // ascending; the last is the active one
 	w        *os.File   // active segment's handle (== segs[last].f), nil when there are no segments
 	bw       *bufio.Writer
-	out      *io.OffsetWriter // bw's destination: w, from the end of its records on
-	fileEnd  int64            // the size of w's file: its records, then the runway
-	next     uint64           // LastIndex()+1
-	lastTerm uint64           // term of the last entry (0 when empty)
+	out      segmentWriter // bw's destination: w, from the end of its records on
+	fileEnd  int64         // the size of w's file: its records, then the runway
+	next     uint64        // LastIndex()+1
+	lastTerm uint64        // term of the last entry (0 when empty)
 
 	syncedSize int64 // bytes of the active segment known durable
 	dirDirty   bool  // an entry of dir was created since the last directory fsync
@@ -372,10 +379,15 @@ func OpenLog(dir string, opts LogOptions) (*Log, RecoveryInfo, error) {
 // records end there (and so does its file: scan, createSegment and the
 // truncations leave no runway). The buffer must be empty.
 func (l *Log) writeAt(end int64) {
-	l.out = io.NewOffsetWriter(l.w, end)
+	l.out = segmentWriter{io.NewOffsetWriter(l.w, end)}
 	l.bw.Reset(l.out)
 	l.fileEnd = end
 }
+
+// segmentWriter writes to the active segment from an offset on.
+type segmentWriter struct{ ow *io.OffsetWriter }
+
+func (w segmentWriter) Write(p []byte) (int, error) { return faultyWrite(p, w.ow.Write) }
 
 // scan reads every segment, builds the in-memory index and truncates a torn
 // tail. It leaves the last segment open for appending.
@@ -756,7 +768,7 @@ func (l *Log) Append(entries []Entry) error {
 	}
 	for _, e := range entries {
 		if err := l.appendOne(e); err != nil {
-			return l.fail(err)
+			return l.failOrRewind(err)
 		}
 	}
 	return nil
@@ -857,7 +869,7 @@ func (l *Log) createSegment(first uint64) (err error) {
 			os.Remove(tmp)
 		}
 	}()
-	if _, err = f.Write(segmentHeader(first)); err != nil {
+	if _, err = faultyWrite(segmentHeader(first), f.Write); err != nil {
 		return fmt.Errorf("store: write %s: %w", tmp, err)
 	}
 	if err = syncFile(f); err != nil {
@@ -908,7 +920,8 @@ func (l *Log) syncActive() error {
 		// A small write that left little runway: extend it, within the
 		// segment's size.
 		if n := min(runwayBytes, l.segBytes-l.fileEnd); n > 0 && s.size-l.syncedSize <= runwayMaxWrite && l.fileEnd-s.size < runwayLow {
-			if _, err := l.w.WriteAt(zeroRunway[:n], l.fileEnd); err != nil {
+			at := l.fileEnd
+			if _, err := faultyWrite(zeroRunway[:n], func(p []byte) (int, error) { return l.w.WriteAt(p, at) }); err != nil {
 				return fmt.Errorf("store: write %s: %w", s.path, err)
 			}
 			l.fileEnd += n
@@ -930,7 +943,7 @@ func (l *Log) Sync() error {
 		return err
 	}
 	if err := l.syncActive(); err != nil {
-		return l.fail(err)
+		return l.failOrRewind(err)
 	}
 	if l.dirDirty {
 		if err := syncDir(l.dir); err != nil {
@@ -947,7 +960,92 @@ func (l *Log) flush() error {
 		return nil
 	}
 	if err := l.bw.Flush(); err != nil {
-		return l.fail(fmt.Errorf("store: write %s: %w", l.segs[len(l.segs)-1].path, err))
+		return l.failOrRewind(fmt.Errorf("store: write %s: %w", l.segs[len(l.segs)-1].path, err))
+	}
+	return nil
+}
+
+// noSpace reports whether err is a write that failed for want of space,
+// which the log can take back (see ErrNoSpace): not a failed fsync.
+func noSpace(err error) bool {
+	return (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) && !errors.As(err, new(*fsyncError))
+}
+
+// failOrRewind is fail, except for a write that failed for want of space:
+// the log then takes back what it cannot make durable (rewind) and
+// returns ErrNoSpace.
+func (l *Log) failOrRewind(err error) error {
+	if !noSpace(err) || l.err != nil {
+		return l.fail(err)
+	}
+	if rerr := l.rewind(); rerr != nil {
+		return l.fail(rerr)
+	}
+	return fmt.Errorf("%w: %w", ErrNoSpace, err)
+}
+
+// durableIndex is the index of the last entry known durable: every entry
+// of the segments before the active one (roll syncs a segment before it
+// starts the next one) and those of the active one below syncedSize.
+func (l *Log) durableIndex() uint64 {
+	if len(l.segs) == 0 {
+		return l.next - 1
+	}
+	s := l.segs[len(l.segs)-1]
+	k := sort.Search(len(s.offsets), func(i int) bool { return s.offsets[i] >= l.syncedSize })
+	return s.first + uint64(k) - 1
+}
+
+// rewind takes back everything appended since the last Sync, after a
+// write of it failed: the log ends at its last durable entry again, its
+// files hold nothing after it (neither a record cut short nor old runway,
+// which a crash could leave in front of garbage), and appends go on from
+// there. Segments started after that entry hold nothing durable and go.
+func (l *Log) rewind() error {
+	d := l.durableIndex()
+	l.bw.Reset(io.Discard) // never written, or written only in part
+	removed := false
+	for len(l.segs) > 1 && l.segs[len(l.segs)-1].first > d {
+		if err := l.removeLast(); err != nil {
+			return err
+		}
+		removed = true
+	}
+	if removed {
+		// Durably gone before anything more goes into the segment before:
+		// back after a crash, a removed one would overlap it.
+		if err := syncDir(l.dir); err != nil {
+			return err
+		}
+		l.dirDirty = false
+	}
+	if len(l.segs) == 0 {
+		return nil // no segment was ever made: nothing was written
+	}
+	s := l.segs[len(l.segs)-1]
+	if l.w == nil {
+		// s was complete and durable (a roll synced it, then could not
+		// start the next segment); it becomes the active segment again.
+		s.closeFile()
+		f, err := os.OpenFile(s.path, os.O_RDWR, 0)
+		if err != nil {
+			return fmt.Errorf("store: open segment: %w", err)
+		}
+		s.f, l.w = f, f
+	}
+	s.cut(d + 1 - s.first)
+	if err := l.w.Truncate(s.size); err != nil {
+		return fmt.Errorf("store: truncate %s: %w", s.path, err)
+	}
+	if err := syncFile(l.w); err != nil {
+		return fmt.Errorf("store: fsync %s: %w", s.path, err)
+	}
+	l.writeAt(s.size)
+	l.syncedSize = s.size
+	l.next = d + 1
+	l.lastTerm = 0
+	if s.count() > 0 {
+		l.lastTerm = s.term(d)
 	}
 	return nil
 }

@@ -2,7 +2,9 @@ package store
 
 import (
 	"bytes"
+	"errors"
 	"os"
+	"syscall"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -122,6 +124,61 @@ func TestLogModel(t *testing.T) {
 				}
 				for _, e := range es {
 					m.ents = append(m.ents, Entry{Index: e.Index, Term: e.Term, Data: bytes.Clone(e.Data)})
+				}
+			},
+			"no space": func(t *rapid.T) {
+				// One of the writes of a batch and its sync fails for want of
+				// space, after writing part of its bytes.
+				failAt := rapid.IntRange(0, 3).Draw(t, "failing write")
+				partial := rapid.IntRange(0, 200).Draw(t, "bytes it writes")
+				calls := 0
+				writeFault = func(n int) (int, error) {
+					calls++
+					if calls-1 == failAt {
+						return partial, syscall.ENOSPC
+					}
+					return n, nil
+				}
+				defer func() { writeFault = nil }()
+				n := rapid.IntRange(1, 4).Draw(t, "n")
+				term := m.lastTerm() + rapid.Uint64Range(0, 1).Draw(t, "term step")
+				var es []Entry
+				for i := 0; i < n; i++ {
+					idx := m.last() + 1 + uint64(i)
+					es = append(es, Entry{Index: idx, Term: term, Data: rapid.SliceOfN(rapid.Byte(), 0, 60).Draw(t, "data")})
+				}
+				err := l.Append(es)
+				// Append may have kept some of es (a roll syncs a segment), or
+				// taken back entries appended before it.
+				for _, e := range es[:min(len(es), max(0, int(l.LastIndex()+1-m.base)-len(m.ents)))] {
+					m.ents = append(m.ents, Entry{Index: e.Index, Term: e.Term, Data: bytes.Clone(e.Data)})
+				}
+				if err == nil {
+					if err = l.Sync(); err == nil {
+						m.durable = m.last()
+						return
+					}
+				}
+				if !errors.Is(err, ErrNoSpace) {
+					t.Fatalf("a write without space: %v, want ErrNoSpace", err)
+				}
+				// The log is back at its durable end: what the last Sync
+				// made durable, and any segment a roll synced since.
+				got := l.LastIndex()
+				if got < max(m.durable, m.base-1) || got > m.last() {
+					t.Fatalf("after running out of space LastIndex is %d; durable %d, base %d, appended up to %d", got, m.durable, m.base, m.last())
+				}
+				m.ents = m.ents[:got+1-m.base]
+				m.durable = got
+				check()
+				if len(m.ents) > 0 {
+					es, err := l.Entries(m.base, got+1)
+					if err != nil {
+						t.Fatalf("Entries after running out of space: %v", err)
+					}
+					if err := sameEntries(es, m.ents); err != nil {
+						t.Fatalf("after running out of space: %v", err)
+					}
 				}
 			},
 			"sync": func(t *rapid.T) {
