@@ -4,6 +4,10 @@ import (
 	"fmt"
 	stdio "io"
 	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/geoevent/geoevent/core"
 	"github.com/geoevent/geoevent/io/store"
@@ -46,9 +50,23 @@ type completion struct {
 // SnapshotSaved. A snapshot that replaces the log (a follower installing
 // the leader's) is written in line instead: the log must be reset after
 // the file is durable and before the next append.
+//
+// Running out of space stops nothing: a write that fails for want of space
+// (the log takes back what it could not make durable, see store.ErrNoSpace;
+// a snapshot or hard state file is removed half-written) is tried again,
+// the log's entries since its last Sync first, every now and then until it
+// succeeds or the server stops. Meanwhile the replica sees a disk that does
+// not answer: it acknowledges no write (registering a client session is
+// one) and serves reads. A failed fsync still stops the server.
 type disk struct {
-	dir string
-	log *store.Log
+	dir    string
+	log    *store.Log
+	logger *zap.Logger
+
+	// unsynced holds the entries appended since the log's last Sync, which
+	// the log may have to take back when it runs out of space: they are
+	// appended again before anything else once there is space.
+	unsynced []core.LogEntry
 
 	mu     sync.Mutex
 	ops    []diskOp
@@ -69,9 +87,9 @@ type disk struct {
 	snapsExited chan struct{} // closed when the snapshot writer has returned
 }
 
-func newDisk(dir string, log *store.Log, lastSnap uint64, stopped chan struct{}) *disk {
+func newDisk(dir string, log *store.Log, lastSnap uint64, stopped chan struct{}, logger *zap.Logger) *disk {
 	return &disk{
-		dir: dir, log: log, lastSnap: lastSnap, stopped: stopped,
+		dir: dir, log: log, lastSnap: lastSnap, stopped: stopped, logger: logger,
 		wake:   make(chan struct{}, 1),
 		done:   make(chan completion, 16),
 		exited: make(chan struct{}),
@@ -86,9 +104,11 @@ func (d *disk) writeSnapshots() {
 	defer close(d.snapsExited)
 	for op := range d.snaps {
 		data := op.data
-		err := store.SaveSnapshot(d.dir, op.index, op.term, func(w stdio.Writer) error {
-			_, err := w.Write(data)
-			return err
+		err := d.untilSpace("writing a snapshot", func() error {
+			return store.SaveSnapshot(d.dir, op.index, op.term, func(w stdio.Writer) error {
+				_, err := w.Write(data)
+				return err
+			})
 		})
 		if err != nil {
 			d.report(completion{err: err})
@@ -150,9 +170,25 @@ func (d *disk) run() {
 		}
 		for i := range batch {
 			if !failed {
-				if err := d.do(&batch[i]); err != nil {
-					// After a failed write or fsync the files' state is
-					// unknown: do nothing more; the loop stops the server.
+				op := &batch[i]
+				first := true
+				err := d.untilSpace("writing the log", func() error {
+					if !first && len(d.unsynced) > 0 {
+						// The log took back what it had not synced.
+						if err := d.append(d.unsynced); err != nil {
+							return err
+						}
+						if op.kind == opAppend {
+							return nil // its entries were among them
+						}
+					}
+					first = false
+					return d.do(op)
+				})
+				if err != nil {
+					// After a failed write (not for want of space) or
+					// fsync the files' state is unknown: do nothing more;
+					// the loop stops the server.
 					failed = true
 					d.report(completion{err: err})
 				}
@@ -163,9 +199,66 @@ func (d *disk) run() {
 	d.closeErr = d.log.Close()
 }
 
+// Waiting for space: the first retry after spaceRetryMin, then twice as
+// long each time up to spaceRetryMax; a warning at the first failure and
+// then every spaceWarnEvery.
+const (
+	spaceRetryMin  = 20 * time.Millisecond
+	spaceRetryMax  = time.Second
+	spaceWarnEvery = 30 * time.Second
+)
+
+// untilSpace runs write until it does not fail for want of space, waiting
+// between tries; it gives up with the last error once the server stops.
+func (d *disk) untilSpace(what string, write func() error) error {
+	err := write()
+	if !store.NoSpace(err) {
+		return err
+	}
+	began, warned := time.Now(), time.Time{}
+	for wait := spaceRetryMin; store.NoSpace(err); wait = min(2*wait, spaceRetryMax) {
+		if time.Since(warned) >= spaceWarnEvery {
+			d.logger.Warn("no space left on the data directory's device: writes, and the registering of new client sessions, wait for space; the sessions there are go on reading",
+				zap.String("doing", what), zap.String("dir", d.dir), zap.Uint64("free_bytes", freeBytes(d.dir)),
+				zap.Duration("waited", time.Since(began).Round(time.Millisecond)), zap.Error(err))
+			warned = time.Now()
+		}
+		select {
+		case <-time.After(wait):
+		case <-d.stopped:
+			return err
+		}
+		err = write()
+	}
+	if err == nil {
+		d.logger.Info("space again: writes go on", zap.String("doing", what), zap.Duration("waited", time.Since(began).Round(time.Millisecond)))
+	}
+	return err
+}
+
+// freeBytes is what the file system holding dir has free for this
+// process; 0 when it cannot tell.
+func freeBytes(dir string) uint64 {
+	var st syscall.Statfs_t
+	if syscall.Statfs(dir, &st) != nil {
+		return 0
+	}
+	return st.Bavail * uint64(st.Bsize)
+}
+
 func (d *disk) do(op *diskOp) error {
 	switch op.kind {
 	case opAppend:
+		// The log may take these back should it run out of space: keep
+		// them, as the log holds them (from the first one's index on).
+		if len(op.entries) > 0 {
+			first := op.entries[0].Index
+			k := len(d.unsynced)
+			for k > 0 && d.unsynced[k-1].Index >= first {
+				k--
+			}
+			d.unsynced = append(d.unsynced[:k], op.entries...)
+		}
 		return d.append(op.entries)
 	case opHardState:
 		hs := op.hs
@@ -174,6 +267,8 @@ func (d *disk) do(op *diskOp) error {
 		if err := d.log.Sync(); err != nil {
 			return err
 		}
+		clear(d.unsynced) // drop references to entry data
+		d.unsynced = d.unsynced[:0]
 		if hs := d.pendingHS; hs != nil {
 			if !d.haveSaved || *hs != d.savedHS {
 				// A conversion, not a copy field by field: it keeps every
@@ -208,6 +303,8 @@ func (d *disk) do(op *diskOp) error {
 		if err := d.log.Reset(op.index + 1); err != nil {
 			return err
 		}
+		clear(d.unsynced)
+		d.unsynced = d.unsynced[:0]
 		d.report(completion{snapshot: true, index: op.index})
 	case opSnapshotWritten:
 		if op.index > d.lastSnap {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,7 +32,7 @@ func startDisk(t *testing.T, dir string, lastSnap uint64) *testDisk {
 		t.Fatal(err)
 	}
 	td := &testDisk{t: t, stopped: make(chan struct{})}
-	td.d = newDisk(dir, log, lastSnap, td.stopped)
+	td.d = newDisk(dir, log, lastSnap, td.stopped, zap.NewNop())
 	go td.d.run()
 	t.Cleanup(td.close)
 	return td
@@ -300,4 +302,49 @@ func TestServerRecoversFromASnapshotBeyondTheLog(t *testing.T) {
 		t.Fatalf("entity 0, in the snapshot at %d, is gone", snap.Index)
 	}
 	s.stop(t)
+}
+
+// A disk that runs out of space waits for it: the log takes back what it
+// could not write, nothing is reported meanwhile, and once there is space
+// again the same entries (a new leader's replacing some) are appended and
+// synced.
+func TestDiskWaitsForSpace(t *testing.T) {
+	dir := t.TempDir()
+	td := startDisk(t, dir, 0)
+	td.append(1, 3, 1)
+	td.sync(3)
+	var full atomic.Bool
+	var tries atomic.Int64
+	full.Store(true)
+	store.SetWriteFault(func(n int) (int, error) {
+		if full.Load() {
+			tries.Add(1)
+			return n / 2, syscall.ENOSPC // a part lands, as a real short write's would
+		}
+		return n, nil
+	})
+	t.Cleanup(func() { store.SetWriteFault(nil) })
+	td.append(4, 6, 1)
+	td.append(5, 7, 2) // a new leader's entries replace 5 and 6
+	td.d.push(diskOp{kind: opSync})
+	select {
+	case c := <-td.d.done:
+		t.Fatalf("a completion while the disk is full: %+v", c)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if n := tries.Load(); n < 2 {
+		t.Fatalf("%d writes tried while the disk was full; want it tried again", n)
+	}
+	full.Store(false)
+	if c := td.await(); c.err != nil || c.snapshot || c.index != 7 {
+		t.Fatalf("once there is space: got %+v, want Synced(7)", c)
+	}
+	td.close()
+	rec, _ := recoverDir(t, dir)
+	checkRecovered(t, rec, 0, 0, "", 1, 7)
+	for _, e := range rec.Entries {
+		if want := uint64(1 + e.Index/5); e.Term != want {
+			t.Fatalf("entry %d has term %d, want %d", e.Index, e.Term, want)
+		}
+	}
 }

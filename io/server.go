@@ -177,7 +177,7 @@ func Open(dir string, opts Options) (s *Server, err error) {
 		live:       make(map[*conn]struct{}),
 		runDone:    make(chan struct{}),
 	}
-	s.disk = newDisk(dir, log, rec.SnapshotIndex, s.loopDone)
+	s.disk = newDisk(dir, log, rec.SnapshotIndex, s.loopDone, s.log)
 	s.peers = s.newPeers()
 	s.peerCtx, s.peerCancel = context.WithCancel(context.Background())
 

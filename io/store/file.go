@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 )
 
 // noSync makes syncFile and syncDir do nothing. Only tests that simulate
@@ -18,12 +19,23 @@ var onSync func(what string)
 // writeFault, when set (by tests only), is asked before every write to a
 // log segment how many of its n bytes to write and with what error to
 // fail; a nil error lets the write go ahead whole.
-var writeFault func(n int) (int, error)
+var writeFault atomic.Pointer[func(n int) (int, error)]
+
+// SetWriteFault sets writeFault (nil: none). It is for the tests of the
+// packages that use the store, which cannot fill a disk; nothing else may
+// call it.
+func SetWriteFault(f func(n int) (int, error)) {
+	if f == nil {
+		writeFault.Store(nil)
+		return
+	}
+	writeFault.Store(&f)
+}
 
 // faultyWrite applies writeFault to a write of p through write.
 func faultyWrite(p []byte, write func([]byte) (int, error)) (int, error) {
-	if writeFault != nil {
-		if k, err := writeFault(len(p)); err != nil {
+	if f := writeFault.Load(); f != nil {
+		if k, err := (*f)(len(p)); err != nil {
 			k, _ = write(p[:min(max(k, 0), len(p))])
 			return k, err
 		}

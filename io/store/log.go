@@ -83,6 +83,18 @@
 // OpenLog's cuts shrink the file, so the runway holds only zeros written
 // after the last record.
 //
+// # Running out of space
+//
+// A write that fails for want of space (ENOSPC, EDQUOT) leaves the log
+// usable (ErrNoSpace): it takes back everything appended since the last
+// Sync. Segments begun since the last durable entry go (the directory is
+// fsynced before anything more is written: back after a crash, one would
+// overlap the segment before it), and the active file is cut at that
+// entry's end, so neither a record cut short nor old runway stays behind
+// it. The caller appends the entries again once there is space. A failed
+// fsync is different: the kernel may have dropped the pages it failed to
+// write, so the log is unusable until the process restarts and recovers.
+//
 // The hard state and snapshot formats are documented in hardstate.go and
 // snapshot.go.
 package store
@@ -702,9 +714,26 @@ func (l *Log) usable() error {
 // refuses all further work; the process must restart and recover.
 func (l *Log) fail(err error) error {
 	if l.err == nil {
-		l.err = fmt.Errorf("store: log unusable after an I/O error (restart to recover): %w", err)
+		l.err = &unusableError{err}
 	}
 	return l.err
+}
+
+// unusableError is the sticky error of a log that failed.
+type unusableError struct{ err error }
+
+func (e *unusableError) Error() string {
+	return "store: log unusable after an I/O error (restart to recover): " + e.err.Error()
+}
+func (e *unusableError) Unwrap() error { return e.err }
+
+// NoSpace reports whether err is a failure for want of space (ENOSPC,
+// EDQUOT) after which the write can simply be tried again: the log's
+// ErrNoSpace (it took back what it could not write), or a snapshot or hard
+// state file that was not written (its temporary file is gone). A log that
+// failed for good, for want of space or not, is not.
+func NoSpace(err error) bool {
+	return (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) && !errors.As(err, new(*unusableError))
 }
 
 func (l *Log) empty() bool {

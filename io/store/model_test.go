@@ -132,14 +132,14 @@ func TestLogModel(t *testing.T) {
 				failAt := rapid.IntRange(0, 3).Draw(t, "failing write")
 				partial := rapid.IntRange(0, 200).Draw(t, "bytes it writes")
 				calls := 0
-				writeFault = func(n int) (int, error) {
+				SetWriteFault(func(n int) (int, error) {
 					calls++
 					if calls-1 == failAt {
 						return partial, syscall.ENOSPC
 					}
 					return n, nil
-				}
-				defer func() { writeFault = nil }()
+				})
+				defer SetWriteFault(nil)
 				n := rapid.IntRange(1, 4).Draw(t, "n")
 				term := m.lastTerm() + rapid.Uint64Range(0, 1).Draw(t, "term step")
 				var es []Entry
