@@ -51,17 +51,23 @@ type completion struct {
 // the leader's) is written in line instead: the log must be reset after
 // the file is durable and before the next append.
 //
-// Running out of space stops nothing: a write that fails for want of space
-// (the log takes back what it could not make durable, see store.ErrNoSpace;
-// a snapshot or hard state file is removed half-written) is tried again,
-// the log's entries since its last Sync first, every now and then until it
-// succeeds or the server stops. Meanwhile the replica sees a disk that does
-// not answer: it acknowledges no write (registering a client session is
-// one) and serves reads. A failed fsync still stops the server.
+// Running out of space does not stop a lone replica: a write that fails
+// for want of space (the log takes back what it could not make durable,
+// see store.ErrNoSpace; a snapshot or hard state file is removed
+// half-written) is tried again, the log's entries since its last Sync
+// first, every now and then until it succeeds or the server stops.
+// Meanwhile the replica sees a disk that does not answer: it acknowledges
+// no write (registering a client session is one) and serves reads. A
+// replica of a cluster of several gives up after spaceWaitInCluster, and
+// the others go on. A failed fsync always stops the server.
 type disk struct {
 	dir    string
 	log    *store.Log
 	logger *zap.Logger
+
+	// spaceWaitLimit is how long a write waits for space before it fails
+	// (and the server stops); 0: for ever.
+	spaceWaitLimit time.Duration
 
 	// unsynced holds the entries appended since the log's last Sync, which
 	// the log may have to take back when it runs out of space: they are
@@ -201,15 +207,19 @@ func (d *disk) run() {
 
 // Waiting for space: the first retry after spaceRetryMin, then twice as
 // long each time up to spaceRetryMax; a warning at the first failure and
-// then every spaceWarnEvery.
+// then every spaceWarnEvery. A replica of a cluster of several waits
+// spaceWaitInCluster at most: the others can go on without it, and a
+// leader that waited would hold in memory every entry they commit.
 const (
-	spaceRetryMin  = 20 * time.Millisecond
-	spaceRetryMax  = time.Second
-	spaceWarnEvery = 30 * time.Second
+	spaceRetryMin      = 20 * time.Millisecond
+	spaceRetryMax      = time.Second
+	spaceWarnEvery     = 30 * time.Second
+	spaceWaitInCluster = 10 * time.Second
 )
 
 // untilSpace runs write until it does not fail for want of space, waiting
-// between tries; it gives up with the last error once the server stops.
+// between tries; it gives up with the last error once the server stops,
+// or once it has waited spaceWaitLimit (when set).
 func (d *disk) untilSpace(what string, write func() error) error {
 	err := write()
 	if !store.NoSpace(err) {
@@ -222,6 +232,9 @@ func (d *disk) untilSpace(what string, write func() error) error {
 				zap.String("doing", what), zap.String("dir", d.dir), zap.Uint64("free_bytes", freeBytes(d.dir)),
 				zap.Duration("waited", time.Since(began).Round(time.Millisecond)), zap.Error(err))
 			warned = time.Now()
+		}
+		if d.spaceWaitLimit > 0 && time.Since(began) >= d.spaceWaitLimit {
+			return fmt.Errorf("no space for %v (the other replicas go on without this one): %w", d.spaceWaitLimit, err)
 		}
 		select {
 		case <-time.After(wait):

@@ -1,6 +1,7 @@
 package io
 
 import (
+	"errors"
 	"fmt"
 	stdio "io"
 	"os"
@@ -346,5 +347,24 @@ func TestDiskWaitsForSpace(t *testing.T) {
 		if want := uint64(1 + e.Index/5); e.Term != want {
 			t.Fatalf("entry %d has term %d, want %d", e.Index, e.Term, want)
 		}
+	}
+}
+
+// In a cluster of several replicas, a disk out of space gives up after
+// spaceWaitLimit: the server stops and the others go on without it.
+func TestDiskInAClusterGivesUpWaitingForSpace(t *testing.T) {
+	td := startDisk(t, t.TempDir(), 0)
+	td.d.spaceWaitLimit = 200 * time.Millisecond
+	store.SetWriteFault(func(int) (int, error) { return 0, syscall.ENOSPC })
+	t.Cleanup(func() { store.SetWriteFault(nil) })
+	td.append(1, 3, 1)
+	began := time.Now()
+	td.d.push(diskOp{kind: opSync})
+	c := td.await()
+	if !errors.Is(c.err, syscall.ENOSPC) || !strings.Contains(c.err.Error(), "no space for 200ms") {
+		t.Fatalf("got %+v, want a failure for want of space", c)
+	}
+	if waited := time.Since(began); waited < 200*time.Millisecond {
+		t.Fatalf("gave up after %v, before the limit", waited)
 	}
 }

@@ -178,6 +178,12 @@ func Open(dir string, opts Options) (s *Server, err error) {
 		runDone:    make(chan struct{}),
 	}
 	s.disk = newDisk(dir, log, rec.SnapshotIndex, s.loopDone, s.log)
+	if info.ReplicaCount > 1 {
+		// Others can serve: a replica out of space stops after a while
+		// (a leader would otherwise go on taking writes the others commit,
+		// holding each in memory until its disk has space).
+		s.disk.spaceWaitLimit = spaceWaitInCluster
+	}
 	s.peers = s.newPeers()
 	s.peerCtx, s.peerCancel = context.WithCancel(context.Background())
 
