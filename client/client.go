@@ -18,7 +18,15 @@ type Client struct {
 	addrs []string
 	opts  Options
 
-	pool     chan *session
+	// The pool: a call takes a token from slots, then the session on top
+	// of free, and gives them back in reverse. The most recently used
+	// session goes first, so that calls one after another use one session
+	// (registered once; on a replica that can write nothing, registering
+	// waits, and reads on a registered session still go) rather than
+	// every session in turn.
+	slots    chan struct{}
+	freeMu   sync.Mutex
+	free     []*session
 	sessions []*session
 
 	closeCtx context.Context
@@ -49,14 +57,15 @@ func New(addresses []string, opts Options) (*Client, error) {
 	c := &Client{
 		addrs: append([]string(nil), addresses...),
 		opts:  opts,
-		pool:  make(chan *session, opts.PoolSize),
+		slots: make(chan struct{}, opts.PoolSize),
 		muxes: make(map[string]*muxSlot),
 	}
 	c.closeCtx, c.closeFn = context.WithCancelCause(context.Background())
 	for i := range opts.PoolSize {
-		s := &session{c: c, addr: i % len(addresses)}
-		c.sessions = append(c.sessions, s)
-		c.pool <- s
+		c.sessions = append(c.sessions, &session{c: c, addr: i % len(addresses)})
+	}
+	for i := range c.sessions { // the first session on top
+		c.free = append(c.free, c.sessions[len(c.sessions)-1-i])
 	}
 	return c, nil
 }
@@ -119,15 +128,23 @@ func (c *Client) call(ctx context.Context, op core.Operation, req any) (any, err
 	}
 	defer cancel()
 
-	var s *session
 	select {
-	case s = <-c.pool:
+	case c.slots <- struct{}{}:
 	case <-ctx.Done():
 		return nil, fmt.Errorf("geoevent client: waiting for a session: %w", context.Cause(ctx))
 	case <-c.closeCtx.Done():
 		return nil, fmt.Errorf("geoevent client: waiting for a session: %w", ErrClosed)
 	}
-	defer func() { c.pool <- s }()
+	c.freeMu.Lock()
+	s := c.free[len(c.free)-1]
+	c.free = c.free[:len(c.free)-1]
+	c.freeMu.Unlock()
+	defer func() {
+		c.freeMu.Lock()
+		c.free = append(c.free, s)
+		c.freeMu.Unlock()
+		<-c.slots
+	}()
 	// Close interrupts the call through its session (a registration on
 	// closeCtx itself would make every call contend for its lock).
 	s.setInterrupt(cancel)

@@ -519,6 +519,23 @@ func TestWaitingForASessionHonoursContext(t *testing.T) {
 	}
 }
 
+// Calls one after another use the most recently used session: one
+// registration, not one per session of the pool.
+func TestPoolReusesTheLastSession(t *testing.T) {
+	s := startServer(t, testserver.Config{})
+	opts := testOptions(s)
+	opts.PoolSize = 8
+	c := newClient(t, []string{s.Addr()}, opts)
+	for i := range 20 {
+		if _, err := c.Ping(context.Background()); err != nil {
+			t.Fatalf("ping %d: %v", i, err)
+		}
+	}
+	if s.Registers() != 1 {
+		t.Fatalf("%d registers for 20 calls one after another, want 1", s.Registers())
+	}
+}
+
 func TestPoolRunsCallsInParallel(t *testing.T) {
 	s := startServer(t, testserver.Config{})
 	opts := testOptions(s)

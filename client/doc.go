@@ -13,6 +13,8 @@
 // time: a call checks a session out of the pool for its whole duration
 // (retries included), so PoolSize sessions allow PoolSize calls in
 // parallel, and further calls wait for a free session, or for their context.
+// The free session used last goes first: calls one after another use one
+// session, and a session registers only when concurrency first needs it.
 //
 // The sessions share one TCP connection per replica: each frame's header
 // (session id and request number; a per-connection nonce for a register)
