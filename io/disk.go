@@ -228,7 +228,7 @@ func (d *disk) untilSpace(what string, write func() error) error {
 	began, warned := time.Now(), time.Time{}
 	for wait := spaceRetryMin; store.NoSpace(err); wait = min(2*wait, spaceRetryMax) {
 		if time.Since(warned) >= spaceWarnEvery {
-			d.logger.Warn("no space left on the data directory's device: writes, and the registering of new client sessions, wait for space; the sessions there are go on reading",
+			d.logger.Warn("no space left on the data directory's device: writes, and the registering of new client sessions, wait for space; registered sessions go on reading",
 				zap.String("doing", what), zap.String("dir", d.dir), zap.Uint64("free_bytes", freeBytes(d.dir)),
 				zap.Duration("waited", time.Since(began).Round(time.Millisecond)), zap.Error(err))
 			warned = time.Now()
@@ -269,6 +269,9 @@ func (d *disk) do(op *diskOp) error {
 			k := len(d.unsynced)
 			for k > 0 && d.unsynced[k-1].Index >= first {
 				k--
+			}
+			if k > 0 && d.unsynced[k-1].Index != first-1 {
+				k = 0 // after a gap (a snapshot covers it): the log restarts at first
 			}
 			d.unsynced = append(d.unsynced[:k], op.entries...)
 		}
