@@ -109,16 +109,43 @@ func TestLogModel(t *testing.T) {
 			}
 		}
 
+		// batch draws 1 to 4 entries to append after the model's last.
+		batch := func(t *rapid.T) []Entry {
+			n := rapid.IntRange(1, 4).Draw(t, "n")
+			term := m.lastTerm() + rapid.Uint64Range(0, 1).Draw(t, "term step")
+			var es []Entry
+			for i := 0; i < n; i++ {
+				idx := m.last() + 1 + uint64(i)
+				es = append(es, Entry{Index: idx, Term: term, Data: rapid.SliceOfN(rapid.Byte(), 0, 60).Draw(t, "data")})
+			}
+			return es
+		}
+		// cutBack checks that the log, after what (a crash, a lack of
+		// space), holds a prefix of the model's entries, at least its
+		// durable ones, all durable now; and cuts the model to it.
+		cutBack := func(t *rapid.T, what string) {
+			got := l.LastIndex()
+			if got < max(m.durable, m.base-1) || got > m.last() {
+				t.Fatalf("after %s LastIndex is %d; durable %d, base %d, appended up to %d", what, got, m.durable, m.base, m.last())
+			}
+			m.ents = m.ents[:got+1-m.base]
+			m.durable = got
+			check()
+			if len(m.ents) > 0 {
+				es, err := l.Entries(m.base, got+1)
+				if err != nil {
+					t.Fatalf("Entries after %s: %v", what, err)
+				}
+				if err := sameEntries(es, m.ents); err != nil {
+					t.Fatalf("after %s: %v", what, err)
+				}
+			}
+		}
+
 		t.Repeat(map[string]func(*rapid.T){
 			"": func(*rapid.T) { check() },
 			"append": func(t *rapid.T) {
-				n := rapid.IntRange(1, 4).Draw(t, "n")
-				term := m.lastTerm() + rapid.Uint64Range(0, 1).Draw(t, "term step")
-				var es []Entry
-				for i := 0; i < n; i++ {
-					idx := m.last() + 1 + uint64(i)
-					es = append(es, Entry{Index: idx, Term: term, Data: rapid.SliceOfN(rapid.Byte(), 0, 60).Draw(t, "data")})
-				}
+				es := batch(t)
 				if err := l.Append(es); err != nil {
 					t.Fatalf("Append: %v", err)
 				}
@@ -140,13 +167,7 @@ func TestLogModel(t *testing.T) {
 					return n, nil
 				})
 				defer SetWriteFault(nil)
-				n := rapid.IntRange(1, 4).Draw(t, "n")
-				term := m.lastTerm() + rapid.Uint64Range(0, 1).Draw(t, "term step")
-				var es []Entry
-				for i := 0; i < n; i++ {
-					idx := m.last() + 1 + uint64(i)
-					es = append(es, Entry{Index: idx, Term: term, Data: rapid.SliceOfN(rapid.Byte(), 0, 60).Draw(t, "data")})
-				}
+				es := batch(t)
 				err := l.Append(es)
 				// Append may have kept some of es (a roll syncs a segment), or
 				// taken back entries appended before it.
@@ -164,22 +185,7 @@ func TestLogModel(t *testing.T) {
 				}
 				// The log is back at its durable end: what the last Sync
 				// made durable, and any segment a roll synced since.
-				got := l.LastIndex()
-				if got < max(m.durable, m.base-1) || got > m.last() {
-					t.Fatalf("after running out of space LastIndex is %d; durable %d, base %d, appended up to %d", got, m.durable, m.base, m.last())
-				}
-				m.ents = m.ents[:got+1-m.base]
-				m.durable = got
-				check()
-				if len(m.ents) > 0 {
-					es, err := l.Entries(m.base, got+1)
-					if err != nil {
-						t.Fatalf("Entries after running out of space: %v", err)
-					}
-					if err := sameEntries(es, m.ents); err != nil {
-						t.Fatalf("after running out of space: %v", err)
-					}
-				}
+				cutBack(t, "running out of space")
 			},
 			"sync": func(t *rapid.T) {
 				if err := l.Sync(); err != nil {
@@ -261,22 +267,7 @@ func TestLogModel(t *testing.T) {
 			"crash": func(t *rapid.T) {
 				crash(t, l)
 				l = open()
-				got := l.LastIndex()
-				if got < max(m.durable, m.base-1) || got > m.last() {
-					t.Fatalf("after a crash LastIndex is %d; durable %d, base %d, appended up to %d", got, m.durable, m.base, m.last())
-				}
-				m.ents = m.ents[:got+1-m.base]
-				m.durable = got // OpenLog fsyncs what it found
-				check()
-				if len(m.ents) > 0 {
-					es, err := l.Entries(m.base, got+1)
-					if err != nil {
-						t.Fatalf("Entries after crash: %v", err)
-					}
-					if err := sameEntries(es, m.ents); err != nil {
-						t.Fatalf("after crash: %v", err)
-					}
-				}
+				cutBack(t, "a crash") // OpenLog fsyncs what it found
 			},
 		})
 	})
