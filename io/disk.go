@@ -4,7 +4,6 @@ import (
 	"fmt"
 	stdio "io"
 	"sync"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -247,16 +246,6 @@ func (d *disk) untilSpace(what string, write func() error) error {
 		d.logger.Info("space again: writes go on", zap.String("doing", what), zap.Duration("waited", time.Since(began).Round(time.Millisecond)))
 	}
 	return err
-}
-
-// freeBytes is what the file system holding dir has free for this
-// process; 0 when it cannot tell.
-func freeBytes(dir string) uint64 {
-	var st syscall.Statfs_t
-	if syscall.Statfs(dir, &st) != nil {
-		return 0
-	}
-	return st.Bavail * uint64(st.Bsize)
 }
 
 func (d *disk) do(op *diskOp) error {
