@@ -994,9 +994,9 @@ func (l *Log) flush() error {
 	return nil
 }
 
-// noSpace reports whether err is a write that failed for want of space,
-// which the log can take back (see ErrNoSpace): not a failed fsync.
-func noSpace(err error) bool {
+// rewindable reports whether err is a write that failed for want of
+// space, which the log can take back (see ErrNoSpace): not a failed fsync.
+func rewindable(err error) bool {
 	return (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) && !errors.As(err, new(*fsyncError))
 }
 
@@ -1004,7 +1004,7 @@ func noSpace(err error) bool {
 // the log then takes back what it cannot make durable (rewind) and
 // returns ErrNoSpace.
 func (l *Log) failOrRewind(err error) error {
-	if !noSpace(err) || l.err != nil {
+	if !rewindable(err) || l.err != nil {
 		return l.fail(err)
 	}
 	if rerr := l.rewind(); rerr != nil {
