@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/io/store"
 )
 
 // localSession registers over lc and returns the session id.
@@ -158,4 +161,70 @@ func TestLocalConnCancelAndClose(t *testing.T) {
 		t.Fatalf("DialLocal after Close: %v", err)
 	}
 	lc3.Close() // does not block on a closed server
+}
+
+// A lone replica out of space keeps serving: a registered session reads
+// while another's write waits, and the write is acknowledged once there is
+// space again.
+func TestOutOfSpaceServesReadsAndWaitsForWrites(t *testing.T) {
+	r := serve(t, formatDir(t), Options{})
+	writer, reader := dialLocal(t, r.Server), dialLocal(t, r.Server)
+	writerSession, readerSession := localSession(t, writer), localSession(t, reader)
+	id := core.Uint128{Hi: 7, Lo: 7}
+	upsert := func(lat int64) *core.InsertRequest {
+		return &core.InsertRequest{Events: []core.GeoEvent{{EntityID: id, LatNano: lat, LonNano: 2}}}
+	}
+	latest := func(req uint32) core.GeoEvent {
+		got := localRequest(t, reader, readerSession, req, core.OpGetLatest, &id).(*core.LatestResult)
+		if !got.Found {
+			t.Fatalf("entity not found")
+		}
+		return got.Event
+	}
+	localRequest(t, writer, writerSession, 1, core.OpUpsert, upsert(1))
+
+	var full atomic.Bool
+	full.Store(true)
+	store.SetWriteFault(func(n int) (int, error) {
+		if full.Load() {
+			return 0, syscall.ENOSPC
+		}
+		return n, nil
+	})
+	t.Cleanup(func() { store.SetWriteFault(nil) })
+	acked := make(chan *core.InsertReply, 1)
+	go func() {
+		acked <- localRequest(t, writer, writerSession, 2, core.OpUpsert, upsert(5)).(*core.InsertReply)
+	}()
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case rep := <-acked:
+		t.Fatalf("a write acknowledged while the disk is full: %+v", rep)
+	default:
+	}
+	if ev := latest(1); ev.LatNano != 1 {
+		t.Fatalf("read while the disk is full: %+v, want the acknowledged position", ev)
+	}
+	full.Store(false)
+	select {
+	case rep := <-acked:
+		if !rep.Committed {
+			t.Fatalf("the write once there is space: %+v", rep)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write was not acknowledged once there was space")
+	}
+	if ev := latest(2); ev.LatNano != 5 {
+		t.Fatalf("read after: %+v", ev)
+	}
+}
+
+func dialLocal(t *testing.T, r *Server) *LocalConn {
+	t.Helper()
+	lc, err := r.DialLocal(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lc.Close() })
+	return lc
 }
