@@ -179,10 +179,10 @@ func Open(dir string, opts Options) (s *Server, err error) {
 	}
 	s.disk = newDisk(dir, log, rec.SnapshotIndex, s.loopDone, s.log)
 	if info.ReplicaCount > 1 {
-		// Others can serve: a replica out of space stops after a while
-		// (a leader would otherwise go on taking writes the others commit,
-		// holding each in memory until its disk has space).
-		s.disk.spaceWaitLimit = spaceWaitInCluster
+		// Others can lead: a leader out of space stops after a while (it
+		// would otherwise go on taking writes the others commit, holding
+		// each in memory until its disk has space).
+		s.disk.spaceWaitLimit = spaceWaitLeading
 	}
 	s.peers = s.newPeers()
 	s.peerCtx, s.peerCancel = context.WithCancel(context.Background())
@@ -443,6 +443,7 @@ func (s *Server) logStatus() {
 	s.log.Info(msg, zap.Uint64("term", st.Term), zap.Stringer("role", st.Role), zap.Int64("leader", leader),
 		zap.Uint64("commit", st.Commit), zap.Uint64("last_index", st.LastIndex))
 	s.status = st
+	s.disk.leading.Store(st.Role == replica.Leader)
 }
 
 func (s *Server) handle(ev netEvent) {
