@@ -735,3 +735,38 @@ func TestSnapshotKeepsLaterEntries(t *testing.T) {
 	c.heal()
 	c.converged()
 }
+
+// A follower that forwarded a request to a leader that died before
+// answering answers it 215 PRIMARY_UNREACHABLE itself once it stops
+// following that leader: the client retries then, not at its request
+// timeout (30 s by default). The retry, with the same request number, is
+// then served by the new leader.
+func TestForwardedToADeadLeaderIsAnswered(t *testing.T) {
+	c := newCluster(t, 3, Config{})
+	l := c.leader()
+	f := (l + 1) % 3
+	fc := c.client(f, 9)
+	c.crash(l) // f still follows it
+	fc.send(core.OpInsert, insertReq(ev(7, 1, 1)))
+	var rs []reply
+	for range 3 {
+		if rs = fc.await(); len(rs) > 0 {
+			break
+		}
+	}
+	if len(rs) != 1 || rs[0].err == nil || rs[0].err.Code != core.PrimaryUnreachable.Code {
+		t.Fatalf("the request forwarded to the dead leader: %+v (%v), want 215", rs, c)
+	}
+	c.leader()
+	p, err := core.AppendRequestMessage(nil, core.OpInsert, insertReq(ev(7, 1, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.nodes[f].r.Receive(fc.conn, core.Header{ClientID: fc.session, Request: fc.req, Type: core.MsgRequest}, p)
+	if rs = fc.await(); len(rs) != 1 || rs[0].err != nil {
+		t.Fatalf("the retry: %+v (%v)", rs, c)
+	}
+	if e, ok := fc.latest(7); !ok || e.LatNano != 1 {
+		t.Fatalf("after the retry: %+v %v", e, ok)
+	}
+}

@@ -13,6 +13,12 @@ import (
 // knows no leader answers 211 CLUSTER_UNAVAILABLE, and a replica that is
 // forwarded a frame but no longer leads answers 215 PRIMARY_UNREACHABLE:
 // both are retryable, and the client's session makes the retry safe.
+//
+// A follower remembers what it forwarded until the answer passes through
+// it. Should it learn of another leader or term first (the one it
+// forwarded to died, or was deposed), that answer may never come: it
+// answers 215 PRIMARY_UNREACHABLE itself, so that the client retries at
+// once instead of at its request timeout (30 s by default).
 
 // dest is where a client's answer goes: a connection of this replica
 // (via == self) or of the follower that forwarded the request.
@@ -34,7 +40,64 @@ func (r *Replica) forward(to dest, h core.Header, payload []byte) {
 		r.sendError(to, h, core.MalformedRequest, "a request of %d bytes is too large to forward; send it to the leader, replica %d", len(payload), r.leader)
 	default:
 		r.sendPeer(r.leader, &message{typ: msgForward, conn: to.conn, client: h, frame: payload})
+		if len(r.forwarded) >= maxForwarded {
+			r.answerForwarded(r.forwarded[0])
+			r.forwarded = r.forwarded[1:]
+		}
+		r.forwarded = append(r.forwarded, forwardedReq{to.conn, h, r.leader, r.term})
 	}
+}
+
+// forwardedReq is a client request this follower forwarded to leader (of
+// term) and has not seen answered.
+type forwardedReq struct {
+	conn   core.ConnID
+	h      core.Header
+	leader uint32
+	term   uint64
+}
+
+// maxForwarded bounds the forwarded requests a follower remembers (its
+// clients have one request in flight per session); the oldest beyond it is
+// answered 215 at once.
+const maxForwarded = 4096
+
+// forwardAnswered forgets the forwarded request that frame, an answer
+// passing through this follower to conn, answers.
+func (r *Replica) forwardAnswered(conn core.ConnID, frame []byte) {
+	h, _, _, err := core.DecodeFrame(frame)
+	if err != nil {
+		return
+	}
+	for i, f := range r.forwarded {
+		// A register's answer carries the new session id; its nonce,
+		// in the request number, names it.
+		if f.conn == conn && f.h.Request == h.Request && (f.h.ClientID == h.ClientID || f.h.Type == core.MsgRegister) {
+			r.forwarded = append(r.forwarded[:i], r.forwarded[i+1:]...)
+			return
+		}
+	}
+}
+
+// expireForwarded answers the forwarded requests whose leader or term is
+// no longer this replica's.
+func (r *Replica) expireForwarded() {
+	n := 0
+	for _, f := range r.forwarded {
+		if f.leader == r.leader && f.term == r.term {
+			r.forwarded[n] = f
+			n++
+			continue
+		}
+		r.answerForwarded(f)
+	}
+	clear(r.forwarded[n:])
+	r.forwarded = r.forwarded[:n]
+}
+
+func (r *Replica) answerForwarded(f forwardedReq) {
+	r.sendError(dest{via: r.self, conn: f.conn}, f.h, core.PrimaryUnreachable,
+		"the request went to replica %d, the leader of term %d, which may never answer it; retry", f.leader, f.term)
 }
 
 // send answers a client.

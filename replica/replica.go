@@ -123,6 +123,7 @@ type Replica struct {
 	// earlier terms, so client frames wait in held.
 	termStart uint64
 	held      []heldFrame
+	forwarded []forwardedReq // forward.go
 
 	// Follower: a snapshot arriving from the leader, one being decoded
 	// beside the loop, and the index of one being installed (decoded or
@@ -272,6 +273,7 @@ func (r *Replica) Tick() {
 		return
 	}
 	r.tickRaft(r.advanceRaftClock())
+	r.expireForwarded()
 	now := r.clock.MonotonicNS()
 	if r.role == Leader && now-r.lastCleanupNS >= r.cfg.CleanupEveryNS && r.pending() < r.cfg.MaxPendingEntries {
 		r.lastCleanupNS = now
