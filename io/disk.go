@@ -57,22 +57,24 @@ type completion struct {
 // half-written) is tried again, the log's entries since its last Sync
 // first, every now and then until it succeeds or the server stops.
 // Meanwhile the replica sees a disk that does not answer: it acknowledges
-// no write (registering a client session is one) and serves reads. So
-// does a follower: it acknowledges nothing, and the leader sends it no more
-// than its window. A leader of a cluster of several gives up after
-// spaceWaitLeading and the server stops: the others elect another and go
-// on, where a leader that waited would hold in memory every entry they
-// commit. A failed fsync always stops the server.
+// no write (registering a client session is one) and serves reads. A
+// replica of a cluster of several gives up, and the server stops, after
+// spaceWaitLeading when it leads (the others elect another and go on,
+// where a leader that waited would hold in memory every entry they commit)
+// and after spaceWaitFollowing when it follows (a follower that cannot
+// write falls behind, and its leader would spend itself sending it
+// snapshots). A failed fsync always stops the server.
 type disk struct {
 	dir    string
 	log    *store.Log
 	logger *zap.Logger
 
-	// spaceWaitLimit is how long a write of a leader waits for space
-	// before it fails (and the server stops); 0: for ever. leading says
-	// whether the replica leads (the loop keeps it up to date).
-	spaceWaitLimit time.Duration
-	leading        atomic.Bool
+	// inCluster: the replica has peers, and waits for space a while only:
+	// waitLeading when it leads, waitFollowing else. leading says whether
+	// it leads (the loop keeps it up to date).
+	inCluster                  bool
+	waitLeading, waitFollowing time.Duration
+	leading                    atomic.Bool
 
 	// unsynced holds the entries appended since the log's last Sync, which
 	// the log may have to take back when it runs out of space: they are
@@ -101,6 +103,7 @@ type disk struct {
 func newDisk(dir string, log *store.Log, lastSnap uint64, stopped chan struct{}, logger *zap.Logger) *disk {
 	return &disk{
 		dir: dir, log: log, lastSnap: lastSnap, stopped: stopped, logger: logger,
+		waitLeading: spaceWaitLeading, waitFollowing: spaceWaitFollowing,
 		wake:   make(chan struct{}, 1),
 		done:   make(chan completion, 16),
 		exited: make(chan struct{}),
@@ -212,18 +215,31 @@ func (d *disk) run() {
 
 // Waiting for space: the first retry after spaceRetryMin, then twice as
 // long each time up to spaceRetryMax; a warning at the first failure and
-// then every spaceWarnEvery. The leader of a cluster of several waits
-// spaceWaitLeading at most (see disk).
+// then every spaceWarnEvery. A replica of a cluster of several waits
+// spaceWaitLeading or spaceWaitFollowing at most (see disk).
 const (
-	spaceRetryMin    = 20 * time.Millisecond
-	spaceRetryMax    = time.Second
-	spaceWarnEvery   = 30 * time.Second
-	spaceWaitLeading = 2 * time.Second
+	spaceRetryMin      = 20 * time.Millisecond
+	spaceRetryMax      = time.Second
+	spaceWarnEvery     = 30 * time.Second
+	spaceWaitLeading   = 2 * time.Second
+	spaceWaitFollowing = 10 * time.Second
 )
+
+// spaceWaitLimit is how long a write waits for space before it fails; 0:
+// for ever.
+func (d *disk) spaceWaitLimit() time.Duration {
+	switch {
+	case !d.inCluster:
+		return 0
+	case d.leading.Load():
+		return d.waitLeading
+	}
+	return d.waitFollowing
+}
 
 // untilSpace runs write until it does not fail for want of space, waiting
 // between tries; it gives up with the last error once the server stops,
-// or once it has waited spaceWaitLimit (when set) and the replica leads.
+// or once it has waited spaceWaitLimit.
 func (d *disk) untilSpace(what string, write func() error) error {
 	err := write()
 	if !store.NoSpace(err) {
@@ -237,8 +253,8 @@ func (d *disk) untilSpace(what string, write func() error) error {
 				zap.Duration("waited", time.Since(began).Round(time.Millisecond)), zap.Error(err))
 			warned = time.Now()
 		}
-		if d.spaceWaitLimit > 0 && d.leading.Load() && time.Since(began) >= d.spaceWaitLimit {
-			return fmt.Errorf("a leader without space for %v (the other replicas go on without it): %w", d.spaceWaitLimit, err)
+		if limit := d.spaceWaitLimit(); limit > 0 && time.Since(began) >= limit {
+			return fmt.Errorf("no space for %v (the other replicas go on without this one): %w", limit, err)
 		}
 		select {
 		case <-time.After(wait):

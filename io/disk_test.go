@@ -350,24 +350,31 @@ func TestDiskWaitsForSpace(t *testing.T) {
 	}
 }
 
-// The leader of a cluster of several gives up waiting for space after
-// spaceWaitLimit (the server stops and the others go on without it); a
-// follower waits on.
-func TestDiskOfALeaderGivesUpWaitingForSpace(t *testing.T) {
-	td := startDisk(t, t.TempDir(), 0)
-	td.d.spaceWaitLimit = 200 * time.Millisecond
-	store.SetWriteFault(func(int) (int, error) { return 0, syscall.ENOSPC })
-	t.Cleanup(func() { store.SetWriteFault(nil) })
-	td.append(1, 3, 1)
-	td.d.push(diskOp{kind: opSync})
-	select {
-	case c := <-td.d.done:
-		t.Fatalf("a follower gave up: %+v", c)
-	case <-time.After(400 * time.Millisecond):
-	}
-	td.d.leading.Store(true) // it has waited past the limit: it gives up at its next try
-	c := td.await()
-	if !errors.Is(c.err, syscall.ENOSPC) || !strings.Contains(c.err.Error(), "without space for 200ms") {
-		t.Fatalf("got %+v, want a failure for want of space", c)
+// A replica of a cluster of several gives up waiting for space, the
+// server then stopping and the others going on without it: after
+// spaceWaitLeading when it leads, after spaceWaitFollowing when it follows.
+func TestDiskInAClusterGivesUpWaitingForSpace(t *testing.T) {
+	for _, leading := range []bool{true, false} {
+		td := startDisk(t, t.TempDir(), 0)
+		td.d.inCluster = true
+		td.d.waitLeading, td.d.waitFollowing = 100*time.Millisecond, 300*time.Millisecond
+		td.d.leading.Store(leading)
+		store.SetWriteFault(func(int) (int, error) { return 0, syscall.ENOSPC })
+		t.Cleanup(func() { store.SetWriteFault(nil) })
+		td.append(1, 3, 1)
+		began := time.Now()
+		td.d.push(diskOp{kind: opSync})
+		c := td.await()
+		limit := td.d.waitFollowing
+		if leading {
+			limit = td.d.waitLeading
+		}
+		if !errors.Is(c.err, syscall.ENOSPC) || !strings.Contains(c.err.Error(), fmt.Sprintf("no space for %v", limit)) {
+			t.Fatalf("leading %v: got %+v, want a failure for want of space", leading, c)
+		}
+		if waited := time.Since(began); waited < limit || waited > limit+3*spaceRetryMax {
+			t.Fatalf("leading %v: gave up after %v, want about %v", leading, waited, limit)
+		}
+		td.close()
 	}
 }

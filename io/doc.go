@@ -15,10 +15,11 @@
 //     unbounded but small in practice: the replica keeps at most one Sync in
 //     flight (group commit). A write that fails for want of space is tried
 //     again until there is space (the replica meanwhile sees a disk that
-//     does not answer: no acknowledgements, reads go on); a leader of a
-//     cluster of several for 2 s at most, then it stops the server as any
-//     other failed write, and any failed fsync, does: the state of the
-//     files is then unknown and only a restart (recovery) may go on.
+//     does not answer: no acknowledgements, reads go on); in a cluster of
+//     several for 2 s (a leader) or 10 s (a follower) at most, then it
+//     stops the server as any other failed write, and any failed fsync,
+//     does: the state of the files is then unknown and only a restart
+//     (recovery) may go on.
 //   - A snapshot encoder (one goroutine per EncodeSnapshot) encodes the
 //     frozen view of the state the replica hands it, while the loop goes
 //     on, and reports SnapshotEncoded back to the loop. A decoder (one

@@ -178,12 +178,7 @@ func Open(dir string, opts Options) (s *Server, err error) {
 		runDone:    make(chan struct{}),
 	}
 	s.disk = newDisk(dir, log, rec.SnapshotIndex, s.loopDone, s.log)
-	if info.ReplicaCount > 1 {
-		// Others can lead: a leader out of space stops after a while (it
-		// would otherwise go on taking writes the others commit, holding
-		// each in memory until its disk has space).
-		s.disk.spaceWaitLimit = spaceWaitLeading
-	}
+	s.disk.inCluster = info.ReplicaCount > 1 // others go on without it: it stops after a while out of space
 	s.peers = s.newPeers()
 	s.peerCtx, s.peerCancel = context.WithCancel(context.Background())
 
