@@ -40,6 +40,11 @@ func (r *Replica) forward(to dest, h core.Header, payload []byte) {
 		r.sendError(to, h, core.MalformedRequest, "a request of %d bytes is too large to forward; send it to the leader, replica %d", len(payload), r.leader)
 	default:
 		r.sendPeer(r.leader, &message{typ: msgForward, conn: to.conn, client: h, frame: payload})
+		for _, f := range r.forwarded {
+			if f.conn == to.conn && f.h == h {
+				return // a resend: the leader answers the two as one
+			}
+		}
 		if len(r.forwarded) >= maxForwarded {
 			r.answerForwarded(r.forwarded[0])
 			r.forwarded = r.forwarded[1:]
