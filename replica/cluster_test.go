@@ -739,8 +739,9 @@ func TestSnapshotKeepsLaterEntries(t *testing.T) {
 // A follower that forwarded a request to a leader that died before
 // answering answers it 215 PRIMARY_UNREACHABLE itself once it stops
 // following that leader: the client retries then, not at its request
-// timeout (30 s by default). The retry, with the same request number, is
-// then served by the new leader.
+// timeout (30 s by default). It relays no later answer to that request,
+// and the retry, with the same request number, is served by the new
+// leader.
 func TestForwardedToADeadLeaderIsAnswered(t *testing.T) {
 	c := newCluster(t, 3, Config{})
 	l := c.leader()
@@ -757,12 +758,28 @@ func TestForwardedToADeadLeaderIsAnswered(t *testing.T) {
 	if len(rs) != 1 || rs[0].err == nil || rs[0].err.Code != core.PrimaryUnreachable.Code {
 		t.Fatalf("the request forwarded to the dead leader: %+v (%v), want 215", rs, c)
 	}
-	c.leader()
-	p, err := core.AppendRequestMessage(nil, core.OpInsert, insertReq(ev(7, 1, 1)))
+	// Were the old leader's answer to come now, late, it would be a second
+	// answer to one request: the follower drops it.
+	answer, err := core.AppendReplyMessage(nil, core.OpInsert, &core.InsertReply{Committed: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.nodes[f].r.Receive(fc.conn, core.Header{ClientID: fc.session, Request: fc.req, Type: core.MsgRequest}, p)
+	late := (&message{typ: msgForwardReply, conn: fc.conn,
+		frame: core.AppendFrame(nil, core.Header{ClientID: fc.session, Request: fc.req, Type: core.MsgReply}, answer)}).encode(uint32(l))
+	h, p, _, err := core.DecodeFrame(late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.nodes[f].r.ReceivePeer(h, p)
+	if sent := c.nodes[f].io.sent[fc.conn]; len(sent) != 0 {
+		t.Fatalf("the follower relayed a late answer after its own 215: %d frames", len(sent))
+	}
+	c.leader()
+	req, err := core.AppendRequestMessage(nil, core.OpInsert, insertReq(ev(7, 1, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.nodes[f].r.Receive(fc.conn, core.Header{ClientID: fc.session, Request: fc.req, Type: core.MsgRequest}, req)
 	if rs = fc.await(); len(rs) != 1 || rs[0].err != nil {
 		t.Fatalf("the retry: %+v (%v)", rs, c)
 	}

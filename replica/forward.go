@@ -18,7 +18,10 @@ import (
 // it. Should it learn of another leader or term first (the one it
 // forwarded to died, or was deposed), that answer may never come: it
 // answers 215 PRIMARY_UNREACHABLE itself, so that the client retries at
-// once instead of at its request timeout (30 s by default).
+// once instead of at its request timeout (30 s by default). It relays an
+// answer only to a request it remembers: one that comes after its own
+// 215 (a deposed leader's, late) is dropped, and a client never gets two
+// answers to one request.
 
 // dest is where a client's answer goes: a connection of this replica
 // (via == self) or of the follower that forwarded the request.
@@ -68,20 +71,22 @@ type forwardedReq struct {
 const maxForwarded = 4096
 
 // forwardAnswered forgets the forwarded request that frame, an answer
-// passing through this follower to conn, answers.
-func (r *Replica) forwardAnswered(conn core.ConnID, frame []byte) {
+// passing through this follower to conn, answers, and reports whether it
+// remembered one: only then is the answer relayed.
+func (r *Replica) forwardAnswered(conn core.ConnID, frame []byte) bool {
 	h, _, _, err := core.DecodeFrame(frame)
 	if err != nil {
-		return
+		return false
 	}
 	for i, f := range r.forwarded {
 		// A register's answer carries the new session id; its nonce,
 		// in the request number, names it.
 		if f.conn == conn && f.h.Request == h.Request && (f.h.ClientID == h.ClientID || f.h.Type == core.MsgRegister) {
 			r.forwarded = append(r.forwarded[:i], r.forwarded[i+1:]...)
-			return
+			return true
 		}
 	}
+	return false
 }
 
 // expireForwarded answers the forwarded requests whose leader or term is

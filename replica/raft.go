@@ -83,8 +83,9 @@ func (r *Replica) ReceivePeer(h core.Header, payload []byte) {
 		r.receiveClient(dest{via: m.from, conn: m.conn}, m.client, m.frame)
 		return
 	case msgForwardReply:
-		r.forwardAnswered(m.conn, m.frame)
-		r.io.SendClient(m.conn, bytes.Clone(m.frame)) // the payload is the IO layer's buffer
+		if r.forwardAnswered(m.conn, m.frame) {
+			r.io.SendClient(m.conn, bytes.Clone(m.frame)) // the payload is the IO layer's buffer
+		}
 		return
 	case msgVote:
 		r.receiveVote(&m)
