@@ -45,7 +45,7 @@ func (r *Replica) forward(to dest, h core.Header, payload []byte) {
 		r.sendPeer(r.leader, &message{typ: msgForward, conn: to.conn, client: h, frame: payload})
 		for _, f := range r.forwarded {
 			if f.conn == to.conn && f.h == h {
-				return // a resend: the leader answers the two as one
+				return // a resend: one answer is relayed, any second one dropped
 			}
 		}
 		if len(r.forwarded) >= maxForwarded {

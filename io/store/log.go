@@ -733,7 +733,12 @@ func (e *unusableError) Unwrap() error { return e.err }
 // state file that was not written (its temporary file is gone). A log that
 // failed for good, for want of space or not, is not.
 func NoSpace(err error) bool {
-	return (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) && !errors.As(err, new(*unusableError))
+	return outOfSpace(err) && !errors.As(err, new(*unusableError))
+}
+
+// outOfSpace reports whether err says the device (or the quota) is full.
+func outOfSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 func (l *Log) empty() bool {
@@ -997,7 +1002,7 @@ func (l *Log) flush() error {
 // rewindable reports whether err is a write that failed for want of
 // space, which the log can take back (see ErrNoSpace): not a failed fsync.
 func rewindable(err error) bool {
-	return (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) && !errors.As(err, new(*fsyncError))
+	return outOfSpace(err) && !errors.As(err, new(*fsyncError))
 }
 
 // failOrRewind is fail, except for a write that failed for want of space:
