@@ -1,6 +1,7 @@
 package statemachine
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/geoevent/geoevent/core"
@@ -15,11 +16,18 @@ func TestIDIndexAgainstMap(t *testing.T) {
 		x := newIDIndex()
 		ref := map[core.Uint128]uint32{}
 		domain := rapid.Uint64Range(1, 5000).Draw(t, "domain")
+		steps := rapid.IntRange(0, 3000).Draw(t, "steps")
+		if rapid.Bool().Draw(t, "grow") {
+			// Enough distinct ids and puts that the table grows, with
+			// puts and removes of ids in both tables while it migrates.
+			domain = rapid.Uint64Range(1500, 3000).Draw(t, "growDomain")
+			steps = rapid.IntRange(2500, 4000).Draw(t, "growSteps")
+		}
 		id := func(label string) core.Uint128 {
 			v := rapid.Uint64Range(1, domain).Draw(t, label)
 			return core.Uint128{Hi: v % 3, Lo: v}
 		}
-		for step := rapid.IntRange(0, 3000).Draw(t, "steps"); step > 0; step-- {
+		for ; steps > 0; steps-- {
 			k := id("id")
 			switch rapid.IntRange(0, 2).Draw(t, "op") {
 			case 0, 1:
@@ -30,8 +38,12 @@ func TestIDIndexAgainstMap(t *testing.T) {
 				x.remove(k)
 				delete(ref, k)
 			}
-			if x.n*4 > len(x.entries)*3 {
-				t.Fatalf("%d ids in %d entries: over the 3/4 load bound", x.n, len(x.entries))
+			if err := x.check(); err != nil {
+				t.Fatal(err)
+			}
+			want, in := ref[k]
+			if got, ok := x.get(k); ok != in || got != want {
+				t.Fatalf("after step: get(%v) = %d, %v; want %d, %v", k, got, ok, want, in)
 			}
 		}
 		if x.len() != len(ref) {
@@ -64,8 +76,10 @@ func TestIDIndexLarge(t *testing.T) {
 	const n = 200_000
 	for i := uint64(1); i <= n; i++ {
 		x.put(core.Uint128{Hi: 9, Lo: i}, uint32(i))
-		if x.n*4 > len(x.entries)*3 {
-			t.Fatalf("%d ids in %d entries: over the 3/4 load bound", x.n, len(x.entries))
+		if i%997 == 0 {
+			if err := x.check(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	for i := uint64(2); i <= n; i += 2 {
@@ -79,5 +93,114 @@ func TestIDIndexLarge(t *testing.T) {
 	}
 	if x.len() != n/2 {
 		t.Fatalf("len %d, want %d", x.len(), n/2)
+	}
+}
+
+// check verifies the invariants of idIndex's doc comment.
+func (x *idIndex) check() error {
+	if x.cur.n*4 > len(x.cur.entries)*3 {
+		return fmt.Errorf("%d ids in %d entries: over the 3/4 load bound", x.cur.n, len(x.cur.entries))
+	}
+	if !x.migrating() && (x.old.n != 0 || x.mig != 0) {
+		return fmt.Errorf("no migration, but old holds %d and mig is %d", x.old.n, x.mig)
+	}
+	for ti, t := range []*idTable{&x.cur, &x.old} {
+		n := 0
+		for i, e := range t.entries {
+			if e.id.IsZero() {
+				continue
+			}
+			if j, ok := t.find(e.id); !ok || j != uint64(i) {
+				return fmt.Errorf("table %d: %v at %d is not found from its home (%d, %v)", ti, e.id, i, j, ok)
+			}
+			if ti == 0 && e.dead {
+				return fmt.Errorf("cur holds a dead entry at %d", i)
+			}
+			if ti == 1 && (uint64(i) < x.mig || e.dead) {
+				continue
+			}
+			n++
+			if ti == 1 {
+				if _, in := x.cur.find(e.id); in {
+					return fmt.Errorf("%v is in both tables", e.id)
+				}
+			}
+		}
+		if n != t.n {
+			return fmt.Errorf("table %d holds %d live ids but counts %d", ti, n, t.n)
+		}
+	}
+	return nil
+}
+
+// TestIDIndexGrowsIncrementally checks that no put moves more than a few
+// ids: the cost of growing is spread over the puts that follow.
+func TestIDIndexGrowsIncrementally(t *testing.T) {
+	x := newIDIndex()
+	grew := 0
+	for i := uint64(1); i <= 100_000; i++ {
+		before := len(x.cur.entries)
+		x.put(core.Uint128{Hi: 1, Lo: i}, uint32(i))
+		if len(x.cur.entries) != before {
+			grew++
+			if x.cur.n > 1+migrateStep {
+				t.Fatalf("growing to %d entries moved %d ids at once", len(x.cur.entries), x.cur.n)
+			}
+		}
+	}
+	if grew < 5 {
+		t.Fatalf("grew %d times", grew)
+	}
+	if err := x.check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestIDIndexDuringMigration puts, replaces and removes ids on both sides
+// of a migration under way: copied ones (below mig, now in cur) and ones
+// still waiting in old.
+func TestIDIndexDuringMigration(t *testing.T) {
+	x := newIDIndex()
+	id := func(i uint64) core.Uint128 { return core.Uint128{Hi: 3, Lo: i} }
+	n := uint64(idIndexMinCap * 3 / 4)
+	for i := uint64(1); i <= n+1; i++ {
+		x.put(id(i), uint32(i))
+	}
+	if !x.migrating() {
+		t.Fatal("no migration after filling the table")
+	}
+	var copied, waiting []uint64
+	for i := uint64(1); i <= n; i++ {
+		if _, ok := x.cur.find(id(i)); ok {
+			copied = append(copied, i)
+		} else {
+			waiting = append(waiting, i)
+		}
+	}
+	if len(copied) == 0 || len(waiting) == 0 {
+		t.Fatalf("%d copied, %d waiting", len(copied), len(waiting))
+	}
+	ref := map[uint64]uint32{}
+	for i := uint64(1); i <= n+1; i++ {
+		ref[i] = uint32(i)
+	}
+	for k, i := range append(copied[:4:4], waiting[:4]...) {
+		switch k % 2 {
+		case 0:
+			x.remove(id(i))
+			delete(ref, i)
+		case 1:
+			x.put(id(i), 7000+uint32(i))
+			ref[i] = 7000 + uint32(i)
+		}
+		if err := x.check(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := uint64(1); i <= n+1; i++ {
+		want, in := ref[i]
+		if got, ok := x.get(id(i)); ok != in || got != want {
+			t.Fatalf("get(%d) = %d, %v; want %d, %v", i, got, ok, want, in)
+		}
 	}
 }

@@ -113,7 +113,7 @@ const writeAhead = 64
 func (sm *StateMachine) prefetchWrites(evs []core.GeoEvent) {
 	var sum uint64
 	for i := range evs {
-		sum += sm.ids.entries[sm.ids.home(evs[i].EntityID)].id.Lo
+		sum += sm.ids.touch(evs[i].EntityID)
 	}
 	for i := range evs {
 		if slot, ok := sm.ids.get(evs[i].EntityID); ok {
