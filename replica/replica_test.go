@@ -249,6 +249,55 @@ func TestPeriodicCleanup(t *testing.T) {
 	}
 }
 
+// TestPeriodicCleanupWorksOffABacklog: when more entities have expired
+// than one cleanup entry scans (10,000), the leader appends the next after
+// 100 ms instead of the full interval, and goes back to the interval once
+// a cleanup finds less than its budget.
+func TestPeriodicCleanupWorksOffABacklog(t *testing.T) {
+	n := newNode(t, Config{CleanupEveryNS: 10_000_000_000})
+	s := n.register(1)
+	const total = 25_000
+	for first, req := 1, uint32(1); first <= total; first, req = first+10_000, req+1 {
+		var evs []core.GeoEvent
+		for id := first; id < first+10_000 && id <= total; id++ {
+			e := ev(uint64(id), int64(id), 1)
+			e.TTLSeconds = 1
+			evs = append(evs, e)
+		}
+		if rp := n.call(1, s, req, core.OpInsert, insertReq(evs...)); rp.err != nil {
+			t.Fatal(rp.err)
+		}
+	}
+	stored := func() uint64 { return n.r.sm.Stats(0).EntityCount } // at time 0 nothing has expired
+	pass := func(ns uint64) {
+		n.clock.real += ns
+		n.clock.mono += ns
+		n.r.Tick()
+		n.settle()
+	}
+	pass(10_000_000_000)
+	if got := stored(); got != total-10_000 {
+		t.Fatalf("after the first cleanup %d entities are stored, want %d", got, total-10_000)
+	}
+	pass(cleanupBacklogEveryNS)
+	pass(cleanupBacklogEveryNS)
+	if got := stored(); got != 0 {
+		t.Fatalf("200 ms later %d entities are stored, want 0", got)
+	}
+	// The backlog is gone: no cleanup entry for the next 9 s.
+	last := n.r.lastIndex
+	for range 90 {
+		pass(cleanupBacklogEveryNS)
+	}
+	if n.r.lastIndex != last {
+		t.Fatalf("%d entries appended within the interval after the backlog cleared", n.r.lastIndex-last)
+	}
+	pass(cleanupBacklogEveryNS * 10)
+	if n.r.lastIndex != last+1 {
+		t.Fatalf("%d entries appended after the interval, want the next cleanup", n.r.lastIndex-last)
+	}
+}
+
 func TestTimestampsIncreaseAfterSnapshotRestart(t *testing.T) {
 	n := newNode(t, Config{SnapshotEvery: 1000})
 	s := n.register(1)
