@@ -119,9 +119,9 @@ type Replica struct {
 	// cleanupBacklogEveryNS instead of CleanupEveryNS. Every replica keeps
 	// it from the entries it applies, so a new leader goes on at once.
 	cleanupBacklog bool
-	reads         readState     // linearizable reads (reads.go)
-	snapshot      *outSnapshot  // the snapshot followers are being sent
-	lastAppend    encodedAppend // see sendPeer
+	reads          readState     // linearizable reads (reads.go)
+	snapshot       *outSnapshot  // the snapshot followers are being sent
+	lastAppend     encodedAppend // see sendPeer
 
 	// termStart is the index of this term's first entry (the no-op). Until
 	// it is applied the applied state may lack acknowledged writes of
