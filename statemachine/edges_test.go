@@ -281,3 +281,51 @@ func TestPolygonLimitsThroughStateMachine(t *testing.T) {
 }
 
 func pt(lat, lon int64) core.Coordinate { return core.Coordinate{LatNano: lat, LonNano: lon} }
+
+// TestScanBudgetEndsPagesEarly: a query that matches nothing in a large
+// region examines at most the scan budget of keys per page, and answers
+// with an empty page, has_more and a cursor until the region is done.
+func TestScanBudgetEndsPagesEarly(t *testing.T) {
+	sm := New()
+	sm.Insert(epoch, &core.InsertRequest{Events: batch(1_000)}) // group 0
+	sm.scanBudget = 100
+	none := core.GroupFilter{Set: true, ID: 9}
+	for _, tc := range []struct {
+		what string
+		page func(cursor string) (core.QueryResult, error)
+	}{
+		{"radius", func(c string) (core.QueryResult, error) {
+			return sm.QueryRadius(epoch, &core.RadiusQuery{Center: core.Coordinate{LatNano: 38_100_000_000, LonNano: 13_360_000_000}, RadiusMM: core.MaxRadiusMM, Group: none, Page: core.Page{Cursor: c}})
+		}},
+		{"polygon", func(c string) (core.QueryResult, error) {
+			return sm.QueryPolygon(epoch, &core.PolygonQuery{Vertices: []core.Coordinate{pt(38e9, 13e9), pt(38e9, 14e9), pt(39e9, 14e9), pt(39e9, 13e9)}, Group: none, Page: core.Page{Cursor: c}})
+		}},
+		{"latest", func(c string) (core.QueryResult, error) {
+			return sm.QueryLatest(epoch, &core.LatestQuery{Group: none, Page: core.Page{Cursor: c}})
+		}},
+	} {
+		pages, cursor := 0, ""
+		for {
+			r, err := tc.page(cursor)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.what, err)
+			}
+			if len(r.Events) != 0 {
+				t.Fatalf("%s: %d events match a group no entity has", tc.what, len(r.Events))
+			}
+			pages++
+			if !r.HasMore {
+				break
+			}
+			if pages > 20 {
+				t.Fatalf("%s: paging does not end", tc.what)
+			}
+			cursor = r.Cursor
+		}
+		// 1,000 keys, 100 a page: ten pages end at the budget, and the
+		// eleventh finds that nothing is left (or the tenth already knew).
+		if pages != 10 && pages != 11 {
+			t.Fatalf("%s: %d pages, want 10 or 11", tc.what, pages)
+		}
+	}
+}

@@ -155,6 +155,9 @@ func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
 	batch := min(max(s.limit+1, 64), maxScanBatch)
 	var last btree.Key // the key of the limit-th match
 	done := false
+	budget := sm.keyBudget() // keys left to examine
+	var cut btree.Key        // the last key examined, when the budget ran out
+	cutShort := false
 	var it btree.Iter
 	for _, r := range reg.ScanRanges() {
 		if done {
@@ -185,6 +188,7 @@ func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
 			if n == 0 {
 				break // the range's end (or the index's)
 			}
+			n = min(n, budget)
 			if r.Inside {
 				// No key needs judging; the exact test is still wanted
 				// where it gives the distance.
@@ -195,8 +199,13 @@ func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
 				s.cands = reg.gather(cells[:n], slots[:n], s.cands)
 			}
 			it.Skip(n)
-			if len(s.cands) >= batch {
-				done = s.check(reg, &last)
+			if budget -= n; budget == 0 {
+				// The page ends here unless the keys taken fill it.
+				cut, cutShort = spatialKey(sm.store.at(slots[n-1])), true
+				done = true
+			}
+			if len(s.cands) >= batch || done {
+				done = s.check(reg, &last) || done
 			}
 		}
 	}
@@ -219,9 +228,13 @@ func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
 			s.result.DistancesMM[i] = m.distance
 		}
 	}
-	if len(s.matches) > s.limit {
+	switch {
+	case len(s.matches) > s.limit:
 		s.result.HasMore = true
 		s.result.Cursor = encodeCursor(s.kind, last)
+	case cutShort:
+		s.result.HasMore = true
+		s.result.Cursor = encodeCursor(s.kind, cut)
 	}
 }
 
@@ -318,8 +331,18 @@ func (sm *StateMachine) QueryLatest(opTS uint64, q *core.LatestQuery) (core.Quer
 			it.Prev()
 		}
 	}
-	var last btree.Key
+	var last, examined btree.Key
+	budget := sm.keyBudget()
 	for ; it.Valid() && it.Key().A > q.SinceNS; it.Prev() {
+		if budget == 0 {
+			// The page ends early (see maxScanKeys), after the last key
+			// examined.
+			res.HasMore = true
+			res.Cursor = encodeCursor(kindLatest, examined)
+			break
+		}
+		budget--
+		examined = it.Key()
 		if !sm.liveTimeKey(it.Key(), it.Value()) {
 			continue
 		}
