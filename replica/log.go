@@ -153,6 +153,10 @@ func (r *Replica) Synced(index uint64) {
 	}
 	switch r.role {
 	case Leader:
+		// The entries queued meanwhile go to disk first: their write and
+		// fsync then overlap the applying of those just made durable,
+		// instead of waiting for it.
+		r.flush()
 		r.advanceCommit()
 	case Follower:
 		r.acknowledge()

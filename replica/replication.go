@@ -274,6 +274,9 @@ func (r *Replica) receiveFollowerReply(m *message) {
 				pr.next = pr.match + 1
 				pr.become(stateReplicate, now)
 			}
+			// Send what the follower can take now, before applying what
+			// this answer commits: it writes while the leader applies.
+			r.replicate(m.from)
 			r.advanceCommit()
 		} else {
 			switch {
@@ -391,10 +394,10 @@ func (r *Replica) receiveAppend(m *message) {
 	last := m.prevIndex + uint64(len(m.entries))
 	r.verified = max(r.verified, min(last, r.lastIndex))
 	r.commit = max(r.commit, min(m.commit, r.verified))
-	r.applyCommitted()
 	if appended {
-		r.flush()
+		r.flush() // written and fsynced while the committed entries are applied
 	}
+	r.applyCommitted()
 	if !r.syncing {
 		r.acknowledge()
 		r.checkRepaired()
