@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/replica"
 )
 
 const (
@@ -178,10 +179,11 @@ const (
 // all kinds, so that a connection's opened event precedes its frames and
 // its frames precede its closed event.
 type netEvent struct {
-	kind    netEventKind
-	c       *conn
-	h       core.Header
-	payload []byte // aliases the reader's buffer until the loop acks
+	kind     netEventKind
+	c        *conn
+	h        core.Header
+	payload  []byte // aliases the reader's buffer until the loop acks
+	prepared bool   // a client frame that replica.PrepareRequest prepared
 }
 
 // accept accepts connections until the listener is closed.
@@ -305,8 +307,12 @@ func (s *Server) read(c *conn) {
 		if err != nil {
 			break
 		}
+		// The leader's per-event geometry of a batch is computed here, on
+		// this connection's goroutine, rather than on the loop, which
+		// every request shares.
+		prepared := kind == evFrame && replica.PrepareRequest(h, payload)
 		select {
-		case s.events <- netEvent{kind: kind, c: c, h: h, payload: payload}:
+		case s.events <- netEvent{kind: kind, c: c, h: h, payload: payload, prepared: prepared}:
 			unacked++
 		case <-s.loopDone:
 			err = net.ErrClosed

@@ -447,7 +447,11 @@ func (s *Server) handle(ev netEvent) {
 	case evOpened:
 		s.conns[c.id] = c
 	case evFrame:
-		if !c.dead {
+		switch {
+		case c.dead:
+		case ev.prepared:
+			s.r.ReceivePrepared(c.id, ev.h, ev.payload)
+		default:
 			s.r.Receive(c.id, ev.h, ev.payload)
 		}
 		c.ack <- struct{}{} // never blocks: the reader has at most readAhead frames unacked

@@ -149,6 +149,7 @@ type heldFrame struct {
 	to      dest
 	h       core.Header
 	payload []byte
+	cells   bool // see ReceivePrepared
 }
 
 // waiter is a client waiting for the entry at some index (of some term).
@@ -306,12 +307,37 @@ func (r *Replica) Closed(conn core.ConnID) {}
 // Receive handles one client frame (its checksum already verified by the
 // IO layer).
 func (r *Replica) Receive(conn core.ConnID, h core.Header, payload []byte) {
-	r.receiveClient(dest{via: r.self, conn: conn}, h, payload)
+	r.receiveClient(dest{via: r.self, conn: conn}, h, payload, false)
+}
+
+// PrepareRequest does, in place, the part of a leader's work on a client
+// frame that needs nothing but the frame: when payload is an insert or
+// upsert batch, it fills in each valid event's leaf cell, as the leader
+// does before the batch enters the log. It reports whether it did. It is
+// safe on any goroutine: IO calls it as a client frame arrives, away from
+// the replica's loop, and then hands the frame to ReceivePrepared.
+func PrepareRequest(h core.Header, payload []byte) bool {
+	if h.Type != core.MsgRequest {
+		return false
+	}
+	if _, batch := batchRequest(payload); !batch {
+		return false
+	}
+	statemachine.AssignRecordCells(payload[1+4:])
+	return true
+}
+
+// ReceivePrepared is Receive for a frame that PrepareRequest prepared in
+// this process: as leader, the replica takes its cells as they are.
+func (r *Replica) ReceivePrepared(conn core.ConnID, h core.Header, payload []byte) {
+	r.receiveClient(dest{via: r.self, conn: conn}, h, payload, true)
 }
 
 // receiveClient handles a client frame that reached this replica directly
-// or was forwarded to it (to says where the answer goes).
-func (r *Replica) receiveClient(to dest, h core.Header, payload []byte) {
+// or was forwarded to it (to says where the answer goes). cells: the
+// frame's batch records already hold this process's cells (see
+// ReceivePrepared); a forwarded frame's never count.
+func (r *Replica) receiveClient(to dest, h core.Header, payload []byte, cells bool) {
 	if r.failed != nil {
 		r.sendError(to, h, core.ClusterUnavailable, "the replica has stopped: %v", r.failed)
 		return
@@ -338,14 +364,14 @@ func (r *Replica) receiveClient(to dest, h core.Header, payload []byte) {
 			r.sendError(to, h, core.ClusterBusy, "the replica is catching up; retry")
 			return
 		}
-		r.held = append(r.held, heldFrame{to, h, bytes.Clone(payload)})
+		r.held = append(r.held, heldFrame{to, h, bytes.Clone(payload), cells})
 		return
 	}
 	switch h.Type {
 	case core.MsgRegister:
 		r.receiveRegister(to, h, payload)
 	case core.MsgRequest:
-		r.receiveRequest(to, h, payload)
+		r.receiveRequest(to, h, payload, cells)
 	default:
 		r.sendError(to, h, core.MalformedRequest, "unexpected message type %s", h.Type)
 	}
@@ -371,7 +397,7 @@ func (r *Replica) receiveRegister(to dest, h core.Header, payload []byte) {
 	}
 }
 
-func (r *Replica) receiveRequest(to dest, h core.Header, payload []byte) {
+func (r *Replica) receiveRequest(to dest, h core.Header, payload []byte, cells bool) {
 	// A well-formed insert or upsert batch goes into the log entry as the
 	// client encoded it, with the leader's cells filled in: decoding and
 	// re-encoding a batch would cost more than the copy.
@@ -423,7 +449,9 @@ func (r *Replica) receiveRequest(to dest, h core.Header, payload []byte) {
 	data := head.appendTo(make([]byte, 0, entryHeaderSize+len(payload)+64))
 	if batch {
 		data = append(data, payload[1:]...)
-		statemachine.AssignRecordCells(data[entryHeaderSize+4:]) // the leader's geometry, carried in the log
+		if !cells {
+			statemachine.AssignRecordCells(data[entryHeaderSize+4:]) // the leader's geometry, carried in the log
+		}
 	} else {
 		var err error
 		if data, err = core.AppendRequest(data, op, req); err != nil {

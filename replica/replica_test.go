@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/geoevent/geoevent/core"
@@ -402,5 +403,50 @@ func TestSnapshotByLogBytes(t *testing.T) {
 		if n.r.bytesSince > uint64(first)+4096+1024 {
 			t.Fatal("the second snapshot is overdue")
 		}
+	}
+}
+
+// TestPreparedBatchLogsTheSameEntry: a batch whose cells IO filled in with
+// PrepareRequest enters the log exactly as one the leader fills in itself;
+// a frame that is not a batch is not touched.
+func TestPreparedBatchLogsTheSameEntry(t *testing.T) {
+	evs := []core.GeoEvent{ev(1, 38_100_000_000, 13_360_000_000), ev(2, -33_900_000_000, 151_200_000_000), ev(3, 91_000_000_000, 0)}
+	payload, err := core.AppendRequestMessage(nil, core.OpInsert, insertReq(evs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := core.Header{Request: 1, Type: core.MsgRequest}
+	entries := func(prepared bool) []byte {
+		n := newNode(t, Config{})
+		h.ClientID = n.register(1)
+		p := bytes.Clone(payload)
+		if prepared {
+			if !PrepareRequest(h, p) {
+				t.Fatal("an insert batch was not prepared")
+			}
+			if bytes.Equal(p, payload) {
+				t.Fatal("preparing filled in no cell")
+			}
+			n.r.ReceivePrepared(1, h, p)
+		} else {
+			n.r.Receive(1, h, p)
+		}
+		n.settle()
+		if rs := n.replies(1); len(rs) != 1 || rs[0].err != nil {
+			t.Fatalf("replies %+v", rs)
+		}
+		last := n.io.durable[len(n.io.durable)-1]
+		d, err := decodeEntry(last.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.payload
+	}
+	if a, b := entries(false), entries(true); !bytes.Equal(a, b) {
+		t.Fatal("a prepared batch logged another entry than the leader's own")
+	}
+	stats, _ := core.AppendRequestMessage(nil, core.OpStats, nil)
+	if PrepareRequest(h, stats) || PrepareRequest(core.Header{Type: core.MsgRegister}, payload) {
+		t.Fatal("prepared a frame that is not a request batch")
 	}
 }

@@ -409,7 +409,14 @@ func (w *world) handle(e *event) {
 		}
 		w.tracef("deliver conn %d -> replica %d: %s req=%d session=%d", c.id, n.idx, h.Type.String(), h.Request, h.ClientID)
 		w.hashBytes(e.frame)
-		n.r.Receive(c.id, h, slices.Clone(payload))
+		// Production IO prepares a client frame on the connection's
+		// goroutine (replica.PrepareRequest); half the frames here take
+		// that path, so that both are run.
+		if p := slices.Clone(payload); w.rng.IntN(2) == 0 && replica.PrepareRequest(h, p) {
+			n.r.ReceivePrepared(c.id, h, p)
+		} else {
+			n.r.Receive(c.id, h, p)
+		}
 		w.afterInput(n)
 	case evToClient:
 		c := e.conn
