@@ -3,7 +3,8 @@
 // timestamps, around the state machine.
 //
 // A Replica is single-threaded and deterministic. Everything it does is a
-// reaction to one input — a client frame ([Replica.Receive]), a frame from
+// reaction to one input — a client frame ([Replica.Receive], or
+// [Replica.ReceivePrepared] after IO ran [PrepareRequest] on it), a frame from
 // another replica ([Replica.ReceivePeer]), a clock tick ([Replica.Tick]) or
 // a storage completion ([Replica.Synced], [Replica.SnapshotSaved]), a
 // snapshot encoded or decoded away from it ([Replica.SnapshotEncoded],
@@ -40,8 +41,9 @@
 //   - Every operation entry carries its timestamp; the leader assigns them
 //     strictly increasing (at least its wall clock, above every timestamp
 //     in its log) and applying never reads a clock. Insert and upsert
-//     entries carry each event's S2 cell, computed once by the leader.
-//     Applying is therefore the same on every replica.
+//     entries carry each event's S2 cell, computed once by the leader
+//     (by the leader process's IO, for a frame it prepared). Applying is
+//     therefore the same on every replica.
 //   - The replicated state is the state machine, the session table and the
 //     last applied timestamp; a snapshot holds exactly that, so dedupe and
 //     ordering survive a leader change.
