@@ -54,7 +54,10 @@
 //     cleanup removes it.
 //   - Radius and polygon results are ordered by (leaf cell id, entity id),
 //     latest results by (timestamp, entity id) descending, history by
-//     timestamp ascending. A cursor is the last key returned.
+//     timestamp ascending. A cursor is the last key returned, or, when a
+//     radius, polygon or latest page ends at its budget of keys examined
+//     (maxScanKeys, with fewer results than its limit), the last key
+//     examined.
 //
 // The leader fills each event's CellID with [AssignCells] (or, on encoded
 // records, [AssignRecordCells]) before the operation enters the log;

@@ -145,7 +145,8 @@ const maxScanBatch = 1024
 // entity), in batches; reads each batch's entities with one pass of
 // independent loads, so that their cache misses overlap instead of
 // queueing behind each candidate's checks; checks them in key order; and
-// stops once it holds limit+1 matches. Then it builds the page in the
+// stops once it holds limit+1 matches, or once it has examined the page's
+// budget of keys (maxScanKeys): then the cursor is the last key examined. Then it builds the page in the
 // state machine's result memory from the entities it has just read.
 func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
 	sm := s.sm
