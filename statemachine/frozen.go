@@ -15,7 +15,7 @@ type Frozen struct {
 
 // Freeze captures the state for a snapshot written later, away from the
 // caller. It costs a copy of the store's tables of chunks and of
-// older-events slices, not of the entities.
+// histories (history.go), not of the entities or their events.
 func (sm *StateMachine) Freeze() *Frozen {
 	s := &sm.store
 	s.gen++

@@ -26,17 +26,22 @@ func (sm *StateMachine) checkInvariants() error {
 		if e.latest.EntityID != id {
 			return fmt.Errorf("slot %d holds entity %v, the id index says %v", slot, e.latest.EntityID, id)
 		}
-		older := sm.store.older(e)
-		for i := range older {
-			next := &e.latest
-			if i+1 < len(older) {
-				next = &older[i+1]
+		older, n := sm.store.older(e), sm.store.olderLen(e)
+		if older != nil {
+			if err := older.check(); err != nil {
+				return fmt.Errorf("entity %v: %v", id, err)
 			}
-			if older[i].TimestampNS >= next.TimestampNS || older[i].EntityID != id {
+		}
+		for i := range n {
+			next := &e.latest
+			if i+1 < n {
+				next = older.at(i + 1)
+			}
+			if older.at(i).TimestampNS >= next.TimestampNS || older.at(i).EntityID != id {
 				return fmt.Errorf("entity %v: events out of order", id)
 			}
 		}
-		events += uint64(len(older)) + 1
+		events += uint64(n) + 1
 		if e.latest.TimestampNS > sm.lastTS {
 			return fmt.Errorf("entity %v: timestamp after lastTS", id)
 		}
@@ -164,4 +169,23 @@ func TestStaleTimeKeysBounded(t *testing.T) {
 	if sm.staleTime != 0 {
 		t.Fatalf("%d stale time keys left after deleting %d of %d entities", sm.staleTime, n-sm.ids.len(), n)
 	}
+}
+
+// check verifies the shape of a history (history.go): small up to
+// histBlockLen events, full blocks but the last beyond, nothing empty
+// kept.
+func (h *history) check() error {
+	switch {
+	case h.n == 0:
+		return fmt.Errorf("an empty history is kept")
+	case h.blocks == nil && len(h.small) != h.n:
+		return fmt.Errorf("small holds %d events, n %d", len(h.small), h.n)
+	case h.blocks == nil && h.n > histBlockLen:
+		return fmt.Errorf("small holds %d events, over a block", h.n)
+	case h.blocks != nil && (h.small != nil || h.n <= histBlockLen):
+		return fmt.Errorf("blocks for %d events, small %d", h.n, len(h.small))
+	case h.blocks != nil && len(h.blocks) != (h.n+histBlockLen-1)/histBlockLen:
+		return fmt.Errorf("%d blocks for %d events", len(h.blocks), h.n)
+	}
+	return nil
 }

@@ -401,11 +401,11 @@ func (sm *StateMachine) History(opTS uint64, q *core.HistoryQuery) (core.QueryRe
 	}
 	older := sm.store.older(e)
 	i, _ := find(e, older, from)
-	n := len(older) + 1
+	n := sm.store.olderLen(e) + 1
 	for ; i < n; i++ {
 		ev := &e.latest
-		if i < len(older) {
-			ev = &older[i]
+		if i < n-1 {
+			ev = older.at(i)
 		}
 		if ev.TimestampNS < from {
 			continue // only the latest can lie below from: find stops at it

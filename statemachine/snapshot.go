@@ -109,10 +109,11 @@ func (v *storeView) appendEncoding(dst []byte, slots []uint32, flush func([]byte
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(n))
 	put := func(e *entity) bool {
 		buf = binary.LittleEndian.AppendUint64(buf, e.expiresAt)
-		older := v.older(e)
-		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(older)+1))
-		for i := range older {
-			buf = older[i].AppendRecord(buf)
+		if older := v.older(e); older != nil {
+			buf = binary.LittleEndian.AppendUint32(buf, uint32(older.len()+1))
+			buf = older.appendRecords(buf)
+		} else {
+			buf = binary.LittleEndian.AppendUint32(buf, 1)
 		}
 		buf = e.latest.AppendRecord(buf)
 		if flush != nil && len(buf) >= 1<<15 {
@@ -223,7 +224,7 @@ func (sm *StateMachine) restoreEntity(events []core.GeoEvent, expiresAt uint64) 
 	last := len(events) - 1
 	*e = entity{latest: events[last]}
 	if last > 0 {
-		sm.store.setOlder(e, slices.Clone(events[:last]))
+		sm.store.restoreOlder(e, events[:last])
 	}
 	sm.ids.put(e.latest.EntityID, slot)
 	sm.indexLatest(slot, e)

@@ -2,18 +2,19 @@ package statemachine
 
 import (
 	"slices"
+	"unsafe"
 
 	"github.com/geoevent/geoevent/core"
 )
 
 // entityStore keeps entities in fixed chunks so that growth never copies
 // (and never doubles) the whole store; freed slots are reused LIFO. Older
-// events live in a table of slices, one per entity that has any, whose
-// entries are reused LIFO too.
+// events live in a table of histories (history.go), one per entity that
+// has any, whose entries are reused LIFO too.
 //
 // Copy-on-write, for snapshots encoded away from the state machine's owner
-// (see Frozen). Freeze lends the view the chunks and the older-events
-// arrays as they are; the store then never writes what it lent:
+// (see Frozen). Freeze lends the view the chunks and the histories as they
+// are; the store then never writes what it lent:
 //
 //   - A chunk is held by the newest unreleased view when copiedAt[c] <
 //     frozenGen (frozenGen is 0 when there is none). mut copies such a
@@ -24,17 +25,17 @@ import (
 //   - While a view is out, writes may copy every chunk once: up to twice
 //     the entities' memory until Release (older events are copied only
 //     when written in place, which appends never do).
-//   - The view has its own copy of the table of older-events slices.
-//     While any view is unreleased, an older-events array is never written
-//     within its length in place (olderForWrite copies it first); appends
-//     write past the view's length, which the view does not read.
+//   - The view has its own copy of the table of histories. While any view
+//     is unreleased, a history is written in place only past its length
+//     (see history): appends are, replacing or inserting an older event
+//     copies what it changes first.
 type entityStore struct {
 	chunks   [][]entity
 	copiedAt []uint64 // per chunk: the generation at which it was made or copied
 	n        uint32   // slots ever handed out
 	free     []uint32
 
-	hists    [][]core.GeoEvent
+	hists    []history
 	histFree []uint32
 
 	gen       uint64 // incremented by every Freeze
@@ -77,58 +78,79 @@ func (s *entityStore) alloc() uint32 {
 
 func (s *entityStore) release(slot uint32) {
 	e := s.mut(slot)
-	s.setOlder(e, nil)
+	s.dropOlder(e)
 	*e = entity{}
 	s.free = append(s.free, slot)
 }
 
-// older returns the entity's older events, ascending by timestamp, for
-// reading or appending only.
-func (s *entityStore) older(e *entity) []core.GeoEvent {
+// older returns the entity's older events, for reading only; nil when it
+// has none.
+func (s *entityStore) older(e *entity) *history {
 	if e.hist == 0 {
 		return nil
 	}
-	return s.hists[e.hist-1]
+	return &s.hists[e.hist-1]
 }
 
-// olderForWrite returns the entity's older events for writing in place: a
-// copy while a frozen view may hold them. The caller stores it back with
-// setOlder.
-func (s *entityStore) olderForWrite(e *entity) []core.GeoEvent {
-	older := s.older(e)
-	if s.views > 0 {
-		older = slices.Clone(older)
+// olderLen is the number of e's older events.
+func (s *entityStore) olderLen(e *entity) int {
+	if e.hist == 0 {
+		return 0
 	}
-	return older
+	return s.hists[e.hist-1].n
 }
 
-// setOlder makes older the older events of e, which must come from mut.
-func (s *entityStore) setOlder(e *entity, older []core.GeoEvent) {
-	switch {
-	case len(older) > 0 && e.hist == 0:
+// pushOlder appends ev to the older events of e, which must come from mut.
+func (s *entityStore) pushOlder(e *entity, ev *core.GeoEvent) { s.historyFor(e).push(ev) }
+
+// historyFor returns e's history, giving e an empty one first if it has
+// none.
+func (s *entityStore) historyFor(e *entity) *history {
+	if e.hist == 0 {
 		if k := len(s.histFree); k > 0 {
 			e.hist = s.histFree[k-1] + 1
 			s.histFree = s.histFree[:k-1]
 		} else {
-			s.hists = append(s.hists, nil)
+			s.hists = append(s.hists, history{})
 			e.hist = uint32(len(s.hists))
 		}
-		fallthrough
-	case len(older) > 0:
-		s.hists[e.hist-1] = older
-	case e.hist != 0:
-		s.hists[e.hist-1] = nil
-		s.histFree = append(s.histFree, e.hist-1)
-		e.hist = 0
 	}
+	return &s.hists[e.hist-1]
 }
 
-func (s *entityStore) eventCount(e *entity) uint64 { return uint64(len(s.older(e))) + 1 }
+// setOlder replaces older event i of e, which must come from mut.
+func (s *entityStore) setOlder(e *entity, i int, ev *core.GeoEvent) {
+	s.hists[e.hist-1].set(i, ev, s.views > 0)
+}
+
+// insertOlder inserts ev as older event i of e (0 <= i <= its count),
+// which must come from mut.
+func (s *entityStore) insertOlder(e *entity, i int, ev *core.GeoEvent) {
+	s.historyFor(e).insert(i, ev, s.views > 0)
+}
+
+// restoreOlder gives e, which has none, a copy of events as its older
+// events.
+func (s *entityStore) restoreOlder(e *entity, events []core.GeoEvent) {
+	*s.historyFor(e) = historyOf(events)
+}
+
+// dropOlder removes all of e's older events.
+func (s *entityStore) dropOlder(e *entity) {
+	if e.hist == 0 {
+		return
+	}
+	s.hists[e.hist-1] = history{}
+	s.histFree = append(s.histFree, e.hist-1)
+	e.hist = 0
+}
+
+func (s *entityStore) eventCount(e *entity) uint64 { return uint64(s.olderLen(e)) + 1 }
 
 func (s *entityStore) bytes() uint64 {
 	const entityBytes = 128
 	return uint64(len(s.chunks))*chunkSize*entityBytes + uint64(cap(s.free))*4 +
-		uint64(cap(s.hists))*24 + uint64(cap(s.histFree))*4
+		uint64(cap(s.hists))*uint64(unsafe.Sizeof(history{})) + uint64(cap(s.histFree))*4
 }
 
 // storeView is what a snapshot in storage order reads: the store's tables
@@ -138,7 +160,7 @@ type storeView struct {
 	entities int    // live entities
 	n        uint32 // slots handed out; released ones are zeroed
 	chunks   [][]entity
-	hists    [][]core.GeoEvent
+	hists    []history
 }
 
 func (sm *StateMachine) liveView() storeView {
@@ -150,9 +172,9 @@ func (v *storeView) at(slot uint32) *entity {
 	return &v.chunks[slot>>chunkBits][slot&(chunkSize-1)]
 }
 
-func (v *storeView) older(e *entity) []core.GeoEvent {
+func (v *storeView) older(e *entity) *history {
 	if e.hist == 0 {
 		return nil
 	}
-	return v.hists[e.hist-1]
+	return &v.hists[e.hist-1]
 }

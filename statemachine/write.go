@@ -1,8 +1,6 @@
 package statemachine
 
 import (
-	"sort"
-
 	"github.com/geoevent/geoevent/core"
 )
 
@@ -140,17 +138,22 @@ func (sm *StateMachine) hasEvent(k eventKey, t uint64) bool {
 }
 
 // find locates timestamp ts in the entity's events, older being its older
-// events: index len(older) is the latest event. found is false when no
-// event has that timestamp, and then i is where it would go among older.
-func find(e *entity, older []core.GeoEvent, ts uint64) (i int, found bool) {
+// events (nil: none): index older.len() is the latest event. found is
+// false when no event has that timestamp, and then i is where it would go
+// among older.
+func find(e *entity, older *history, ts uint64) (i int, found bool) {
+	n := 0
+	if older != nil {
+		n = older.len()
+	}
 	if ts == e.latest.TimestampNS {
-		return len(older), true
+		return n, true
 	}
-	if ts > e.latest.TimestampNS {
-		return len(older), false
+	if ts > e.latest.TimestampNS || n == 0 {
+		return n, false
 	}
-	i = sort.Search(len(older), func(j int) bool { return older[j].TimestampNS >= ts })
-	return i, i < len(older) && older[i].TimestampNS == ts
+	i = older.search(ts)
+	return i, i < n && older.at(i).TimestampNS == ts
 }
 
 // put stores one validated event whose timestamp is set. replaceLatest is
@@ -173,27 +176,21 @@ func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, replaceLatest bool) 
 		sm.replaceLatest(slot, e, ev)
 		return true
 	}
-	older := sm.store.older(e)
-	i, found := find(e, older, ev.TimestampNS)
+	i, found := find(e, sm.store.older(e), ev.TimestampNS)
 	switch {
-	case found && i == len(older):
+	case found && i == sm.store.olderLen(e):
 		sm.replaceLatest(slot, e, ev)
 		return true
 	case found:
-		older = sm.store.olderForWrite(e)
-		older[i] = *ev
-		sm.store.setOlder(e, older)
+		sm.store.setOlder(e, i, ev)
 		return true
 	case ev.TimestampNS > e.latest.TimestampNS:
-		sm.store.setOlder(e, append(older, e.latest))
+		sm.store.pushOlder(e, &e.latest)
 		sm.replaceLatest(slot, e, ev)
 		sm.events++
 		return false
 	default:
-		older = append(sm.store.olderForWrite(e), core.GeoEvent{})
-		copy(older[i+1:], older[i:])
-		older[i] = *ev
-		sm.store.setOlder(e, older)
+		sm.store.insertOlder(e, i, ev)
 		sm.events++
 		return false
 	}

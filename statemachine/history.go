@@ -1,0 +1,137 @@
+package statemachine
+
+import (
+	"slices"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// history is one entity's older events, ascending by timestamp.
+//
+// Up to histBlockLen events it is one slice (small), grown by append. Past
+// that it is a list of fixed blocks of histBlockLen events (blocks), every
+// one full but the last, and small is nil. So adding an event never copies
+// more than one block (32 KiB): a single slice of four million events took
+// a second to grow by a quarter, with the replica answering nothing.
+//
+// Sharing with frozen views (see entityStore): a view holds a copy of the
+// history value, which shares small's array or the blocks and the blocks
+// list with the live one. While a view may hold it (shared), the live
+// history writes in place only past the view's length n: appends do;
+// replacing or inserting an event copies first what it changes (the small
+// slice, or the blocks from the change on and the list of blocks).
+type history struct {
+	small  []core.GeoEvent
+	blocks []*[histBlockLen]core.GeoEvent
+	n      int
+}
+
+// histBlockLen is the events of one block: 256 events, 32 KiB.
+const histBlockLen = 256
+
+func (h *history) len() int { return h.n }
+
+// at returns event i (0 <= i < n) for reading, or for writing where the
+// rules above allow it.
+func (h *history) at(i int) *core.GeoEvent {
+	if h.blocks == nil {
+		return &h.small[i]
+	}
+	return &h.blocks[i/histBlockLen][i%histBlockLen]
+}
+
+// search returns the first index whose timestamp is at least ts (n when
+// there is none).
+func (h *history) search(ts uint64) int {
+	lo, hi := 0, h.n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if h.at(m).TimestampNS < ts {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// push appends ev. It writes only past n, so it is safe while shared.
+func (h *history) push(ev *core.GeoEvent) {
+	switch {
+	case h.blocks == nil && h.n < histBlockLen:
+		h.small = append(h.small, *ev)
+	case h.blocks == nil:
+		// The slice is full: it becomes the first block.
+		b := new([histBlockLen]core.GeoEvent)
+		copy(b[:], h.small)
+		h.blocks, h.small = []*[histBlockLen]core.GeoEvent{b}, nil
+		fallthrough
+	default:
+		if h.n%histBlockLen == 0 {
+			h.blocks = append(h.blocks, new([histBlockLen]core.GeoEvent))
+		}
+		h.blocks[h.n/histBlockLen][h.n%histBlockLen] = *ev
+	}
+	h.n++
+}
+
+// set replaces event i.
+func (h *history) set(i int, ev *core.GeoEvent, shared bool) {
+	if shared {
+		h.own(i)
+	}
+	*h.at(i) = *ev
+}
+
+// insert puts ev at index i (0 <= i <= n), moving the events from i on one
+// place up.
+func (h *history) insert(i int, ev *core.GeoEvent, shared bool) {
+	if i == h.n {
+		h.push(ev)
+		return
+	}
+	if shared {
+		h.own(i)
+	}
+	last := *h.at(h.n - 1)
+	for j := h.n - 1; j > i; j-- { // blocks own(i) copied, or not shared
+		*h.at(j) = *h.at(j - 1)
+	}
+	*h.at(i) = *ev
+	h.push(&last) // past n: a new place
+}
+
+// own gives the live history its own copy of what holds events i..n-1, so
+// that writing them leaves a view's copy as it was.
+func (h *history) own(i int) {
+	if h.blocks == nil {
+		h.small = slices.Clone(h.small)
+		return
+	}
+	h.blocks = slices.Clone(h.blocks)
+	for b := i / histBlockLen; b < len(h.blocks); b++ {
+		c := *h.blocks[b]
+		h.blocks[b] = &c
+	}
+}
+
+// appendRecords appends the events' records (core.GeoEvent.AppendRecord)
+// to dst.
+func (h *history) appendRecords(dst []byte) []byte {
+	for i := 0; i < h.n; i++ {
+		dst = h.at(i).AppendRecord(dst)
+	}
+	return dst
+}
+
+// historyOf returns a history holding a copy of events.
+func historyOf(events []core.GeoEvent) history {
+	if len(events) <= histBlockLen {
+		return history{small: slices.Clone(events), n: len(events)}
+	}
+	var h history
+	for i := range events {
+		h.push(&events[i])
+	}
+	return h
+}

@@ -1,0 +1,126 @@
+package statemachine
+
+import (
+	"slices"
+	"sort"
+	"testing"
+
+	"github.com/geoevent/geoevent/core"
+	"pgregory.net/rapid"
+)
+
+// TestHistoryAgainstSlice drives a history and a plain slice with the same
+// appends, replacements and insertions, across many blocks, while frozen
+// copies of it come and go, and checks after every step that the live
+// history equals the slice and every frozen copy still equals the slice
+// as it was when the copy was taken.
+func TestHistoryAgainstSlice(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var h history
+		var model []core.GeoEvent
+		type view struct {
+			h    history
+			want []core.GeoEvent
+		}
+		var views []view
+		next := uint64(1)
+		mark := func() core.GeoEvent { next++; return core.GeoEvent{TimestampNS: next, GroupID: next * 7} }
+		// Start long enough, sometimes, to be in blocks.
+		for range rapid.SampledFrom([]int{0, 1, histBlockLen - 1, histBlockLen, 3*histBlockLen + 5}).Draw(t, "start") {
+			ev := mark()
+			h.push(&ev)
+			model = append(model, ev)
+		}
+		for step := rapid.IntRange(1, 200).Draw(t, "steps"); step > 0; step-- {
+			shared := len(views) > 0
+			switch op := rapid.IntRange(0, 5).Draw(t, "op"); {
+			case op == 0 || len(model) == 0:
+				for range rapid.SampledFrom([]int{1, 2, histBlockLen}).Draw(t, "pushes") {
+					ev := mark()
+					h.push(&ev)
+					model = append(model, ev)
+				}
+			case op == 1:
+				i := rapid.IntRange(0, len(model)-1).Draw(t, "set")
+				ev := mark()
+				h.set(i, &ev, shared)
+				model[i] = ev
+			case op == 2:
+				i := rapid.IntRange(0, len(model)).Draw(t, "insert")
+				ev := mark()
+				h.insert(i, &ev, shared)
+				model = slices.Insert(model, i, ev)
+			case op == 3:
+				views = append(views, view{h, slices.Clone(model)})
+			case op == 4 && len(views) > 0:
+				k := rapid.IntRange(0, len(views)-1).Draw(t, "release")
+				views = slices.Delete(views, k, k+1)
+			}
+			if h.n != len(model) {
+				t.Fatalf("%d events, want %d", h.n, len(model))
+			}
+			if h.n > 0 {
+				if err := h.check(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range model {
+				if *h.at(i) != model[i] {
+					t.Fatalf("event %d is %d, want %d", i, h.at(i).TimestampNS, model[i].TimestampNS)
+				}
+			}
+			for k, v := range views {
+				for i := range v.want {
+					if *v.h.at(i) != v.want[i] {
+						t.Fatalf("frozen copy %d changed: event %d is %d, was %d", k, i, v.h.at(i).TimestampNS, v.want[i].TimestampNS)
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestHistorySearch compares search with sort.Search over the same
+// ascending timestamps, within and across blocks.
+func TestHistorySearch(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var h history
+		var ts []uint64
+		last := uint64(0)
+		for range rapid.IntRange(0, 3*histBlockLen).Draw(t, "n") {
+			last += rapid.Uint64Range(1, 3).Draw(t, "gap")
+			ts = append(ts, last)
+			h.push(&core.GeoEvent{TimestampNS: last})
+		}
+		for range 20 {
+			q := rapid.Uint64Range(0, last+2).Draw(t, "q")
+			want := sort.Search(len(ts), func(i int) bool { return ts[i] >= q })
+			if got := h.search(q); got != want {
+				t.Fatalf("search(%d) = %d, want %d", q, got, want)
+			}
+		}
+	})
+}
+
+// TestLongHistoryHasNoLongAppend: adding to a long history costs no more
+// than adding to a short one. With one slice per history, a batch that
+// made a history of millions of events grow copied all of it.
+func TestLongHistoryHasNoLongAppend(t *testing.T) {
+	var h history
+	for i := range 20 * histBlockLen {
+		h.push(&core.GeoEvent{TimestampNS: uint64(i + 1)})
+		if h.blocks != nil && cap(h.blocks[len(h.blocks)-1]) != histBlockLen {
+			t.Fatal("a block is not of histBlockLen events")
+		}
+	}
+	if err := h.check(); err != nil {
+		t.Fatal(err)
+	}
+	blocks := slices.Clone(h.blocks)
+	h.push(&core.GeoEvent{TimestampNS: 1 << 40})
+	for i := range blocks {
+		if h.blocks[i] != blocks[i] {
+			t.Fatalf("appending moved block %d", i)
+		}
+	}
+}
