@@ -94,11 +94,28 @@ func (h *history) insert(i int, ev *core.GeoEvent, shared bool) {
 		h.own(i)
 	}
 	last := *h.at(h.n - 1)
-	for j := h.n - 1; j > i; j-- { // blocks own(i) copied, or not shared
-		*h.at(j) = *h.at(j - 1)
-	}
+	h.shiftUp(i)
 	*h.at(i) = *ev
 	h.push(&last) // past n: a new place
+}
+
+// shiftUp moves events i..n-2 one place up, over event n-1, a block at a
+// time from the top (what own(i) copied, when shared).
+func (h *history) shiftUp(i int) {
+	top := h.n - 1
+	if h.blocks == nil {
+		copy(h.small[i+1:top+1], h.small[i:top])
+		return
+	}
+	for b := top / histBlockLen; b >= i/histBlockLen; b-- {
+		blk := h.blocks[b]
+		lo := max(i, b*histBlockLen) % histBlockLen
+		hi := min(top, b*histBlockLen+histBlockLen-1) % histBlockLen
+		copy(blk[lo+1:hi+1], blk[lo:hi])
+		if b > i/histBlockLen {
+			blk[0] = h.blocks[b-1][histBlockLen-1]
+		}
+	}
 }
 
 // own gives the live history its own copy of what holds events i..n-1, so
