@@ -140,15 +140,3 @@ func (h *history) appendRecords(dst []byte) []byte {
 	}
 	return dst
 }
-
-// historyOf returns a history holding a copy of events.
-func historyOf(events []core.GeoEvent) history {
-	if len(events) <= histBlockLen {
-		return history{small: slices.Clone(events), n: len(events)}
-	}
-	var h history
-	for i := range events {
-		h.push(&events[i])
-	}
-	return h
-}

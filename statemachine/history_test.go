@@ -1,6 +1,7 @@
 package statemachine
 
 import (
+	"bytes"
 	"slices"
 	"sort"
 	"testing"
@@ -121,6 +122,48 @@ func TestLongHistoryHasNoLongAppend(t *testing.T) {
 	for i := range blocks {
 		if h.blocks[i] != blocks[i] {
 			t.Fatalf("appending moved block %d", i)
+		}
+	}
+}
+
+// TestLongHistoriesSurviveASnapshot: histories of every shape (none, one
+// event, a full small slice, one past it, several blocks) restore to the
+// same state, digest and history pages.
+func TestLongHistoriesSurviveASnapshot(t *testing.T) {
+	sm := New()
+	ts := uint64(epoch)
+	for id, events := range []int{1, 2, histBlockLen + 1, histBlockLen + 2, 3*histBlockLen + 17} {
+		for range events {
+			ts += 1000
+			ev := at(id+1, 38_100_000_000+int64(id)*1000, 13_360_000_000)
+			ev.TimestampNS = ts
+			evs := []core.GeoEvent{ev}
+			AssignCells(evs)
+			if r, err := sm.Insert(ts, &core.InsertRequest{Events: evs}); err != nil || !r.Committed {
+				t.Fatalf("insert: %v", err)
+			}
+		}
+	}
+	var buf bytes.Buffer
+	if err := sm.WriteSnapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadSnapshot(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := back.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	if sm.Digest() != back.Digest() {
+		t.Fatal("the restored state has another digest")
+	}
+	for id := 1; id <= 5; id++ {
+		q := core.HistoryQuery{EntityID: testID(id), Page: core.Page{Limit: core.MaxQueryLimit}}
+		a, _ := sm.History(ts, &q)
+		b, _ := back.History(ts, &q)
+		if !slices.Equal(a.Events, b.Events) || len(a.Events) == 0 {
+			t.Fatalf("entity %d: %d events before the snapshot, %d after", id, len(a.Events), len(b.Events))
 		}
 	}
 }

@@ -156,9 +156,8 @@ func ReadSnapshot(r io.Reader) (*StateMachine, error) {
 	// The spatial index is built a sorted run at a time (spatialbatch.go),
 	// not one random key after another.
 	sm.deferSpatial = true
-	// An entity's events are read into scratch; restoreEntity copies what
-	// it keeps (only the older events: most entities have none).
-	scratch := make([]core.GeoEvent, 0, 16)
+	// An entity's older events go straight into its history, a block at a
+	// time past the first 256: no scratch of a long history's size.
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		if len(sm.pendingSpatial) >= restoreSpatialRun {
 			sm.flushSpatial()
@@ -168,7 +167,11 @@ func ReadSnapshot(r io.Reader) (*StateMachine, error) {
 		if d.err == nil && (k == 0 || uint64(k) > 1<<32-1) {
 			return nil, d.fail(fmt.Sprintf("entity %d has %d events", i, k))
 		}
-		events := scratch[:0]
+		var older history
+		if k > 1 {
+			older.small = make([]core.GeoEvent, 0, min(int(k)-1, histBlockLen))
+		}
+		var first, prev core.GeoEvent
 		for j := uint32(0); j < k && d.err == nil; j++ {
 			ev, err := core.DecodeRecord(d.bytes(core.RecordSize))
 			if d.err != nil {
@@ -180,24 +183,27 @@ func ReadSnapshot(r io.Reader) (*StateMachine, error) {
 			if c := ev.Validate(); c.Code != 0 || !validLeaf(ev.CellID) {
 				return nil, d.fail(fmt.Sprintf("event %d of entity %d is invalid", j, i))
 			}
-			if j > 0 && (ev.EntityID != events[0].EntityID || ev.TimestampNS <= events[j-1].TimestampNS) {
+			if j > 0 && (ev.EntityID != first.EntityID || ev.TimestampNS <= prev.TimestampNS) {
 				return nil, d.fail(fmt.Sprintf("events of entity %d are out of order", i))
 			}
 			if ev.TimestampNS > sm.lastTS {
 				return nil, d.fail("an event is newer than the snapshot's last timestamp")
 			}
-			events = append(events, ev)
+			if j == 0 {
+				first = ev
+			}
+			if j+1 < k {
+				older.push(&ev) // the last is the latest
+			}
+			prev = ev
 		}
 		if d.err != nil {
 			break
 		}
-		if _, dup := sm.ids.get(events[0].EntityID); dup {
+		if _, dup := sm.ids.get(first.EntityID); dup {
 			return nil, d.fail(fmt.Sprintf("entity %d appears twice", i))
 		}
-		sm.restoreEntity(events, expiresAt)
-		if cap(events) <= 1024 {
-			scratch = events // grown for a long history; kept unless huge
-		}
+		sm.restoreEntity(&prev, older, expiresAt)
 	}
 	sm.flushSpatial()
 	sm.deferSpatial = false
@@ -216,20 +222,19 @@ func ReadSnapshot(r io.Reader) (*StateMachine, error) {
 // at a time.
 const restoreSpatialRun = 1 << 16
 
-// restoreEntity adds an entity read from a snapshot; it keeps nothing of
-// events.
-func (sm *StateMachine) restoreEntity(events []core.GeoEvent, expiresAt uint64) {
+// restoreEntity adds an entity read from a snapshot: its latest event and
+// its older events, which it keeps.
+func (sm *StateMachine) restoreEntity(latest *core.GeoEvent, older history, expiresAt uint64) {
 	slot := sm.store.alloc()
 	e := sm.store.mut(slot)
-	last := len(events) - 1
-	*e = entity{latest: events[last]}
-	if last > 0 {
-		sm.store.restoreOlder(e, events[:last])
+	*e = entity{latest: *latest}
+	if older.n > 0 {
+		*sm.store.historyFor(e) = older
 	}
 	sm.ids.put(e.latest.EntityID, slot)
 	sm.indexLatest(slot, e)
 	sm.setExpiry(slot, e, expiresAt)
-	sm.events += uint64(len(events))
+	sm.events += uint64(older.n) + 1
 }
 
 // snapshotReader reads fixed fields, feeding the checksum, and remembers

@@ -129,12 +129,6 @@ func (s *entityStore) insertOlder(e *entity, i int, ev *core.GeoEvent) {
 	s.historyFor(e).insert(i, ev, s.views > 0)
 }
 
-// restoreOlder gives e, which has none, a copy of events as its older
-// events.
-func (s *entityStore) restoreOlder(e *entity, events []core.GeoEvent) {
-	*s.historyFor(e) = historyOf(events)
-}
-
 // dropOlder removes all of e's older events.
 func (s *entityStore) dropOlder(e *entity) {
 	if e.hist == 0 {
