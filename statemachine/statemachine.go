@@ -71,7 +71,7 @@ func (sm *StateMachine) keyBudget() int {
 // entity is one tracked entity: its latest event inline; its older events,
 // in ascending timestamp order, in the store's history table.
 //
-// It is 128 bytes without pointers: two cache lines (the store's chunks
+// It is 128 bytes without pointers: two cache lines (the store's 8 KiB chunks
 // are page-aligned), and the garbage collector need not scan the store.
 type entity struct {
 	latest    core.GeoEvent
