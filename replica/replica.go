@@ -19,7 +19,7 @@ type Config struct {
 
 	MaxSessions       int    // session table size (default 10,000)
 	MaxPendingEntries int    // unapplied entries before writes are refused (default 4,096)
-	CleanupEveryNS    uint64 // how often the leader appends a cleanup entry (default 10 s)
+	CleanupEveryNS    uint64 // how often the leader appends a cleanup entry when an entity has expired (default 1 s)
 
 	// A snapshot is taken once the log applied since the last one holds
 	// more bytes than max(SnapshotMinBytes, the last snapshot's size): the
@@ -49,7 +49,7 @@ func (c *Config) setDefaults() {
 		c.SnapshotMinBytes = 64 << 20
 	}
 	if c.CleanupEveryNS == 0 {
-		c.CleanupEveryNS = 10_000_000_000
+		c.CleanupEveryNS = 1_000_000_000
 	}
 	if c.ElectionTimeoutNS == 0 {
 		c.ElectionTimeoutNS = 500_000_000
@@ -269,9 +269,9 @@ func (r *Replica) appendData(data []byte) uint64 {
 
 // cleanupBacklogEveryNS is how often the leader appends a cleanup entry
 // while expired entities wait beyond one cleanup's budget (10,000 entities
-// scanned): up to 100,000 removed per second, where one entry every 10 s
-// removes only 1,000 a second and a fleet whose entities expire faster
-// would pile them up without bound.
+// scanned): up to 100,000 removed per second, where one entry a second
+// removes only 10,000 and a fleet whose entities expire faster would pile
+// them up without bound.
 const cleanupBacklogEveryNS = 100_000_000
 
 // pending is the number of entries in the log not yet applied: the queue
@@ -279,9 +279,11 @@ const cleanupBacklogEveryNS = 100_000_000
 func (r *Replica) pending() int { return int(r.lastIndex - r.applied) }
 
 // Tick lets time pass: elections and heartbeats (raft.go), and the leader
-// appends a cleanup entry every CleanupEveryNS so that expired entities are
-// removed without a client asking, or every cleanupBacklogEveryNS while the
-// last one found more expired entities than its budget.
+// appends a cleanup entry so that expired entities are removed without a
+// client asking: every CleanupEveryNS when its applied state holds an
+// expired entity (an idle replica writes nothing), or every
+// cleanupBacklogEveryNS while the last one found more expired entities
+// than its budget.
 func (r *Replica) Tick() {
 	if r.failed != nil {
 		return
@@ -293,7 +295,8 @@ func (r *Replica) Tick() {
 	if r.cleanupBacklog {
 		every = min(every, cleanupBacklogEveryNS)
 	}
-	if r.role == Leader && now-r.lastCleanupNS >= every && r.pending() < r.cfg.MaxPendingEntries {
+	if r.role == Leader && now-r.lastCleanupNS >= every && r.pending() < r.cfg.MaxPendingEntries &&
+		r.sm.Expired(max(r.clock.RealtimeNS(), r.lastOpTS)) {
 		r.lastCleanupNS = now
 		payload, _ := core.AppendRequest(nil, core.OpCleanupExpired, &core.CleanupRequest{})
 		r.appendEntry(entry{kind: kindOperation, timestamp: r.nextTimestamp(), op: core.OpCleanupExpired, payload: payload})

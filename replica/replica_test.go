@@ -253,7 +253,9 @@ func TestPeriodicCleanup(t *testing.T) {
 // TestPeriodicCleanupWorksOffABacklog: when more entities have expired
 // than one cleanup entry scans (10,000), the leader appends the next after
 // 100 ms instead of the full interval, and goes back to the interval once
-// a cleanup finds less than its budget.
+// a cleanup finds less than its budget. With nothing expired it appends
+// none; an entity that expires is removed at the next tick once the
+// interval since the last cleanup has passed.
 func TestPeriodicCleanupWorksOffABacklog(t *testing.T) {
 	n := newNode(t, Config{CleanupEveryNS: 10_000_000_000})
 	s := n.register(1)
@@ -285,17 +287,41 @@ func TestPeriodicCleanupWorksOffABacklog(t *testing.T) {
 	if got := stored(); got != 0 {
 		t.Fatalf("200 ms later %d entities are stored, want 0", got)
 	}
-	// The backlog is gone: no cleanup entry for the next 9 s.
+	// The backlog is gone, and nothing else has expired: no cleanup entry
+	// at all, even past the interval.
 	last := n.r.lastIndex
-	for range 90 {
+	for range 300 {
 		pass(cleanupBacklogEveryNS)
 	}
 	if n.r.lastIndex != last {
-		t.Fatalf("%d entries appended within the interval after the backlog cleared", n.r.lastIndex-last)
+		t.Fatalf("%d entries appended with nothing expired", n.r.lastIndex-last)
 	}
-	pass(cleanupBacklogEveryNS * 10)
-	if n.r.lastIndex != last+1 {
-		t.Fatalf("%d entries appended after the interval, want the next cleanup", n.r.lastIndex-last)
+	// An entity that expires long after the last cleanup is removed at
+	// the next tick; one that expires right after a cleanup waits for the
+	// interval.
+	a, b := ev(total+1, 1, 1), ev(total+2, 2, 2)
+	a.TTLSeconds, b.TTLSeconds = 1, 3
+	if rp := n.call(1, s, 9, core.OpInsert, insertReq(a, b)); rp.err != nil {
+		t.Fatal(rp.err)
+	}
+	last = n.r.lastIndex
+	for range 11 {
+		pass(cleanupBacklogEveryNS)
+	}
+	if n.r.lastIndex != last+1 || stored() != 1 {
+		t.Fatalf("1.1 s after: %d entries appended, %d entities stored; want a's cleanup", n.r.lastIndex-last, stored())
+	}
+	for range 89 { // to 10 s after the insert: a's cleanup came at 1.0-1.1 s
+		pass(cleanupBacklogEveryNS)
+	}
+	if n.r.lastIndex != last+1 || stored() != 1 {
+		t.Fatalf("within the interval: %d entries appended, %d entities stored", n.r.lastIndex-last, stored())
+	}
+	for range 12 { // to 11.2 s
+		pass(cleanupBacklogEveryNS)
+	}
+	if n.r.lastIndex != last+2 || stored() != 0 {
+		t.Fatalf("after the interval: %d entries appended, %d entities stored; want b's cleanup", n.r.lastIndex-last, stored())
 	}
 }
 

@@ -254,8 +254,12 @@ func TestCheckersCatchMutatedReplies(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if n := mutationCaught(t, 4, once(tc.mutate)); n < 3 {
-				t.Fatalf("caught in %d of 4 seeds", n)
+			// In some seeds the mutated reply is one the checkers cannot
+			// tell from a correct one: 9 to 12 of these 12 are caught,
+			// with this build and the one before it (which caught 3 or 4
+			// of the first 4).
+			if n := mutationCaught(t, 12, once(tc.mutate)); n < 8 {
+				t.Fatalf("caught in %d of 12 seeds", n)
 			}
 		})
 	}

@@ -98,6 +98,13 @@ func (sm *StateMachine) TTLClear(opTS uint64, req *core.TTLClearRequest) (core.T
 	return core.TTLClearReply{PreviousExpiresAtNS: prev, HadTTL: prev != 0}, nil
 }
 
+// Expired reports whether some entity's expiry is at or before t: whether
+// a cleanup at t would remove anything.
+func (sm *StateMachine) Expired(t uint64) bool {
+	k, _, ok := sm.expiry.Min()
+	return ok && k.A <= t
+}
+
 // CleanupExpired removes entities that have expired at opTS, soonest expiry
 // first, examining at most MaxEntries entries of the expiry index (0 = the
 // default 10,000). Scanned counts the expired entities examined (each is
