@@ -787,3 +787,26 @@ func TestForwardedToADeadLeaderIsAnswered(t *testing.T) {
 		t.Fatalf("after the retry: %+v %v", e, ok)
 	}
 }
+
+// TestRestartedFollowerAppliesWithoutNewWrites: a follower that restarts
+// holds entries it acknowledged but has not verified as the leader's, so it
+// cannot take the commit index heartbeats bring. With no new write to
+// append, the leader sends it an empty append at its match, and it applies
+// everything committed.
+func TestRestartedFollowerAppliesWithoutNewWrites(t *testing.T) {
+	c := newCluster(t, 3, Config{})
+	l := c.leader()
+	cl := c.client(l, 1)
+	for i := uint64(1); i <= 5; i++ {
+		if rp := cl.call(core.OpInsert, insertReq(ev(i, 1_000, 2_000))); rp.err != nil {
+			t.Fatalf("insert: %v", rp.err)
+		}
+	}
+	c.converged()
+	f := (l + 1) % 3
+	c.restart(f)
+	c.converged()
+	if st := c.nodes[f].r.Status(); st.Applied != c.nodes[l].r.Status().Applied {
+		t.Fatalf("the restarted follower applied %d, the leader %d", st.Applied, c.nodes[l].r.Status().Applied)
+	}
+}

@@ -120,7 +120,7 @@ func (m *message) encode(from uint32) []byte {
 	case msgHeartbeat:
 		u64(m.commit, m.seq)
 	case msgHeartbeatReply:
-		u64(m.seq)
+		u64(m.seq, m.commit)
 	case msgSnapshot:
 		u64(m.index, m.snapTerm, m.offset, m.total)
 		b = append(b, m.data...)
@@ -239,7 +239,7 @@ func decodeMessage(h core.Header, payload []byte) (message, error) {
 	case msgHeartbeat:
 		m.commit, m.seq = r.u64(), r.u64()
 	case msgHeartbeatReply:
-		m.seq = r.u64()
+		m.seq, m.commit = r.u64(), r.u64()
 	case msgSnapshot:
 		m.index, m.snapTerm, m.offset, m.total = r.u64(), r.u64(), r.u64(), r.u64()
 		m.data, r.b = r.b, nil

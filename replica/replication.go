@@ -254,6 +254,13 @@ func (r *Replica) receiveFollowerReply(m *message) {
 		if pr.state == stateProbe && pr.probeSentNS != 0 && now-pr.probeSentNS >= r.cfg.HeartbeatNS {
 			pr.probeSentNS = 0 // the follower is back: probe again now
 		}
+		if t := r.termAt(pr.match); pr.state == stateReplicate && len(pr.inflight) == 0 && m.commit < min(pr.match, r.commit) && t != 0 {
+			// It could not take the commit index it was sent: it holds the
+			// entries (it acknowledged them) but has not verified them as
+			// this leader's since it restarted, and with no new entry to
+			// send, no append would let it. An empty one at match does.
+			r.sendPeer(m.from, &message{typ: msgAppend, term: r.term, prevIndex: pr.match, prevTerm: t, commit: r.commit, seq: r.reads.seq})
+		}
 	case msgAppendReply:
 		if m.ok {
 			if m.index > pr.match {
@@ -451,7 +458,7 @@ func (r *Replica) receiveHeartbeat(m *message) {
 	r.commit = max(r.commit, min(m.commit, r.verified))
 	r.applyCommitted()
 	r.checkRepaired()
-	r.sendPeer(m.from, &message{typ: msgHeartbeatReply, term: r.term, seq: r.leaderSeq})
+	r.sendPeer(m.from, &message{typ: msgHeartbeatReply, term: r.term, seq: r.leaderSeq, commit: r.commit})
 }
 
 // incomingSnapshot is a snapshot arriving from the leader in chunks.
