@@ -323,11 +323,11 @@ func PrepareRequest(h core.Header, payload []byte) bool {
 	if h.Type != core.MsgRequest {
 		return false
 	}
-	if _, batch := batchRequest(payload); !batch {
-		return false
+	_, records, batch := batchRequest(payload)
+	if batch {
+		statemachine.AssignRecordCells(records)
 	}
-	statemachine.AssignRecordCells(payload[1+4:])
-	return true
+	return batch
 }
 
 // ReceivePrepared is Receive for a frame that PrepareRequest prepared in
@@ -404,7 +404,7 @@ func (r *Replica) receiveRequest(to dest, h core.Header, payload []byte, cells b
 	// A well-formed insert or upsert batch goes into the log entry as the
 	// client encoded it, with the leader's cells filled in: decoding and
 	// re-encoding a batch would cost more than the copy.
-	op, batch := batchRequest(payload)
+	op, _, batch := batchRequest(payload)
 	var req any
 	if !batch {
 		var err error
@@ -470,17 +470,18 @@ func (r *Replica) receiveRequest(to dest, h core.Header, payload []byte, cells b
 }
 
 // batchRequest reports whether the request payload is a well-formed insert
-// or upsert batch (core.EventRecords), and its operation.
-func batchRequest(payload []byte) (core.Operation, bool) {
+// or upsert batch (core.EventRecords), its operation, and the batch's
+// records within payload.
+func batchRequest(payload []byte) (op core.Operation, records []byte, ok bool) {
 	if len(payload) == 0 {
-		return core.OpInvalid, false
+		return core.OpInvalid, nil, false
 	}
-	op := core.Operation(payload[0])
+	op = core.Operation(payload[0])
 	if op != core.OpInsert && op != core.OpUpsert {
-		return op, false
+		return op, nil, false
 	}
-	_, _, ok := core.EventRecords(payload[1:])
-	return op, ok
+	records, _, ok = core.EventRecords(payload[1:])
+	return op, records, ok
 }
 
 // rewait moves the pending answer of (session, request) to to.

@@ -10,9 +10,9 @@ import "github.com/geoevent/geoevent/core"
 // (the entry holds id and slot together), where the map costs two; the
 // table's order never reaches a reply or a snapshot.
 //
-// Growing never rehashes everything at once: at 8 million entities that
-// took 0.3 s, during which the replica answered nothing (and a leader sent
-// no heartbeat). Instead a full table becomes old, a table twice its size
+// Growing never rehashes everything at once: growing to 8 million slots
+// (3 million ids) that way took 0.3 s, during which the replica answered
+// nothing (and a leader sent no heartbeat). Instead a full table becomes old, a table twice its size
 // becomes cur, and every later put or remove copies the ids of migrateStep
 // old positions into cur; migrating ends before cur is half full, so a
 // growth never starts while one is under way. old is only read and marked:

@@ -26,7 +26,8 @@ func (sm *StateMachine) checkInvariants() error {
 		if e.latest.EntityID != id {
 			return fmt.Errorf("slot %d holds entity %v, the id index says %v", slot, e.latest.EntityID, id)
 		}
-		older, n := sm.store.older(e), sm.store.olderLen(e)
+		older := sm.store.older(e)
+		n := older.len()
 		if older != nil {
 			if err := older.check(); err != nil {
 				return fmt.Errorf("entity %v: %v", id, err)

@@ -146,8 +146,9 @@ const maxScanBatch = 1024
 // independent loads, so that their cache misses overlap instead of
 // queueing behind each candidate's checks; checks them in key order; and
 // stops once it holds limit+1 matches, or once it has examined the page's
-// budget of keys (maxScanKeys): then the cursor is the last key examined. Then it builds the page in the
-// state machine's result memory from the entities it has just read.
+// budget of keys (maxScanKeys), the cursor then being the last key
+// examined. Then it builds the page in the state machine's result memory
+// from the entities it has just read.
 func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
 	sm := s.sm
 	s.cands = sm.scanCands[:0]
@@ -401,7 +402,7 @@ func (sm *StateMachine) History(opTS uint64, q *core.HistoryQuery) (core.QueryRe
 	}
 	older := sm.store.older(e)
 	i, _ := find(e, older, from)
-	n := sm.store.olderLen(e) + 1
+	n := older.len() + 1
 	for ; i < n; i++ {
 		ev := &e.latest
 		if i < n-1 {

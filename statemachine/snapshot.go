@@ -109,12 +109,9 @@ func (v *storeView) appendEncoding(dst []byte, slots []uint32, flush func([]byte
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(n))
 	put := func(e *entity) bool {
 		buf = binary.LittleEndian.AppendUint64(buf, e.expiresAt)
-		if older := v.older(e); older != nil {
-			buf = binary.LittleEndian.AppendUint32(buf, uint32(older.len()+1))
-			buf = older.appendRecords(buf)
-		} else {
-			buf = binary.LittleEndian.AppendUint32(buf, 1)
-		}
+		older := v.older(e)
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(older.len()+1))
+		buf = older.appendRecords(buf)
 		buf = e.latest.AppendRecord(buf)
 		if flush != nil && len(buf) >= 1<<15 {
 			if !flush(buf) {

@@ -100,14 +100,6 @@ func (s *entityStore) older(e *entity) *history {
 	return &s.hists[e.hist-1]
 }
 
-// olderLen is the number of e's older events.
-func (s *entityStore) olderLen(e *entity) int {
-	if e.hist == 0 {
-		return 0
-	}
-	return s.hists[e.hist-1].n
-}
-
 // pushOlder appends ev to the older events of e, which must come from mut.
 func (s *entityStore) pushOlder(e *entity, ev *core.GeoEvent) { s.historyFor(e).push(ev) }
 
@@ -147,7 +139,7 @@ func (s *entityStore) dropOlder(e *entity) {
 	e.hist = 0
 }
 
-func (s *entityStore) eventCount(e *entity) uint64 { return uint64(s.olderLen(e)) + 1 }
+func (s *entityStore) eventCount(e *entity) uint64 { return uint64(s.older(e).len()) + 1 }
 
 func (s *entityStore) bytes() uint64 {
 	const entityBytes = 128

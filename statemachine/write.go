@@ -142,10 +142,7 @@ func (sm *StateMachine) hasEvent(k eventKey, t uint64) bool {
 // false when no event has that timestamp, and then i is where it would go
 // among older.
 func find(e *entity, older *history, ts uint64) (i int, found bool) {
-	n := 0
-	if older != nil {
-		n = older.len()
-	}
+	n := older.len()
 	if ts == e.latest.TimestampNS {
 		return n, true
 	}
@@ -176,9 +173,10 @@ func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, replaceLatest bool) 
 		sm.replaceLatest(slot, e, ev)
 		return true
 	}
-	i, found := find(e, sm.store.older(e), ev.TimestampNS)
+	older := sm.store.older(e)
+	i, found := find(e, older, ev.TimestampNS)
 	switch {
-	case found && i == sm.store.olderLen(e):
+	case found && i == older.len():
 		sm.replaceLatest(slot, e, ev)
 		return true
 	case found:
