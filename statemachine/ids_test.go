@@ -8,12 +8,50 @@ import (
 	"pgregory.net/rapid"
 )
 
+// idFixture is an idIndex over a store of its own, in which every put
+// first gives the id a slot of its own (the index finds an id by the
+// entity in its slot) and every remove releases the id's slot, so that
+// slots are reused by other ids, as in the state machine.
+type idFixture struct {
+	st    entityStore
+	x     idIndex
+	slots map[core.Uint128]uint32
+}
+
+func newIDFixture() *idFixture {
+	f := &idFixture{slots: map[core.Uint128]uint32{}}
+	f.x = newIDIndex(&f.st)
+	return f
+}
+
+// put maps id to a new slot holding it (releasing its old one) and
+// returns the slot.
+func (f *idFixture) put(id core.Uint128) uint32 {
+	s := f.st.alloc()
+	f.st.mut(s).latest.EntityID = id
+	f.x.put(id, s)
+	if old, ok := f.slots[id]; ok {
+		f.st.release(old)
+	}
+	f.slots[id] = s
+	return s
+}
+
+func (f *idFixture) remove(id core.Uint128) {
+	f.x.remove(id)
+	if old, ok := f.slots[id]; ok {
+		f.st.release(old)
+		delete(f.slots, id)
+	}
+}
+
 // TestIDIndexAgainstMap drives the table and a Go map with the same random
 // puts and removes (ids from a small domain, so collisions, replacements
 // and runs are frequent) and compares every lookup and the length.
 func TestIDIndexAgainstMap(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		x := newIDIndex()
+		f := newIDFixture()
+		x := &f.x
 		ref := map[core.Uint128]uint32{}
 		domain := rapid.Uint64Range(1, 5000).Draw(t, "domain")
 		steps := rapid.IntRange(0, 3000).Draw(t, "steps")
@@ -31,11 +69,9 @@ func TestIDIndexAgainstMap(t *testing.T) {
 			k := id("id")
 			switch rapid.IntRange(0, 2).Draw(t, "op") {
 			case 0, 1:
-				s := rapid.Uint32().Draw(t, "slot")
-				x.put(k, s)
-				ref[k] = s
+				ref[k] = f.put(k)
 			case 2:
-				x.remove(k)
+				f.remove(k)
 				delete(ref, k)
 			}
 			if err := x.check(); err != nil {
@@ -72,10 +108,11 @@ func TestIDIndexAgainstMap(t *testing.T) {
 // ids (the common case for clients), removes every other one, and checks
 // lookups and the load bound throughout.
 func TestIDIndexLarge(t *testing.T) {
-	x := newIDIndex()
+	f := newIDFixture()
+	x := &f.x
 	const n = 200_000
 	for i := uint64(1); i <= n; i++ {
-		x.put(core.Uint128{Hi: 9, Lo: i}, uint32(i))
+		f.put(core.Uint128{Hi: 9, Lo: i})
 		if i%997 == 0 {
 			if err := x.check(); err != nil {
 				t.Fatal(err)
@@ -83,11 +120,12 @@ func TestIDIndexLarge(t *testing.T) {
 		}
 	}
 	for i := uint64(2); i <= n; i += 2 {
-		x.remove(core.Uint128{Hi: 9, Lo: i})
+		f.remove(core.Uint128{Hi: 9, Lo: i})
 	}
 	for i := uint64(1); i <= n+10; i++ {
-		s, ok := x.get(core.Uint128{Hi: 9, Lo: i})
-		if want := i%2 == 1 && i <= n; ok != want || (ok && s != uint32(i)) {
+		id := core.Uint128{Hi: 9, Lo: i}
+		s, ok := x.get(id)
+		if want := i%2 == 1 && i <= n; ok != want || (ok && s != f.slots[id]) {
 			t.Fatalf("get(%d) = %d, %v", i, s, ok)
 		}
 	}
@@ -107,22 +145,31 @@ func (x *idIndex) check() error {
 	for ti, t := range []*idTable{&x.cur, &x.old} {
 		n := 0
 		for i, e := range t.entries {
-			if e.id.IsZero() {
+			if e.ref == 0 {
 				continue
 			}
-			if j, ok := t.find(e.id); !ok || j != uint64(i) {
-				return fmt.Errorf("table %d: %v at %d is not found from its home (%d, %v)", ti, e.id, i, j, ok)
-			}
-			if ti == 0 && e.dead {
+			if e.ref == deadRef && ti == 0 {
 				return fmt.Errorf("cur holds a dead entry at %d", i)
 			}
-			if ti == 1 && (uint64(i) < x.mig || e.dead) {
+			if e.ref == deadRef || (ti == 1 && uint64(i) < x.mig) {
+				// Dead or copied: its slot may hold anything now; it
+				// must only lie on its home's run.
+				if !t.onRun(e.hash, uint64(i)) {
+					return fmt.Errorf("table %d: the dead entry at %d is off its home's run", ti, i)
+				}
 				continue
+			}
+			id := x.store.at(e.ref - 1).latest.EntityID
+			if id.IsZero() || e.hash != idHash(id) {
+				return fmt.Errorf("table %d: entry %d (hash %08x) names slot %d, holding id %v", ti, i, e.hash, e.ref-1, id)
+			}
+			if j, ok := x.find(t, e.hash, id); !ok || j != uint64(i) {
+				return fmt.Errorf("table %d: %v at %d is not found from its home (%d, %v)", ti, id, i, j, ok)
 			}
 			n++
 			if ti == 1 {
-				if _, in := x.cur.find(e.id); in {
-					return fmt.Errorf("%v is in both tables", e.id)
+				if _, in := x.find(&x.cur, e.hash, id); in {
+					return fmt.Errorf("%v is in both tables", id)
 				}
 			}
 		}
@@ -133,14 +180,26 @@ func (x *idIndex) check() error {
 	return nil
 }
 
+// onRun reports whether no empty entry lies between the home of hash h and
+// position i.
+func (t *idTable) onRun(h uint32, i uint64) bool {
+	for j := uint64(h) & t.mask; j != i; j = (j + 1) & t.mask {
+		if t.entries[j].ref == 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // TestIDIndexGrowsIncrementally checks that no put moves more than a few
 // ids: the cost of growing is spread over the puts that follow.
 func TestIDIndexGrowsIncrementally(t *testing.T) {
-	x := newIDIndex()
+	f := newIDFixture()
+	x := &f.x
 	grew := 0
 	for i := uint64(1); i <= 100_000; i++ {
 		before := len(x.cur.entries)
-		x.put(core.Uint128{Hi: 1, Lo: i}, uint32(i))
+		f.put(core.Uint128{Hi: 1, Lo: i})
 		if len(x.cur.entries) != before {
 			grew++
 			if x.cur.n > 1+migrateStep {
@@ -160,18 +219,19 @@ func TestIDIndexGrowsIncrementally(t *testing.T) {
 // of a migration under way: copied ones (below mig, now in cur) and ones
 // still waiting in old.
 func TestIDIndexDuringMigration(t *testing.T) {
-	x := newIDIndex()
+	f := newIDFixture()
+	x := &f.x
 	id := func(i uint64) core.Uint128 { return core.Uint128{Hi: 3, Lo: i} }
 	n := uint64(idIndexMinCap * 3 / 4)
 	for i := uint64(1); i <= n+1; i++ {
-		x.put(id(i), uint32(i))
+		f.put(id(i))
 	}
 	if !x.migrating() {
 		t.Fatal("no migration after filling the table")
 	}
 	var copied, waiting []uint64
 	for i := uint64(1); i <= n; i++ {
-		if _, ok := x.cur.find(id(i)); ok {
+		if _, ok := x.find(&x.cur, idHash(id(i)), id(i)); ok {
 			copied = append(copied, i)
 		} else {
 			waiting = append(waiting, i)
@@ -180,25 +240,19 @@ func TestIDIndexDuringMigration(t *testing.T) {
 	if len(copied) == 0 || len(waiting) == 0 {
 		t.Fatalf("%d copied, %d waiting", len(copied), len(waiting))
 	}
-	ref := map[uint64]uint32{}
-	for i := uint64(1); i <= n+1; i++ {
-		ref[i] = uint32(i)
-	}
 	for k, i := range append(copied[:4:4], waiting[:4]...) {
 		switch k % 2 {
 		case 0:
-			x.remove(id(i))
-			delete(ref, i)
+			f.remove(id(i))
 		case 1:
-			x.put(id(i), 7000+uint32(i))
-			ref[i] = 7000 + uint32(i)
+			f.put(id(i))
 		}
 		if err := x.check(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := uint64(1); i <= n+1; i++ {
-		want, in := ref[i]
+		want, in := f.slots[id(i)]
 		if got, ok := x.get(id(i)); ok != in || got != want {
 			t.Fatalf("get(%d) = %d, %v; want %d, %v", i, got, ok, want, in)
 		}

@@ -85,10 +85,10 @@ func (e *entity) visible(t uint64) bool { return e.expiresAt == 0 || t < e.expir
 // New returns an empty state machine.
 func New() *StateMachine {
 	sm := &StateMachine{
-		ids:    newIDIndex(),
 		byTime: btree.New(),
 		expiry: btree.New(),
 	}
+	sm.ids = newIDIndex(&sm.store)
 	// The spatial index holds exactly the live key of each entity, so its
 	// value, the entity's slot, names the entity whose id is in the key:
 	// its leaves need not store ids.
