@@ -46,6 +46,7 @@ type raftLog struct {
 	sinceSnapshot uint64    // entries applied since the last snapshot
 	bytesSince    uint64    // their bytes
 	lastSnapBytes uint64    // size of the last snapshot
+	snapRecords   uint64    // the state's RecordBytes at the last snapshot
 	encoding      *encoding // the snapshot being encoded, if any
 }
 
@@ -205,6 +206,7 @@ func (r *Replica) beginSnapshot() {
 	size := r.lastSnapBytes + r.bytesSince + r.bytesSince/8 + 1<<16
 	prefix := r.statePrefix()
 	frozen := r.sm.Freeze()
+	r.snapRecords = r.sm.RecordBytes()
 	r.encoding = &encoding{index: r.applied, term: r.appliedTerm, frozen: frozen}
 	r.sinceSnapshot, r.bytesSince = 0, 0
 	r.io.EncodeSnapshot(r.applied, func() []byte {
@@ -232,7 +234,7 @@ func (r *Replica) snapshotDue() bool {
 	if r.cfg.SnapshotEvery > 0 {
 		return r.sinceSnapshot >= r.cfg.SnapshotEvery
 	}
-	return r.bytesSince >= max(r.cfg.SnapshotMinBytes, r.lastSnapBytes)
+	return r.bytesSince >= max(r.cfg.SnapshotMinBytes, r.snapRecords)
 }
 
 // SnapshotSaved is storage's answer to SaveSnapshot.

@@ -22,8 +22,12 @@ type Config struct {
 	CleanupEveryNS    uint64 // how often the leader appends a cleanup entry when an entity has expired (default 1 s)
 
 	// A snapshot is taken once the log applied since the last one holds
-	// more bytes than max(SnapshotMinBytes, the last snapshot's size): the
-	// work of snapshotting then stays proportional to the work of writing.
+	// more bytes than max(SnapshotMinBytes, the state's events at the last
+	// one as 128-byte records (StateMachine.RecordBytes), about what the
+	// log took to write them): the work of snapshotting then stays
+	// proportional to the work of writing. (Snapshots pack their records,
+	// to about half that size for sparse ones: comparing the log with the
+	// snapshot's own size would snapshot twice as often.)
 	// SnapshotEvery, when set, takes one every that many entries instead
 	// (for tests).
 	SnapshotMinBytes uint64 // default 64 MiB
@@ -192,7 +196,7 @@ func New(cfg Config, io core.IO, clock core.Clock, rng core.Rand, rec Recovered)
 		if err := r.restoreState(rec.Snapshot); err != nil {
 			return nil, err
 		}
-		r.lastSnapBytes = uint64(len(rec.Snapshot))
+		r.lastSnapBytes, r.snapRecords = uint64(len(rec.Snapshot)), r.sm.RecordBytes()
 		r.resetLog(rec.SnapshotIndex, rec.SnapshotTerm)
 		r.appliedTerm = rec.SnapshotTerm
 	}

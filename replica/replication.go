@@ -561,6 +561,7 @@ func (r *Replica) SnapshotDecoded(index uint64) {
 	r.queued = nil
 	r.syncUpTo = min(r.syncUpTo, index)
 	r.sinceSnapshot, r.bytesSince, r.lastSnapBytes = 0, 0, uint64(len(data))
+	r.snapRecords = r.sm.RecordBytes()
 	r.lastTS = max(r.lastTS, r.lastOpTS)
 	r.installing = index
 	r.io.SaveSnapshot(index, term, data)

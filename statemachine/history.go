@@ -130,12 +130,3 @@ func (h *history) own(i int) {
 		h.blocks[b] = &c
 	}
 }
-
-// appendRecords appends the events' records (core.GeoEvent.AppendRecord)
-// to dst; nothing for a nil history.
-func (h *history) appendRecords(dst []byte) []byte {
-	for i := 0; i < h.len(); i++ {
-		dst = h.at(i).AppendRecord(dst)
-	}
-	return dst
-}

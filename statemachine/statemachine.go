@@ -231,6 +231,11 @@ func (sm *StateMachine) remove(slot uint32) uint64 {
 	return n
 }
 
+// RecordBytes is the size of every stored event as a 128-byte record:
+// about what the log took to write them, and what a snapshot would take
+// if it did not pack them.
+func (sm *StateMachine) RecordBytes() uint64 { return sm.events * core.RecordSize }
+
 // Stats counts the entities and events visible at t.
 func (sm *StateMachine) Stats(t uint64) core.Stats {
 	entities, events := uint64(sm.ids.len()), sm.events
