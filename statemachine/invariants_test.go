@@ -6,7 +6,29 @@ import (
 	"testing"
 
 	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/statemachine/internal/btree"
 )
+
+// spatialAfterPending returns the spatial index's entries as they will be
+// once its pending changes are applied, without applying them: each
+// pending delete must find its key with its slot.
+func (sm *StateMachine) spatialAfterPending() (map[btree.Key]uint32, error) {
+	m := map[btree.Key]uint32{}
+	for it := sm.spatial.First(); it.Valid(); it.Next() {
+		m[it.Key()] = it.Value()
+	}
+	for _, o := range sm.pendingSpatial {
+		if !o.del {
+			m[o.k] = o.slot
+			continue
+		}
+		if v, ok := m[o.k]; !ok || v != o.slot {
+			return nil, fmt.Errorf("a pending delete of %v (slot %d) finds no such entry", o.k, o.slot)
+		}
+		delete(m, o.k)
+	}
+	return m, nil
+}
 
 // checkInvariants checks the state machine's invariants (see doc.go) by
 // walking every structure: the id index and the store agree, each entity
@@ -14,6 +36,10 @@ import (
 // in the time index, every other time key is stale and staleTime counts
 // them, and the event count adds up.
 func (sm *StateMachine) checkInvariants() error {
+	spatial, err := sm.spatialAfterPending()
+	if err != nil {
+		return err
+	}
 	live := map[uint32]bool{}
 	var events uint64
 	for _, id := range sm.ids.appendIDs(nil) {
@@ -46,7 +72,7 @@ func (sm *StateMachine) checkInvariants() error {
 		if e.latest.TimestampNS > sm.lastTS {
 			return fmt.Errorf("entity %v: timestamp after lastTS", id)
 		}
-		if v, ok := sm.spatial.Get(spatialKey(e)); !ok || v != slot {
+		if v, ok := spatial[spatialKey(e)]; !ok || v != slot {
 			return fmt.Errorf("entity %v: spatial key missing", id)
 		}
 		if v, ok := sm.byTime.Get(timeKey(e)); !ok || v != slot {
@@ -59,8 +85,8 @@ func (sm *StateMachine) checkInvariants() error {
 	if events != sm.events {
 		return fmt.Errorf("events %d, counted %d", sm.events, events)
 	}
-	if n := sm.ids.len(); sm.spatial.Len() != n || sm.expiry.Len() > n {
-		return fmt.Errorf("%d entities, %d spatial keys, %d expiry keys", n, sm.spatial.Len(), sm.expiry.Len())
+	if n := sm.ids.len(); len(spatial) != n || sm.expiry.Len() > n {
+		return fmt.Errorf("%d entities, %d spatial keys, %d expiry keys", n, len(spatial), sm.expiry.Len())
 	}
 	stale := 0
 	for it := sm.byTime.First(); it.Valid(); it.Next() {

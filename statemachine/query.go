@@ -28,6 +28,7 @@ func (sm *StateMachine) QueryRadius(opTS uint64, q *core.RadiusQuery) (core.Quer
 	if err != nil {
 		return core.QueryResult{}, err
 	}
+	sm.flushSpatial()
 	reg := &capRegion{c: geom.NewCap(q.Center.LatNano, q.Center.LonNano, q.RadiusMM)}
 	reg.f = reg.c.Filter()
 	s := spatialScan{sm: sm, t: opTS, group: q.Group, limit: limit, kind: kindRadius, withDistance: true}
@@ -51,6 +52,7 @@ func (sm *StateMachine) QueryPolygon(opTS uint64, q *core.PolygonQuery) (core.Qu
 	if err != nil {
 		return core.QueryResult{}, err
 	}
+	sm.flushSpatial()
 	s := spatialScan{sm: sm, t: opTS, group: q.Group, limit: limit, kind: kindPolygon}
 	rs, f := p.Scan()
 	s.run(&polygonRegion{p: p, rs: rs, f: f}, after, hasAfter)

@@ -181,7 +181,6 @@ func ReadSnapshot(r io.Reader) (*StateMachine, error) {
 	n := d.u64()
 	// The spatial index is built a sorted run at a time (spatialbatch.go),
 	// not one random key after another.
-	sm.deferSpatial = true
 	// An entity's older events go straight into its history, a block at a
 	// time past the first 256: no scratch of a long history's size.
 	for i := uint64(0); i < n && d.err == nil; i++ {
@@ -233,7 +232,6 @@ func ReadSnapshot(r io.Reader) (*StateMachine, error) {
 		sm.restoreEntity(&prev, older, expiresAt)
 	}
 	sm.flushSpatial()
-	sm.deferSpatial = false
 	want := d.crc.Sum32()
 	got := d.u32Raw()
 	if d.err != nil {

@@ -100,6 +100,7 @@ func TestDeferredSpatialBatch(t *testing.T) {
 }
 
 func spatialKeys(sm *StateMachine) []btree.Key {
+	sm.flushSpatial()
 	var ks []btree.Key
 	for it := sm.spatial.First(); it.Valid(); it.Next() {
 		ks = append(ks, it.Key())

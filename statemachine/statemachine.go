@@ -32,7 +32,8 @@ type StateMachine struct {
 
 	touchSink uint64 // see touch
 
-	// Spatial index changes deferred by a write; see spatialbatch.go.
+	// Spatial index changes not yet applied; see spatialbatch.go.
+	// deferSpatial is false only while remove() applies its own.
 	deferSpatial       bool
 	pendingSpatial     []spatialOp
 	sortItems, sortTmp []sortItem
@@ -46,6 +47,8 @@ type StateMachine struct {
 	scanEvents    []core.GeoEvent
 	scanDistances []uint64
 
+	// flushAt, when not 0, replaces spatialFlushAt (for tests).
+	flushAt int
 	// scanBudget, when not 0, replaces maxScanKeys (for tests).
 	scanBudget int
 }
@@ -85,8 +88,9 @@ func (e *entity) visible(t uint64) bool { return e.expiresAt == 0 || t < e.expir
 // New returns an empty state machine.
 func New() *StateMachine {
 	sm := &StateMachine{
-		byTime: btree.New(),
-		expiry: btree.New(),
+		byTime:       btree.New(),
+		expiry:       btree.New(),
+		deferSpatial: true, // see spatialbatch.go
 	}
 	sm.ids = newIDIndex(&sm.store)
 	// The spatial index holds exactly the live key of each entity, so its
@@ -216,12 +220,9 @@ func (sm *StateMachine) remove(slot uint32) uint64 {
 	// The slot is about to name no entity, or another one: apply the
 	// spatial index's pending changes and this one now (see
 	// spatialbatch.go).
-	deferred := sm.deferSpatial
-	if deferred {
-		sm.flushSpatial()
-		sm.deferSpatial = false
-		defer func() { sm.deferSpatial = true }()
-	}
+	sm.flushSpatial()
+	sm.deferSpatial = false
+	defer func() { sm.deferSpatial = true }()
 	n := sm.store.eventCount(e)
 	sm.unindexLatest(slot, e)
 	sm.setExpiry(slot, e, 0)
@@ -243,6 +244,7 @@ func (sm *StateMachine) Stats(t uint64) core.Stats {
 		entities--
 		events -= sm.store.eventCount(sm.store.at(it.Value()))
 	}
+	sm.flushSpatial()
 	idx := sm.spatial.Bytes() + sm.byTime.Bytes() + sm.expiry.Bytes() +
 		sm.ids.bytes() + sm.store.bytes()
 	return core.Stats{

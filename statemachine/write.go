@@ -76,7 +76,6 @@ func (sm *StateMachine) write(opTS uint64, events []core.GeoEvent, upsert bool) 
 	}
 
 	next := base
-	sm.deferSpatial = true // see spatialbatch.go
 	for i := range events {
 		if i%writeAhead == 0 {
 			sm.prefetchWrites(events[i:min(i+writeAhead, len(events))])
@@ -94,8 +93,9 @@ func (sm *StateMachine) write(opTS uint64, events []core.GeoEvent, upsert bool) 
 	if next > base {
 		sm.lastTS = max(sm.lastTS, next-1) // fresh timestamps
 	}
-	sm.flushSpatial()
-	sm.deferSpatial = false
+	if at := sm.flushAt; len(sm.pendingSpatial) >= spatialFlushAt || (at > 0 && len(sm.pendingSpatial) >= at) {
+		sm.flushSpatial() // see spatialbatch.go
+	}
 	sm.sweepTime()
 	return core.InsertReply{Committed: true, Results: results}, nil
 }
