@@ -38,12 +38,14 @@ import (
 // fleets leave several fields zero (correlation id, user data, altitude,
 // velocity, TTL...). A record of id, timestamp, cell, position and group
 // packs into 58 bytes, and a snapshot of such entities is 2.3 times
-// smaller than in version 1, which stored records whole: the snapshot
-// files that a replica writes as its log grows are that much less work for
-// the disk that its log's fsyncs share (three replicas on one machine
-// ingested 15% more with half the snapshot bytes), and a follower that
-// must be sent a snapshot gets it sooner. There is one encoding of a
-// state: a packed word that is zero is corruption.
+// smaller than in version 1, which stored records whole. The snapshot
+// files that a replica writes as its log grows are that much less work
+// for the disk its log's fsyncs share: three replicas on one machine
+// ingested 0.33 M events/s with version 1 and 0.43 M with version 2 (p99
+// 1.0 s and 0.27 s), and 0.47 M writing no snapshot file at all. A
+// follower that must be sent a snapshot gets it sooner too. There is one
+// encoding of a state: a packed word that is zero, or a varint longer
+// than its shortest form, is corruption.
 //
 // WriteSnapshot writes the entities in storage order: one sequential pass,
 // no sort, which keeps the replica's event loop short while it snapshots a
@@ -165,8 +167,9 @@ func (v *storeView) appendEncoding(dst []byte, slots []uint32, flush func([]byte
 }
 
 // ReadSnapshot decodes a snapshot written by WriteSnapshot, which is all
-// that r holds, into a new state machine. A damaged snapshot (checksum, structure or field ranges) is a
-// 501 CORRUPTION error that names the byte offset; nothing of it is trusted.
+// that r holds, into a new state machine. A damaged snapshot (checksum,
+// structure, field ranges, bytes after the checksum) is a 501 CORRUPTION
+// error that names the byte offset; nothing of it is trusted.
 func ReadSnapshot(r io.Reader) (*StateMachine, error) {
 	d := snapshotReader{r: bufio.NewReaderSize(r, 1<<16), crc: crc32.New(castagnoli)}
 	sm := New()
