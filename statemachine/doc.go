@@ -16,8 +16,11 @@
 //   - The spatial index holds exactly one key (latest.CellID, entity id) per
 //     entity; its leaves store the slot and not the id, which is read from
 //     the slot's entity when needed (a tie of cell ids), so an entry is
-//     removed before its slot changes hands. Within an insert or upsert its
-//     changes are queued and applied sorted by cell (spatialbatch.go). The
+//     removed before its slot changes hands. Writes queue its changes,
+//     which are applied sorted by cell once enough have built up or before
+//     anything reads the index (spatialbatch.go). The id index maps each
+//     id to its slot through 32 bits of the id's hash, comparing the id in
+//     the slot's entity (ids.go). The
 //     expiry index holds one (expiresAt, entity id) per entity with a
 //     finite expiry. The time index holds one live key (latest.TimestampNS,
 //     entity id) per entity, and stale keys: an entity's old key is left in
