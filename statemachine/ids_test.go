@@ -155,7 +155,7 @@ func (x *idIndex) check() error {
 				// Dead or copied: its slot may hold anything now; it
 				// must only lie on its home's run.
 				if !t.onRun(e.hash, uint64(i)) {
-					return fmt.Errorf("table %d: the dead entry at %d is off its home's run", ti, i)
+					return fmt.Errorf("table %d: the dead or copied entry at %d is off its home's run", ti, i)
 				}
 				continue
 			}
