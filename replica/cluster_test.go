@@ -789,10 +789,9 @@ func TestForwardedToADeadLeaderIsAnswered(t *testing.T) {
 }
 
 // TestRestartedFollowerAppliesWithoutNewWrites: a follower that restarts
-// holds entries it acknowledged but has not verified as the leader's, so it
-// cannot take the commit index heartbeats bring. With no new write to
-// append, the leader sends it an empty append at its match, and it applies
-// everything committed.
+// holds entries it acknowledged but has not verified as the leader's. With
+// no new write to append, the leader's heartbeats (appends of no entries
+// at its match) verify them, and it applies everything committed.
 func TestRestartedFollowerAppliesWithoutNewWrites(t *testing.T) {
 	c := newCluster(t, 3, Config{})
 	l := c.leader()

@@ -21,7 +21,9 @@ import (
 //	                   prevIndex, hint/hintTerm where the leader should try
 //	66 vote            pre u8, lastIndex u64, lastTerm u64
 //	67 voteReply       pre u8, granted u8
-//	68 heartbeat       commit u64, seq u64
+//	68 heartbeat       prevIndex u64, prevTerm u64, commit u64, seq u64
+//	                   (an append of no entries: prevIndex is the
+//	                   follower's match, commit at most that)
 //	69 heartbeatReply  seq u64
 //	70 snapshot        index u64, snapTerm u64, offset u64, total u64, chunk
 //	71 snapshotReply   index u64, offset u64, ok u8 (ok: installed and
@@ -118,9 +120,9 @@ func (m *message) encode(from uint32) []byte {
 		u8(m.pre)
 		u8(m.ok)
 	case msgHeartbeat:
-		u64(m.commit, m.seq)
+		u64(m.prevIndex, m.prevTerm, m.commit, m.seq)
 	case msgHeartbeatReply:
-		u64(m.seq, m.commit)
+		u64(m.seq)
 	case msgSnapshot:
 		u64(m.index, m.snapTerm, m.offset, m.total)
 		b = append(b, m.data...)
@@ -237,9 +239,9 @@ func decodeMessage(h core.Header, payload []byte) (message, error) {
 		m.pre = r.bool()
 		m.ok = r.bool()
 	case msgHeartbeat:
-		m.commit, m.seq = r.u64(), r.u64()
+		m.prevIndex, m.prevTerm, m.commit, m.seq = r.u64(), r.u64(), r.u64(), r.u64()
 	case msgHeartbeatReply:
-		m.seq, m.commit = r.u64(), r.u64()
+		m.seq = r.u64()
 	case msgSnapshot:
 		m.index, m.snapTerm, m.offset, m.total = r.u64(), r.u64(), r.u64(), r.u64()
 		m.data, r.b = r.b, nil

@@ -17,7 +17,7 @@ func sampleMessages() []message {
 		{typ: msgAppendReply, term: 4, seq: 7, ok: true, index: 12, hint: 3, hintTerm: 2},
 		{typ: msgVote, term: 5, pre: true, lastIndex: 12, lastTerm: 4},
 		{typ: msgVoteReply, term: 5, pre: true, ok: true},
-		{typ: msgHeartbeat, term: 5, commit: 8, seq: 9},
+		{typ: msgHeartbeat, term: 5, prevIndex: 7, prevTerm: 4, commit: 6, seq: 9},
 		{typ: msgHeartbeatReply, term: 5, seq: 9},
 		{typ: msgSnapshot, term: 5, index: 100, snapTerm: 4, offset: 3, total: 10, data: []byte("chunk")},
 		{typ: msgSnapshotReply, term: 5, index: 100, offset: 8, ok: false},

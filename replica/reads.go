@@ -67,7 +67,13 @@ func (r *Replica) startRound() {
 	r.reads.seq++
 	r.reads.open = true
 	r.eachPeer(func(p uint32) {
-		r.sendPeer(p, &message{typ: msgHeartbeat, term: r.term, seq: r.reads.seq, commit: min(r.peers[p].match, r.commit)})
+		// An append of no entries at the follower's match: a follower
+		// that holds that entry (of that term) knows its log is this
+		// leader's up to there, so it can take the commit index even
+		// when no entry is due, as after it restarted.
+		match := r.peers[p].match
+		r.sendPeer(p, &message{typ: msgHeartbeat, term: r.term, seq: r.reads.seq,
+			prevIndex: match, prevTerm: r.termAt(match), commit: min(match, r.commit)})
 	})
 	if r.quorum == 1 {
 		r.confirmReads()

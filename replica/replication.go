@@ -254,13 +254,6 @@ func (r *Replica) receiveFollowerReply(m *message) {
 		if pr.state == stateProbe && pr.probeSentNS != 0 && now-pr.probeSentNS >= r.cfg.HeartbeatNS {
 			pr.probeSentNS = 0 // the follower is back: probe again now
 		}
-		if t := r.termAt(pr.match); pr.state == stateReplicate && len(pr.inflight) == 0 && m.commit < min(pr.match, r.commit) && t != 0 {
-			// It could not take the commit index it was sent: it holds the
-			// entries (it acknowledged them) but has not verified them as
-			// this leader's since it restarted, and with no new entry to
-			// send, no append would let it. An empty one at match does.
-			r.sendPeer(m.from, &message{typ: msgAppend, term: r.term, prevIndex: pr.match, prevTerm: t, commit: r.commit, seq: r.reads.seq})
-		}
 	case msgAppendReply:
 		if m.ok {
 			if m.index > pr.match {
@@ -453,12 +446,21 @@ func (r *Replica) dropWaitersFrom(index uint64) {
 	}
 }
 
+// receiveHeartbeat takes a heartbeat as an append of no entries: when this
+// log holds the entry at prevIndex with prevTerm, it matches the leader's
+// up to there (Log Matching), and commit may follow the leader's that far.
+// A heartbeat whose prevIndex is not in this log, or of another term, only
+// tells the commit index as far as the log is already verified; the
+// leader's appends repair the rest.
 func (r *Replica) receiveHeartbeat(m *message) {
 	r.leaderSeq = max(r.leaderSeq, m.seq)
+	if m.prevIndex > r.verified && m.prevIndex <= r.lastIndex && m.prevTerm != 0 && r.termAt(m.prevIndex) == m.prevTerm {
+		r.verified = m.prevIndex
+	}
 	r.commit = max(r.commit, min(m.commit, r.verified))
 	r.applyCommitted()
 	r.checkRepaired()
-	r.sendPeer(m.from, &message{typ: msgHeartbeatReply, term: r.term, seq: r.leaderSeq, commit: r.commit})
+	r.sendPeer(m.from, &message{typ: msgHeartbeatReply, term: r.term, seq: r.leaderSeq})
 }
 
 // incomingSnapshot is a snapshot arriving from the leader in chunks.
