@@ -123,6 +123,44 @@ func TestLongHistoryHasNoLongAppend(t *testing.T) {
 	}
 }
 
+// TestLongHistoryHasNoLongInsert: inserting an event near the front of a
+// long history (an import out of order) moves at most one block's events:
+// the other blocks stay where they were. With every block kept full, each
+// such event moved every later one, 6.2 ms apiece in a history of a
+// million.
+func TestLongHistoryHasNoLongInsert(t *testing.T) {
+	var h history
+	for i := range 20 * histBlockLen {
+		h.push(&core.GeoEvent{TimestampNS: uint64(2 * (i + 1))})
+	}
+	for k := range 3 * histBlockLen {
+		blocks := slices.Clone(h.blocks)
+		was := make([][histBlockLen]core.GeoEvent, len(blocks))
+		for b, blk := range blocks {
+			was[b] = *blk
+		}
+		ts := uint64(2*(k+1) + 1) // between events k and k+1 as they were
+		h.insert(h.search(ts), &core.GeoEvent{TimestampNS: ts}, false)
+		if err := h.check(); err != nil {
+			t.Fatal(err)
+		}
+		changed := 0
+		for b, blk := range blocks {
+			if *blk != was[b] || !slices.Contains(h.blocks, blk) {
+				changed++
+			}
+		}
+		if changed > 1 || len(h.blocks) > len(blocks)+1 {
+			t.Fatalf("insert %d: %d blocks changed, %d -> %d blocks", k, changed, len(blocks), len(h.blocks))
+		}
+	}
+	for i := 1; i < h.n; i++ {
+		if h.at(i-1).TimestampNS >= h.at(i).TimestampNS {
+			t.Fatalf("events %d and %d out of order", i-1, i)
+		}
+	}
+}
+
 // TestLongHistoriesSurviveASnapshot: histories of every shape (none, one
 // event, a full small slice, one past it, several blocks) restore to the
 // same state, digest and history pages.

@@ -198,21 +198,29 @@ func TestStaleTimeKeysBounded(t *testing.T) {
 	}
 }
 
-// check verifies the shape of a history (history.go): small up to
-// histBlockLen events, full blocks but the last beyond, nothing empty
-// kept.
+// check verifies the shape of a history (see history): a small slice of at
+// most histBlockLen events, or blocks beyond; without ends every block full
+// but the last, with them one count per block, each block holding 1 to
+// histBlockLen events, the last count n; nothing empty.
 func (h *history) check() error {
 	switch {
 	case h.n == 0:
 		return fmt.Errorf("an empty history is kept")
-	case h.blocks == nil && len(h.small) != h.n:
-		return fmt.Errorf("small holds %d events, n %d", len(h.small), h.n)
+	case h.blocks == nil && (len(h.small) != h.n || h.ends != nil):
+		return fmt.Errorf("small holds %d events, n %d, ends %v", len(h.small), h.n, h.ends)
 	case h.blocks == nil && h.n > histBlockLen:
 		return fmt.Errorf("small holds %d events, over a block", h.n)
 	case h.blocks != nil && (h.small != nil || h.n <= histBlockLen):
 		return fmt.Errorf("blocks for %d events, small %d", h.n, len(h.small))
-	case h.blocks != nil && len(h.blocks) != (h.n+histBlockLen-1)/histBlockLen:
+	case h.blocks != nil && h.ends == nil && len(h.blocks) != (h.n+histBlockLen-1)/histBlockLen:
 		return fmt.Errorf("%d blocks for %d events", len(h.blocks), h.n)
+	case h.ends != nil && (len(h.ends) != len(h.blocks) || len(h.ends) == 0 || h.ends[len(h.ends)-1] != h.n):
+		return fmt.Errorf("counts %v for %d blocks and %d events", h.ends, len(h.blocks), h.n)
+	}
+	for b := range h.ends {
+		if size := h.ends[b] - h.start(b); size < 1 || size > histBlockLen {
+			return fmt.Errorf("block %d holds %d events", b, size)
+		}
 	}
 	return nil
 }
