@@ -179,6 +179,23 @@ func TestLongHistoriesSurviveASnapshot(t *testing.T) {
 			}
 		}
 	}
+	// The longest gets events imported out of order between its own, so
+	// that its blocks split.
+	for k := range histBlockLen + 3 {
+		ev := at(5, 38_100_000_000, 13_360_000_000)
+		ev.TimestampNS = ts - uint64(k)*1000 - 500
+		evs := []core.GeoEvent{ev}
+		AssignCells(evs)
+		if r, err := sm.Insert(ts, &core.InsertRequest{Events: evs}); err != nil || !r.Committed {
+			t.Fatalf("import: %v", err)
+		}
+	}
+	if e := sm.store.at(sm.mustSlot(t, testID(5))); sm.store.older(e).ends == nil {
+		t.Fatal("the imports split no block")
+	}
+	if err := sm.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
 	var buf bytes.Buffer
 	if err := sm.WriteSnapshot(&buf); err != nil {
 		t.Fatal(err)
@@ -201,4 +218,14 @@ func TestLongHistoriesSurviveASnapshot(t *testing.T) {
 			t.Fatalf("entity %d: %d events before the snapshot, %d after", id, len(a.Events), len(b.Events))
 		}
 	}
+}
+
+// mustSlot returns the slot of a stored entity.
+func (sm *StateMachine) mustSlot(t *testing.T, id core.Uint128) uint32 {
+	t.Helper()
+	slot, ok := sm.ids.get(id)
+	if !ok {
+		t.Fatalf("%v is not stored", id)
+	}
+	return slot
 }
