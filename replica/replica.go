@@ -334,8 +334,9 @@ func PrepareRequest(h core.Header, payload []byte) bool {
 	return batch
 }
 
-// ReceivePrepared is Receive for a frame that PrepareRequest prepared in
-// this process: as leader, the replica takes its cells as they are.
+// ReceivePrepared is Receive for a frame that PrepareRequest prepared (and
+// reported true for) in this process: as leader, the replica takes the
+// batch as well-formed and its cells as they are.
 func (r *Replica) ReceivePrepared(conn core.ConnID, h core.Header, payload []byte) {
 	r.receiveClient(dest{via: r.self, conn: conn}, h, payload, true)
 }
@@ -408,7 +409,14 @@ func (r *Replica) receiveRequest(to dest, h core.Header, payload []byte, cells b
 	// A well-formed insert or upsert batch goes into the log entry as the
 	// client encoded it, with the leader's cells filled in: decoding and
 	// re-encoding a batch would cost more than the copy.
-	op, _, batch := batchRequest(payload)
+	var op core.Operation
+	var batch bool
+	if cells {
+		// PrepareRequest found this payload a well-formed batch.
+		op, batch = core.Operation(payload[0]), true
+	} else {
+		op, _, batch = batchRequest(payload)
+	}
 	var req any
 	if !batch {
 		var err error

@@ -78,6 +78,13 @@ func (sm *StateMachine) spatialSet(k btree.Key, slot uint32) {
 // (see above).
 const spatialFlushAt = 1 << 17
 
+func (sm *StateMachine) flushLimit() int {
+	if sm.flushAt > 0 {
+		return sm.flushAt
+	}
+	return spatialFlushAt
+}
+
 // spatialAhead is how many changes ahead flushSpatial reads leaves.
 const spatialAhead = 16
 

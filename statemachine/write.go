@@ -93,7 +93,7 @@ func (sm *StateMachine) write(opTS uint64, events []core.GeoEvent, upsert bool) 
 	if next > base {
 		sm.lastTS = max(sm.lastTS, next-1) // fresh timestamps
 	}
-	if at := sm.flushAt; len(sm.pendingSpatial) >= spatialFlushAt || (at > 0 && len(sm.pendingSpatial) >= at) {
+	if len(sm.pendingSpatial) >= sm.flushLimit() {
 		sm.flushSpatial() // see spatialbatch.go
 	}
 	sm.sweepTime()
