@@ -165,6 +165,34 @@ func FinishFrame(b []byte, start int, h Header) []byte {
 	return le.AppendUint32(b, crc32.Checksum(b[start+FrameLengthSize:], castagnoli))
 }
 
+// FinishFramePieces is FinishFrame for a frame held in pieces, to be
+// written back to back: pieces[0] begins with the space BeginFrame left
+// (at start 0), and the payload is the rest of pieces[0] and every later
+// piece in turn. It fills in the length and header h in pieces[0], and
+// returns pieces with the checksum appended as a last piece of its own. The
+// later pieces are only read, so they may alias memory that must not
+// change.
+func FinishFramePieces(pieces [][]byte, h Header) [][]byte {
+	payload := -FrameLengthSize - FrameHeaderSize
+	for _, p := range pieces {
+		payload += len(p)
+	}
+	if payload > MaxFramePayload {
+		panic(fmt.Sprintf("core: frame payload of %d bytes exceeds %d", payload, MaxFramePayload))
+	}
+	b := pieces[0]
+	le := binary.LittleEndian
+	le.PutUint32(b, uint32(payload+minFrameBody))
+	le.PutUint64(b[4:], h.ClientID)
+	le.PutUint32(b[12:], h.Request)
+	b[16], b[17], b[18], b[19] = byte(h.Type), ProtocolVersion, 0, 0
+	sum := crc32.Checksum(b[FrameLengthSize:], castagnoli)
+	for _, p := range pieces[1:] {
+		sum = crc32.Update(sum, castagnoli, p)
+	}
+	return append(pieces, le.AppendUint32(nil, sum))
+}
+
 // DecodeFrame decodes the first frame of b, which may hold several frames or
 // only part of one. It returns the frame's header, its payload (aliasing b,
 // with its capacity cut at the payload's end) and the bytes after the frame.

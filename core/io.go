@@ -48,10 +48,13 @@ type IO interface {
 	SendClient(conn ConnID, frame []byte)
 	// SendPeer queues one frame (a replica-to-replica message, type
 	// 64..127, whose header's client id is the sender's replica index) for
-	// replica `to`. It never blocks and may lose, delay, duplicate or
-	// reorder frames: the protocol (Raft) tolerates all of that. The frame
-	// is not modified afterwards and may be kept without copying.
-	SendPeer(to uint32, frame []byte)
+	// replica `to`, given as one or more pieces that are its bytes back to
+	// back (an append sends its entries' data from the log, uncopied). It
+	// never blocks and may lose, delay, duplicate or reorder frames: the
+	// protocol (Raft) tolerates all of that. The pieces are not modified
+	// afterwards and may be kept without copying; the slice holding them
+	// may be.
+	SendPeer(to uint32, frame ...[]byte)
 
 	// AppendLog queues entries to be written after those appended before.
 	// When Index is not the next index, storage first discards every entry

@@ -30,7 +30,8 @@ const (
 // the loop (never blocking) and drained by the connection's writer.
 type sendQueue struct {
 	mu        sync.Mutex
-	frames    [][]byte
+	frames    [][]byte // the queued frames' pieces, in order
+	count     int      // how many frames they are
 	bytes     int
 	closed    bool
 	wake      chan struct{} // capacity 1
@@ -61,22 +62,28 @@ const (
 	queueClosed
 )
 
-// push queues f unless the queue is closed, or full: it holds maxFrames
-// frames, or f would take it over maxBytes (over hardBytes, or over
-// maxBytes when the writer has taken nothing for drainGrace). An empty
+// push queues the frame f, given as pieces to be written back to back
+// (all or none of them), unless the queue is closed, or full: it holds
+// maxFrames frames, or f would take it over maxBytes (over hardBytes, or
+// over maxBytes when the writer has taken nothing for drainGrace). An empty
 // queue always takes a frame, however large.
-func (q *sendQueue) push(f []byte) pushResult {
+func (q *sendQueue) push(f ...[]byte) pushResult {
+	size := 0
+	for _, p := range f {
+		size += len(p)
+	}
 	q.mu.Lock()
 	switch {
 	case q.closed:
 		q.mu.Unlock()
 		return queueClosed
-	case len(q.frames) > 0 && (len(q.frames) >= q.maxFrames || q.overBytes(len(f))):
+	case q.count > 0 && (q.count >= q.maxFrames || q.overBytes(size)):
 		q.mu.Unlock()
 		return queueFull
 	}
-	q.frames = append(q.frames, f)
-	q.bytes += len(f)
+	q.frames = append(q.frames, f...)
+	q.count++
+	q.bytes += size
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:
@@ -110,17 +117,18 @@ func (q *sendQueue) take(spare [][]byte) (frames [][]byte, ok bool) {
 }
 
 // poll is take without the wait: it returns no frames when none are
-// queued. A caller that waits itself waits on q.wake.
+// queued. A caller that waits itself waits on q.wake. The frames come as
+// their pieces, in order.
 func (q *sendQueue) poll(spare [][]byte) (frames [][]byte, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
 		return nil, false
 	}
-	if len(q.frames) == 0 {
+	if q.count == 0 {
 		return nil, true
 	}
-	frames, q.frames, q.bytes = q.frames, spare[:0], 0
+	frames, q.frames, q.count, q.bytes = q.frames, spare[:0], 0, 0
 	if q.hardBytes > q.maxBytes {
 		q.lastTake = time.Now()
 	}
@@ -131,16 +139,16 @@ func (q *sendQueue) poll(spare [][]byte) (frames [][]byte, ok bool) {
 func (q *sendQueue) drop() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	n := len(q.frames)
+	n := q.count
 	clear(q.frames)
-	q.frames, q.bytes = q.frames[:0], 0
+	q.frames, q.count, q.bytes = q.frames[:0], 0, 0
 	return n
 }
 
 func (q *sendQueue) close() {
 	q.mu.Lock()
 	q.closed = true
-	q.frames, q.bytes = nil, 0
+	q.frames, q.count, q.bytes = nil, 0, 0
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:

@@ -143,9 +143,9 @@ func (s *Server) newPeers() []*peer {
 	return ps
 }
 
-// sendPeer queues frame for replica to; it is SendPeer. It never blocks and
-// is safe from any goroutine.
-func (s *Server) sendPeer(to uint32, frame []byte) {
+// sendPeer queues frame (its pieces) for replica to; it is SendPeer. It
+// never blocks and is safe from any goroutine.
+func (s *Server) sendPeer(to uint32, frame ...[]byte) {
 	if int(to) >= len(s.peers) || s.peers[to] == nil {
 		return // this replica, or no replica: a bug in the caller, and harmless
 	}
@@ -153,7 +153,7 @@ func (s *Server) sendPeer(to uint32, frame []byte) {
 	if p.unreachable.Load() {
 		return
 	}
-	if p.q.push(frame) != queueFull {
+	if p.q.push(frame...) != queueFull {
 		return // queued, or shutting down
 	}
 	n := p.dropped.Add(1)

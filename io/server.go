@@ -527,7 +527,7 @@ func (rio replicaIO) SendClient(id core.ConnID, frame []byte) {
 	}
 }
 
-func (rio replicaIO) SendPeer(to uint32, frame []byte) { rio.s.sendPeer(to, frame) }
+func (rio replicaIO) SendPeer(to uint32, frame ...[]byte) { rio.s.sendPeer(to, frame...) }
 
 func (rio replicaIO) AppendLog(entries []core.LogEntry) {
 	rio.s.disk.push(diskOp{kind: opAppend, entries: entries})

@@ -2,6 +2,7 @@ package io
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -567,6 +568,21 @@ func TestSendQueue(t *testing.T) {
 	}
 	if q.push([]byte{1}) != queueFull {
 		t.Fatal("over the frame bound")
+	}
+	q.take(nil)
+	// A frame in pieces counts once against maxFrames and by all its bytes
+	// against maxBytes; it is queued whole or not at all.
+	if q.push([]byte{1, 2}, []byte{3}, []byte{4, 5, 6}) != pushed || q.push([]byte{7}, []byte{8}) != pushed {
+		t.Fatal("frames in pieces refused")
+	}
+	if q.push(make([]byte, 3), make([]byte, 2)) != queueFull {
+		t.Fatal("a frame whose pieces pass the byte bound")
+	}
+	if q.push([]byte{9}) != pushed || q.push([]byte{10}) != queueFull {
+		t.Fatal("three frames in six pieces")
+	}
+	if fs, _ := q.take(nil); !bytes.Equal(bytes.Join(fs, nil), []byte{1, 2, 3, 4, 5, 6, 7, 8, 9}) {
+		t.Fatalf("took %v", fs)
 	}
 	q.close()
 	if q.push([]byte{1}) != queueClosed {

@@ -1,9 +1,9 @@
 package replica
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 
 	"github.com/geoevent/geoevent/core"
@@ -22,8 +22,8 @@ type clusterIO struct {
 	holdBeside bool     // step leaves the queued encodings and decodings alone
 }
 
-func (io *clusterIO) SendPeer(to uint32, frame []byte) {
-	io.c.net = append(io.c.net, packet{from: io.idx, to: to, frame: slices.Clone(frame)})
+func (io *clusterIO) SendPeer(to uint32, frame ...[]byte) {
+	io.c.net = append(io.c.net, packet{from: io.idx, to: to, frame: bytes.Join(frame, nil)})
 }
 
 func (io *clusterIO) SaveSnapshot(index, term uint64, data []byte) {
@@ -703,7 +703,7 @@ func TestSnapshotKeepsLaterEntries(t *testing.T) {
 	}
 	deliver := func(m message) {
 		t.Helper()
-		h, payload, _, err := core.DecodeFrame(m.encode(uint32(l)))
+		h, payload, _, err := core.DecodeFrame(frameOf(&m, uint32(l)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -764,8 +764,8 @@ func TestForwardedToADeadLeaderIsAnswered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	late := (&message{typ: msgForwardReply, conn: fc.conn,
-		frame: core.AppendFrame(nil, core.Header{ClientID: fc.session, Request: fc.req, Type: core.MsgReply}, answer)}).encode(uint32(l))
+	late := frameOf(&message{typ: msgForwardReply, conn: fc.conn,
+		frame: core.AppendFrame(nil, core.Header{ClientID: fc.session, Request: fc.req, Type: core.MsgReply}, answer)}, uint32(l))
 	h, p, _, err := core.DecodeFrame(late)
 	if err != nil {
 		t.Fatal(err)

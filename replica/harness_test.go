@@ -31,7 +31,7 @@ func (m *memIO) SendClient(conn core.ConnID, frame []byte) {
 	m.sent[conn] = append(m.sent[conn], slices.Clone(frame))
 }
 
-func (m *memIO) SendPeer(to uint32, frame []byte) {}
+func (m *memIO) SendPeer(to uint32, frame ...[]byte) {}
 
 func testRand() core.Rand { return rand.New(rand.NewPCG(1, 2)) }
 

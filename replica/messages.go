@@ -73,9 +73,18 @@ type message struct {
 	frame  []byte      // forward: the client payload; forwardReply: a whole frame
 }
 
-// encode returns the message as a frame from replica `from`.
-func (m *message) encode(from uint32) []byte {
-	b, start := core.BeginFrame(make([]byte, 0, core.FrameOverhead+64+len(m.data)+len(m.frame)+entriesSize(m.entries)))
+// encode returns the message as a frame from replica `from`, in pieces to be
+// written back to back (core.IO.SendPeer). An append's entry data is not
+// copied into the frame: each entry's Data is a piece of its own, read
+// from the log's memory (a batch is over a megabyte, and the copy cost
+// the leader a sixth of its CPU). That is safe because an entry's Data
+// never changes once it is in the log.
+func (m *message) encode(from uint32) [][]byte {
+	var pieces [][]byte
+	if m.typ == msgAppend && len(m.entries) > 0 {
+		pieces = make([][]byte, 0, 2*len(m.entries)+2)
+	}
+	b, start := core.BeginFrame(make([]byte, 0, core.FrameOverhead+64+len(m.data)+len(m.frame)+12*len(m.entries)))
 	u8 := func(v bool) {
 		if v {
 			b = append(b, 1)
@@ -105,9 +114,15 @@ func (m *message) encode(from uint32) []byte {
 		u64(m.prevIndex, m.prevTerm, m.commit, m.seq)
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(m.entries)))
 		for _, e := range m.entries {
+			// b's capacity holds every entry's 12 bytes: the pieces
+			// cut from it never move.
+			at := len(b)
 			u64(e.Term)
 			b = binary.LittleEndian.AppendUint32(b, uint32(len(e.Data)))
-			b = append(b, e.Data...)
+			if len(pieces) == 0 {
+				at = 0 // the first piece starts with the frame's head
+			}
+			pieces = append(pieces, b[at:len(b):len(b)], e.Data)
 		}
 	case msgAppendReply:
 		u64(m.seq)
@@ -130,15 +145,11 @@ func (m *message) encode(from uint32) []byte {
 		u64(m.index, m.offset)
 		u8(m.ok)
 	}
-	return core.FinishFrame(b, start, core.Header{ClientID: uint64(from), Type: m.typ})
-}
-
-func entriesSize(es []core.LogEntry) int {
-	n := 0
-	for _, e := range es {
-		n += 12 + len(e.Data)
+	h := core.Header{ClientID: uint64(from), Type: m.typ}
+	if pieces == nil {
+		return [][]byte{core.FinishFrame(b, start, h)}
 	}
-	return n
+	return core.FinishFramePieces(pieces, h)
 }
 
 // reader decodes a payload; the first failure sticks.

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"bytes"
+	"encoding/binary"
 	"reflect"
 	"testing"
 
@@ -26,9 +27,50 @@ func sampleMessages() []message {
 	}
 }
 
+// frameOf is m's frame from replica `from` in one buffer.
+func frameOf(m *message, from uint32) []byte { return bytes.Join(m.encode(from), nil) }
+
+// An append's frame sends each entry's data from the entry itself, not from
+// a copy; the pieces still make the one frame that FinishFrame would.
+func TestAppendFrameSharesEntryData(t *testing.T) {
+	data := [][]byte{bytes.Repeat([]byte{7}, 1000), {}, []byte("third")}
+	m := message{typ: msgAppend, term: 4, prevIndex: 10, prevTerm: 2, commit: 9, seq: 77}
+	for i, d := range data {
+		m.entries = append(m.entries, core.LogEntry{Index: uint64(11 + i), Term: 4, Data: d})
+	}
+	pieces := m.encode(3)
+	shared := 0
+	for _, p := range pieces {
+		for _, d := range data {
+			if len(p) > 0 && len(d) > 0 && &p[0] == &d[0] {
+				shared++
+			}
+		}
+	}
+	if shared != 2 {
+		t.Fatalf("%d of the 2 non-empty entries are sent from their own memory", shared)
+	}
+	// The same frame, built in one buffer as every other message is.
+	b, start := core.BeginFrame(nil)
+	b = binary.LittleEndian.AppendUint64(b, m.term)
+	for _, v := range []uint64{m.prevIndex, m.prevTerm, m.commit, m.seq} {
+		b = binary.LittleEndian.AppendUint64(b, v)
+	}
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(data)))
+	for _, e := range m.entries {
+		b = binary.LittleEndian.AppendUint64(b, e.Term)
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(e.Data)))
+		b = append(b, e.Data...)
+	}
+	want := core.FinishFrame(b, start, core.Header{ClientID: 3, Type: msgAppend})
+	if got := bytes.Join(pieces, nil); !bytes.Equal(got, want) {
+		t.Fatalf("the pieces join to %d bytes that differ from the %d-byte frame", len(got), len(want))
+	}
+}
+
 func TestMessagesRoundTrip(t *testing.T) {
 	for _, m := range sampleMessages() {
-		frame := m.encode(2)
+		frame := frameOf(&m, 2)
 		h, payload, rest, err := core.DecodeFrame(frame)
 		if err != nil || len(rest) != 0 {
 			t.Fatalf("%d: frame: %v", m.typ, err)
@@ -54,7 +96,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 // decodes encodes back to the same payload.
 func FuzzDecodeMessage(f *testing.F) {
 	for _, m := range sampleMessages() {
-		frame := m.encode(1)
+		frame := frameOf(&m, 1)
 		h, payload, _, _ := core.DecodeFrame(frame)
 		f.Add(uint8(h.Type), payload)
 	}
@@ -64,7 +106,7 @@ func FuzzDecodeMessage(f *testing.F) {
 		if err != nil {
 			return
 		}
-		_, again, _, err := core.DecodeFrame(m.encode(1))
+		_, again, _, err := core.DecodeFrame(frameOf(&m, 1))
 		if err != nil {
 			t.Fatalf("re-encoded frame: %v", err)
 		}

@@ -165,7 +165,7 @@ func (r *Replica) fail(err error) {
 // log within its term, so the same term and indexes mean the same entries.
 func (r *Replica) sendPeer(to uint32, m *message) {
 	if m.typ != msgAppend || len(m.entries) == 0 {
-		r.io.SendPeer(to, m.encode(r.self))
+		r.io.SendPeer(to, m.encode(r.self)...)
 		return
 	}
 	k := appendKey{term: m.term, prevIndex: m.prevIndex, prevTerm: m.prevTerm, commit: m.commit, seq: m.seq,
@@ -173,7 +173,7 @@ func (r *Replica) sendPeer(to uint32, m *message) {
 	if r.lastAppend.frame == nil || r.lastAppend.key != k {
 		r.lastAppend = encodedAppend{k, m.encode(r.self)}
 	}
-	r.io.SendPeer(to, r.lastAppend.frame)
+	r.io.SendPeer(to, r.lastAppend.frame...)
 }
 
 // appendKey identifies an append message: entries prevIndex+1..last.
@@ -184,7 +184,7 @@ type appendKey struct {
 // encodedAppend is the last append message encoded, for sendPeer.
 type encodedAppend struct {
 	key   appendKey
-	frame []byte
+	frame [][]byte // its pieces
 }
 
 // broadcast sends a message built per peer to every other replica.

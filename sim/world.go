@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"container/heap"
 	"crypto/sha256"
 	"encoding/binary"
@@ -100,10 +101,12 @@ type node struct {
 type nodeIO struct{ n *node }
 
 func (io nodeIO) SendClient(c core.ConnID, frame []byte) { io.n.w.fromReplica(io.n, c, frame) }
-func (io nodeIO) SendPeer(to uint32, frame []byte)       { io.n.w.sendPeer(io.n, to, frame) }
-func (io nodeIO) AppendLog(entries []core.LogEntry)      { io.n.disk.appendLog(entries) }
-func (io nodeIO) SaveHardState(hs core.HardState)        { io.n.disk.saveHardState(hs) }
-func (io nodeIO) Sync()                                  { io.n.disk.sync() }
+func (io nodeIO) SendPeer(to uint32, frame ...[]byte) {
+	io.n.w.sendPeer(io.n, to, bytes.Join(frame, nil))
+}
+func (io nodeIO) AppendLog(entries []core.LogEntry) { io.n.disk.appendLog(entries) }
+func (io nodeIO) SaveHardState(hs core.HardState)   { io.n.disk.saveHardState(hs) }
+func (io nodeIO) Sync()                             { io.n.disk.sync() }
 func (io nodeIO) SaveSnapshot(index, term uint64, data []byte) {
 	io.n.snapNote = true
 	io.n.disk.saveSnapshot(index, term, data)

@@ -433,7 +433,7 @@ type memIO struct {
 }
 
 func (m *memIO) SendClient(id core.ConnID, frame []byte) { m.s.send(id, frame) }
-func (m *memIO) SendPeer(uint32, []byte)                 {} // a cluster of one
+func (m *memIO) SendPeer(uint32, ...[]byte)              {} // a cluster of one
 
 func (m *memIO) AppendLog(entries []core.LogEntry) {
 	if len(entries) > 0 {
