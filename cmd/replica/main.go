@@ -261,6 +261,7 @@ type serveConfig struct {
 // is not empty, and runs both until SIGINT or SIGTERM.
 func serve(log *zap.Logger, cfg serveConfig, stderr io.Writer) int {
 	dir, addrs, httpAddr, banner, cmd := cfg.dir, cfg.addrs, cfg.httpAddr, cfg.banner, cfg.cmd
+	geoio.AdviseHugePages() // before recovery grows the heap
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if cfg.pprofAddr != "" {
