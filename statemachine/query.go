@@ -29,8 +29,13 @@ func (sm *StateMachine) QueryRadius(opTS uint64, q *core.RadiusQuery) (core.Quer
 		return core.QueryResult{}, err
 	}
 	sm.flushSpatial()
-	reg := &capRegion{c: geom.NewCap(q.Center.LatNano, q.Center.LonNano, q.RadiusMM)}
+	// The region and its ranges live in the state machine, as the scan's
+	// other memory: allocated per query (fresh memory, cache-cold) they
+	// cost 18% of a 1 km query.
+	reg := &sm.scanCap
+	*reg = capRegion{c: geom.NewCap(q.Center.LatNano, q.Center.LonNano, q.RadiusMM), rs: reg.rs[:0]}
 	reg.f = reg.c.Filter()
+	reg.rs = reg.c.AppendScanRanges(reg.rs)
 	s := spatialScan{sm: sm, t: opTS, group: q.Group, limit: limit, kind: kindRadius, withDistance: true}
 	s.run(reg, after, hasAfter)
 	return s.result, nil
@@ -73,11 +78,12 @@ type region interface {
 }
 
 type capRegion struct {
-	c geom.Cap
-	f geom.CapFilter // of c
+	c  geom.Cap
+	f  geom.CapFilter   // of c
+	rs []geom.ScanRange // of c
 }
 
-func (c *capRegion) ScanRanges() []geom.ScanRange { return c.c.ScanRanges() }
+func (c *capRegion) ScanRanges() []geom.ScanRange { return c.rs }
 func (c *capRegion) gather(cells []uint64, slots []uint32, cands []candidate) []candidate {
 	for i, cell := range cells {
 		if c.f.MayContainLeaf(cell) {

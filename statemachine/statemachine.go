@@ -41,6 +41,7 @@ type StateMachine struct {
 	// Scratch buffers of spatial scans, kept between queries.
 	scanCands   []candidate
 	scanMatches []match
+	scanCap     capRegion // a radius query's region, with its ranges' memory
 	// The memory of a spatial query's result, which the next one reuses
 	// (allocating and zeroing a fresh result cost about 12% of a 1 km
 	// radius query).

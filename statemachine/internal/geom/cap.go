@@ -238,9 +238,13 @@ func (c *Cap) Ranges() []CellRange {
 // grid of inside, outside and boundary cells, as polygons have, cut a 1
 // km query's keys from about 255 to 110, but building it cost about what
 // the per-key prefilter it spared did; it was removed.)
-func (c *Cap) ScanRanges() []ScanRange {
+func (c *Cap) ScanRanges() []ScanRange { return c.AppendScanRanges(nil) }
+
+// AppendScanRanges appends ScanRanges to dst: a caller that keeps dst
+// between queries saves allocating them (fresh memory, written at once).
+func (c *Cap) AppendScanRanges(dst []ScanRange) []ScanRange {
 	if c.full {
-		return []ScanRange{{CellRange: CellRange{firstLeaf, lastLeaf}}}
+		return append(dst, ScanRange{CellRange: CellRange{firstLeaf, lastLeaf}})
 	}
 	var buf [81]s2.CellID
 	cells := appendCapCells(buf[:0], c.center, c.angle, 2)
@@ -249,16 +253,16 @@ func (c *Cap) ScanRanges() []ScanRange {
 			cells[j], cells[j-1] = cells[j-1], cells[j]
 		}
 	}
-	out := make([]ScanRange, 0, len(cells))
+	first := len(dst)
 	for _, id := range cells {
 		r := CellRange{uint64(id.RangeMin()), uint64(id.RangeMax())}
-		if n := len(out); n > 0 && (r.Min <= out[n-1].Max || r.Min-out[n-1].Max <= 2) {
-			out[n-1].Max = max(out[n-1].Max, r.Max)
+		if n := len(dst); n > first && (r.Min <= dst[n-1].Max || r.Min-dst[n-1].Max <= 2) {
+			dst[n-1].Max = max(dst[n-1].Max, r.Max)
 			continue
 		}
-		out = append(out, ScanRange{CellRange: r})
+		dst = append(dst, ScanRange{CellRange: r})
 	}
-	return out
+	return dst
 }
 
 // appendCapCells appends to dst cells whose union contains the cap of the
