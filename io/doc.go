@@ -60,9 +60,6 @@
 //     never blocks the loop either: a full queue, or a peer that cannot be
 //     reached, drops the message (Raft sends again). See peers.go for the
 //     hello that opens these connections.
-//   - AdviseHugePages (called once by cmd/replica, not by Server) starts a
-//     goroutine that has new Go heap regions backed by transparent huge
-//     pages: see hugepages_linux.go for why and how.
 //
 // # Replicas and clients on one address
 //

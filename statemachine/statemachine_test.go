@@ -10,17 +10,22 @@ import (
 	"testing"
 
 	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/io/hugepages"
 	"pgregory.net/rapid"
 )
 
 // TestMain lengthens rapid's runs (30 steps by default) unless the command
-// line sets -rapid.steps itself.
+// line sets -rapid.steps itself, and gives benchmarks the huge pages a
+// replica has.
 func TestMain(m *testing.M) {
 	flag.Parse()
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.steps" })
 	if !set {
 		flag.Set("rapid.steps", "200")
+	}
+	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
+		hugepages.Advise() // as cmd/replica does: measure the memory the server has
 	}
 	os.Exit(m.Run())
 }

@@ -48,6 +48,7 @@ import (
 	"github.com/geoevent/geoevent/core"
 	ghttp "github.com/geoevent/geoevent/http"
 	geoio "github.com/geoevent/geoevent/io"
+	"github.com/geoevent/geoevent/io/hugepages"
 )
 
 const usage = `usage:
@@ -261,7 +262,7 @@ type serveConfig struct {
 // is not empty, and runs both until SIGINT or SIGTERM.
 func serve(log *zap.Logger, cfg serveConfig, stderr io.Writer) int {
 	dir, addrs, httpAddr, banner, cmd := cfg.dir, cfg.addrs, cfg.httpAddr, cfg.banner, cfg.cmd
-	geoio.AdviseHugePages() // before recovery grows the heap
+	hugepages.Advise() // before recovery grows the heap
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if cfg.pprofAddr != "" {

@@ -1,4 +1,4 @@
-package io
+package hugepages
 
 import (
 	"bufio"
@@ -11,8 +11,6 @@ import (
 	"time"
 )
 
-// Transparent huge pages for the Go heap.
-//
 // A replica's heap grows with its state (about 200 bytes an entity) and
 // its log, and every new 4 KiB page costs a fault on its first touch. In a
 // virtual machine a fault is dear: on the machine where GeoEvent is
@@ -23,7 +21,7 @@ import (
 // only once the region is advised MADV_HUGEPAGE; the Go runtime advises
 // only its own metadata.
 //
-// So AdviseHugePages advises the heap's mappings:
+// So Advise advises the heap's mappings:
 //
 //   - The runtime maps heap in 4 MiB-aligned steps of 4 MiB multiples, each
 //     a fresh region without the advice, and touches new heap at once. So
@@ -48,7 +46,7 @@ import (
 const (
 	// hugePageScan is how often the goroutine looks for new heap regions.
 	hugePageScan = 10 * time.Millisecond
-	// maxHeapAhead bounds how much heap AdviseHugePages maps ahead; it
+	// maxHeapAhead bounds how much heap Advise maps ahead; it
 	// takes at most a quarter of the machine's memory, and nothing under
 	// strict overcommit accounting, where address space is memory.
 	maxHeapAhead = 2 << 30
@@ -59,11 +57,11 @@ const (
 
 var hugePagesOnce sync.Once
 
-// AdviseHugePages has the Go heap backed by transparent huge pages where
+// Advise has the Go heap backed by transparent huge pages where
 // the system offers them on advice (see above). A process calls it once,
 // first thing, while its heap is small; later calls do nothing. It returns
 // at once; the goroutine it starts runs for the life of the process.
-func AdviseHugePages() {
+func Advise() {
 	hugePagesOnce.Do(func() {
 		buf, err := readMaps(nil)
 		if err != nil {
