@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"sync"
 	"syscall"
@@ -30,9 +31,10 @@ import (
 //     space, not memory), advises the region, drops the block and collects
 //     it (so that it does not raise the collector's goal). The heap then
 //     grows into that advised region before it maps new ones.
-//   - Beyond it, a goroutine reads /proc/self/maps every hugePageScan and
-//     advises every writable private anonymous region of the heap's shape
-//     that it has not advised yet. (Thread stacks of the C library are not
+//   - Beyond it, a goroutine looks every hugePageScan whether the runtime
+//     has mapped more memory and if so reads /proc/self/maps and advises
+//     every writable private anonymous region of the heap's shape that it
+//     has not advised yet. (Thread stacks of the C library are not
 //     4 MiB-aligned.) Pages touched before their region is advised stay
 //     small.
 //
@@ -76,8 +78,18 @@ func Advise() {
 			runtime.GC()
 		}
 		go func() {
+			// Reading the maps is dear (a state machine benchmark on one
+			// core ran 9% slower while it was read every 10 ms): read them
+			// only when the runtime has mapped more memory.
+			mapped := []metrics.Sample{{Name: "/memory/classes/total:bytes"}}
+			metrics.Read(mapped)
+			last := mapped[0].Value.Uint64()
 			for {
 				time.Sleep(hugePageScan)
+				if metrics.Read(mapped); mapped[0].Value.Uint64() <= last {
+					continue
+				}
+				last = mapped[0].Value.Uint64()
 				if buf, err = readMaps(buf[:0]); err != nil {
 					return
 				}
