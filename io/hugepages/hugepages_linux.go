@@ -26,7 +26,7 @@ import (
 //
 //   - The runtime maps heap in 4 MiB-aligned steps of 4 MiB multiples, each
 //     a fresh region without the advice, and touches new heap at once. So
-//     first it maps heap ahead: it allocates a block of heapAhead bytes
+//     first it maps heap ahead: it allocates a block of heapAheadBytes
 //     (never touched: fresh memory needs no zeroing, so it costs address
 //     space, not memory), advises the region, drops the block and collects
 //     it (so that it does not raise the collector's goal). The heap then
