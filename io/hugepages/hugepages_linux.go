@@ -3,6 +3,7 @@ package hugepages
 import (
 	"bufio"
 	"bytes"
+	"math"
 	"os"
 	"runtime"
 	"runtime/metrics"
@@ -111,9 +112,13 @@ func adviseNew(maps []byte, advised map[[2]uint64]bool) {
 }
 
 // heapAheadBytes is how much heap to map ahead: maxHeapAhead or a quarter
-// of the machine's memory, whichever is less; 0 under strict overcommit
-// accounting (vm.overcommit_memory 2) or when the memory is unknown.
+// of the machine's memory, whichever is less; 0 in a 32-bit process, under
+// strict overcommit accounting (vm.overcommit_memory 2) or when the memory
+// is unknown.
 func heapAheadBytes() int {
+	if math.MaxInt == math.MaxInt32 {
+		return 0 // a 32-bit address space has no room to spare
+	}
 	if b, err := os.ReadFile("/proc/sys/vm/overcommit_memory"); err != nil || string(bytes.TrimSpace(b)) == "2" {
 		return 0
 	}
