@@ -46,7 +46,10 @@ import (
 // in use (the reason Go stopped advising its heap itself, in 1.21.1). So a
 // replica's resident memory stays nearer its heap's peak than without the
 // advice; a replica's state seldom shrinks, and the runtime rarely has
-// much to give back. Measured on 3 replicas ingesting
+// much to give back. And where the kernel compacts memory on a fault in an
+// advised region (transparent_hugepage/defrag "madvise", the default), a
+// fault on a host whose free memory is fragmented may stall while it does
+// (golang/go#61718). Measured on 3 replicas ingesting
 // 10,000-event batches (10 s runs, alternated with the build before): page
 // faults fell from about 235,000 to 7,000 a replica and throughput rose
 // from 0.24 to 0.36 M events/s; resident memory per event stored did not
