@@ -174,6 +174,13 @@ func (r *Replica) applyCommitted() {
 			r.failed = err
 			return
 		}
+		if r.cfg.ReplicaCount == 1 {
+			// No replica will ever ask for an applied entry (storage has
+			// it for recovery): the log keeps its index and term only, so
+			// that a batch's megabyte is garbage once applied instead of
+			// until the next snapshot.
+			r.log[r.applied-r.base-1].Data = nil
+		}
 	}
 	if r.role == Leader {
 		if len(r.held) > 0 && r.applied >= r.termStart {
