@@ -13,7 +13,7 @@ import (
 type Config struct {
 	Cluster      core.Uint128 // clients must register with this cluster id
 	ReplicaIndex uint32
-	ReplicaCount uint32 // 1 in this version
+	ReplicaCount uint32 // 1, 3 or 5
 	Addresses    []string
 	Version      string // reported by status
 

@@ -476,3 +476,27 @@ func TestPreparedBatchLogsTheSameEntry(t *testing.T) {
 		t.Fatal("prepared a frame that is not a request batch")
 	}
 }
+
+// A replica of a cluster of one keeps no data of applied entries in
+// memory (only their index and term), and still recovers them from
+// storage.
+func TestSingleReplicaDropsAppliedData(t *testing.T) {
+	n := newNode(t, Config{})
+	s := n.register(1)
+	for i := uint64(1); i <= 5; i++ {
+		n.call(1, s, uint32(i), core.OpUpsert, insertReq(ev(i, int64(i)*1000, 5)))
+	}
+	if n.r.applied < 6 {
+		t.Fatalf("applied %d", n.r.applied)
+	}
+	for idx := n.r.base + 1; idx <= n.r.applied; idx++ {
+		if e := n.r.entryAt(idx); e.Data != nil || e.Term == 0 {
+			t.Fatalf("applied entry %d: %d bytes of data, term %d", idx, len(e.Data), e.Term)
+		}
+	}
+	before := n.r.Digest()
+	n.restart()
+	if n.r.Digest() != before {
+		t.Fatal("a restart recovers another state")
+	}
+}
