@@ -122,14 +122,19 @@ func adviseNew(maps []byte, advised map[[2]uint64]bool) {
 
 // heapAheadBytes is how much heap to map ahead: maxHeapAhead or a quarter
 // of the machine's memory, whichever is less; 0 in a 32-bit process, under
-// strict overcommit accounting (vm.overcommit_memory 2) or when the memory
-// is unknown.
+// strict overcommit accounting (vm.overcommit_memory 2), under a limit on
+// the address space (RLIMIT_AS), or when the memory is unknown: there a
+// failed allocation would stop the process.
 func heapAheadBytes() int {
 	if math.MaxInt == math.MaxInt32 {
 		return 0 // a 32-bit address space has no room to spare
 	}
 	if b, err := os.ReadFile("/proc/sys/vm/overcommit_memory"); err != nil || string(bytes.TrimSpace(b)) == "2" {
 		return 0
+	}
+	var as syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_AS, &as) != nil || as.Cur != ^uint64(0) {
+		return 0 // address space is rationed (ulimit -v): spend none of it
 	}
 	var si syscall.Sysinfo_t
 	if syscall.Sysinfo(&si) != nil {
