@@ -129,17 +129,8 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // panics: no request or reply within the spec's limits comes near it), and
 // h.Type should be valid, or the receiver refuses the frame.
 func AppendFrame(dst []byte, h Header, payload []byte) []byte {
-	if len(payload) > MaxFramePayload {
-		panic(fmt.Sprintf("core: frame payload of %d bytes exceeds %d", len(payload), MaxFramePayload))
-	}
-	le := binary.LittleEndian
-	start := len(dst)
-	dst = le.AppendUint32(dst, uint32(len(payload)+minFrameBody))
-	dst = le.AppendUint64(dst, h.ClientID)
-	dst = le.AppendUint32(dst, h.Request)
-	dst = append(dst, byte(h.Type), ProtocolVersion, 0, 0)
-	dst = append(dst, payload...)
-	return le.AppendUint32(dst, crc32.Checksum(dst[start+FrameLengthSize:], castagnoli))
+	b, start := BeginFrame(dst)
+	return FinishFrame(append(b, payload...), start, h)
 }
 
 // BeginFrame appends room for a frame's length and header to dst and
@@ -151,18 +142,10 @@ func BeginFrame(dst []byte) (b []byte, start int) {
 }
 
 // FinishFrame completes the frame begun at start (see BeginFrame) with
-// header h and the checksum, as AppendFrame would have written it.
+// header h and the checksum.
 func FinishFrame(b []byte, start int, h Header) []byte {
-	payload := len(b) - start - FrameLengthSize - FrameHeaderSize
-	if payload > MaxFramePayload {
-		panic(fmt.Sprintf("core: frame payload of %d bytes exceeds %d", payload, MaxFramePayload))
-	}
-	le := binary.LittleEndian
-	le.PutUint32(b[start:], uint32(payload+minFrameBody))
-	le.PutUint64(b[start+4:], h.ClientID)
-	le.PutUint32(b[start+12:], h.Request)
-	b[start+16], b[start+17], b[start+18], b[start+19] = byte(h.Type), ProtocolVersion, 0, 0
-	return le.AppendUint32(b, crc32.Checksum(b[start+FrameLengthSize:], castagnoli))
+	putFrameHead(b[start:], len(b)-start-FrameLengthSize-FrameHeaderSize, h)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start+FrameLengthSize:], castagnoli))
 }
 
 // FinishFramePieces is FinishFrame for a frame held in pieces, to be
@@ -177,20 +160,27 @@ func FinishFramePieces(pieces [][]byte, h Header) [][]byte {
 	for _, p := range pieces {
 		payload += len(p)
 	}
+	putFrameHead(pieces[0], payload, h)
+	sum := crc32.Checksum(pieces[0][FrameLengthSize:], castagnoli)
+	for _, p := range pieces[1:] {
+		sum = crc32.Update(sum, castagnoli, p)
+	}
+	return append(pieces, binary.LittleEndian.AppendUint32(nil, sum))
+}
+
+// putFrameHead writes the length field and header h of a frame whose
+// payload is payload bytes long into b's first FrameLengthSize +
+// FrameHeaderSize bytes. A payload over MaxFramePayload is the caller's
+// bug (the replica bounds what it puts in a frame): it panics.
+func putFrameHead(b []byte, payload int, h Header) {
 	if payload > MaxFramePayload {
 		panic(fmt.Sprintf("core: frame payload of %d bytes exceeds %d", payload, MaxFramePayload))
 	}
-	b := pieces[0]
 	le := binary.LittleEndian
 	le.PutUint32(b, uint32(payload+minFrameBody))
 	le.PutUint64(b[4:], h.ClientID)
 	le.PutUint32(b[12:], h.Request)
 	b[16], b[17], b[18], b[19] = byte(h.Type), ProtocolVersion, 0, 0
-	sum := crc32.Checksum(b[FrameLengthSize:], castagnoli)
-	for _, p := range pieces[1:] {
-		sum = crc32.Update(sum, castagnoli, p)
-	}
-	return append(pieces, le.AppendUint32(nil, sum))
 }
 
 // DecodeFrame decodes the first frame of b, which may hold several frames or
