@@ -12,6 +12,8 @@ import (
 //   - base <= applied <= commit <= lastIndex, and durable <= lastIndex.
 //     log holds the entries base+1 .. lastIndex; the entry at base (the
 //     last one a snapshot covers, or 0) is gone but its term is baseTerm.
+//     In a cluster of one, an applied entry keeps its index and term but
+//     not its Data: no replica will ask for it (applyCommitted).
 //   - On the leader commit <= durable: it counts itself toward a majority
 //     only with its durable copy. On a follower commit <= verified.
 //   - verified (follower) is the highest index up to which the log is known

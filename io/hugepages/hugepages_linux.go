@@ -58,9 +58,8 @@ import (
 const (
 	// hugePageScan is how often the goroutine looks for new heap regions.
 	hugePageScan = 10 * time.Millisecond
-	// maxHeapAhead bounds how much heap Advise maps ahead; it
-	// takes at most a quarter of the machine's memory, and nothing under
-	// strict overcommit accounting, where address space is memory.
+	// maxHeapAhead bounds how much heap Advise maps ahead (see
+	// heapAheadBytes for when it maps less or none).
 	maxHeapAhead = 2 << 30
 
 	heapStep        = 4 << 20 // the runtime's heap mapping granule (pallocChunkBytes)
