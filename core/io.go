@@ -67,6 +67,16 @@ type IO interface {
 	// by one Synced input carrying the last log index made durable.
 	Sync()
 
+	// ReadLog reads back, from storage, entries from index from to index
+	// to, in order, stopping after the entry that brings their Data to
+	// maxBytes or more (so at least one). It sees every AppendLog made
+	// before it, synced or not. It is answered by one LogRead input
+	// carrying from and the entries read: a contiguous run starting at
+	// from, or nothing when storage no longer holds the entry at from (a
+	// snapshot let it discard it) or could not read it intact. The
+	// entries are the caller's to keep.
+	ReadLog(from, to uint64, maxBytes int)
+
 	// SaveSnapshot durably writes a snapshot of the state after applying
 	// index (whose entry has the given term) and then may discard log
 	// entries up to and including index; later entries are kept. When the

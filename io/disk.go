@@ -1,6 +1,7 @@
 package io
 
 import (
+	"errors"
 	"fmt"
 	stdio "io"
 	"sync"
@@ -21,6 +22,7 @@ const (
 	opSync
 	opSnapshot
 	opSnapshotWritten // internal: the snapshot writer finished one
+	opRead
 )
 
 // diskOp is one storage request of the replica, queued for the disk
@@ -29,15 +31,20 @@ type diskOp struct {
 	kind        diskOpKind
 	entries     []core.LogEntry // opAppend
 	hs          core.HardState  // opHardState
-	index, term uint64          // opSnapshot
+	index, term uint64          // opSnapshot; opRead: index is the first to read
 	data        []byte          // opSnapshot
+	to          uint64          // opRead: the last index to read
+	maxBytes    int             // opRead
 }
 
 // completion is the disk goroutine's answer to the loop: Synced(index),
-// SnapshotSaved(index), or a failure that stops the server.
+// SnapshotSaved(index), LogRead(index, entries), or a failure that stops
+// the server.
 type completion struct {
-	snapshot bool // SnapshotSaved, else Synced
+	snapshot bool // SnapshotSaved
+	read     bool // LogRead; else Synced
 	index    uint64
+	entries  []core.LogEntry
 	err      error
 }
 
@@ -338,6 +345,19 @@ func (d *disk) do(op *diskOp) error {
 		}
 		d.forgetUnsynced()
 		d.report(completion{snapshot: true, index: op.index})
+	case opRead:
+		// Entries that cannot be read back are the replica's to work
+		// around (it sends a snapshot instead): the answer is then empty.
+		// (Should the log itself have failed, the next Sync reports it.)
+		es, err := d.log.EntriesUpTo(op.index, op.to+1, int64(op.maxBytes))
+		if err != nil && !errors.Is(err, store.ErrCompacted) && !errors.Is(err, store.ErrOutOfRange) {
+			d.logger.Warn("cannot read log entries back; a follower that needs them gets a snapshot", zap.Uint64("from", op.index), zap.Error(err))
+		}
+		entries := make([]core.LogEntry, len(es))
+		for i, e := range es {
+			entries[i] = core.LogEntry{Index: e.Index, Term: e.Term, Data: e.Data}
+		}
+		d.report(completion{read: true, index: op.index, entries: entries})
 	case opSnapshotWritten:
 		if op.index > d.lastSnap {
 			// Package store keeps the snapshot before this one as a

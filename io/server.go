@@ -404,6 +404,8 @@ func (s *Server) loop(ctx context.Context) error {
 				return fmt.Errorf("storage: %w", c.err)
 			case c.snapshot:
 				s.r.SnapshotSaved(c.index)
+			case c.read:
+				s.r.LogRead(c.index, c.entries)
 			default:
 				s.r.Synced(c.index)
 			}
@@ -538,6 +540,10 @@ func (rio replicaIO) SaveHardState(hs core.HardState) {
 }
 
 func (rio replicaIO) Sync() { rio.s.disk.push(diskOp{kind: opSync}) }
+
+func (rio replicaIO) ReadLog(from, to uint64, maxBytes int) {
+	rio.s.disk.push(diskOp{kind: opRead, index: from, to: to, maxBytes: maxBytes})
+}
 
 // beside runs work on a goroutine of its own, while the loop goes on (a
 // large snapshot takes a second or more to encode or decode), then has the

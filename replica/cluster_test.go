@@ -451,12 +451,19 @@ func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 	if c.nodes[lag].io.snapIndex == 0 {
 		t.Fatal("the lagging follower did not install a snapshot")
 	}
-	// It can lead with that state.
+	c.leadsWith(l, lag, 40)
+}
+
+// leadsWith crashes the leader l and checks that the replica that caught
+// up, once a leader is elected, serves the write of entity id (at latitude
+// id), the last one.
+func (c *cluster) leadsWith(l, caughtUp int, id uint64) {
+	c.t.Helper()
 	c.crash(l)
 	c.leader()
-	fc := c.client(lag, 5)
-	if e, ok := fc.latest(40); !ok || e.LatNano != 40 {
-		t.Fatalf("write 40 missing after catch-up: %+v %v", e, ok)
+	fc := c.client(caughtUp, 5)
+	if e, ok := fc.latest(id); !ok || e.LatNano != int64(id) {
+		c.t.Fatalf("write %d missing after catch-up: %+v %v", id, e, ok)
 	}
 }
 
@@ -807,5 +814,80 @@ func TestRestartedFollowerAppliesWithoutNewWrites(t *testing.T) {
 	c.converged()
 	if st := c.nodes[f].r.Status(); st.Applied != c.nodes[l].r.Status().Applied {
 		t.Fatalf("the restarted follower applied %d, the leader %d", st.Applied, c.nodes[l].r.Status().Applied)
+	}
+}
+
+// laggingWithoutData makes a cluster of three whose follower lag missed
+// writes while cut off for longer than an election timeout: the leader l
+// then gave up the entries' Data (no follower that answers lacks them).
+func laggingWithoutData(t *testing.T) (c *cluster, l, lag int) {
+	c = newCluster(t, 3, Config{})
+	l = c.leader()
+	lag = (l + 1) % 3
+	cl := c.client(l, 1)
+	c.isolate(lag)
+	c.run(2 * testET)
+	for i := uint64(1); i <= 20; i++ {
+		if rp := cl.call(core.OpUpsert, insertReq(ev(i, int64(i), 1))); rp.err != nil {
+			t.Fatal(rp.err)
+		}
+	}
+	lr := c.nodes[l].r
+	if lr.dropped != lr.applied || lr.dropped <= lr.peers[lag].match+10 {
+		t.Fatalf("the leader dropped Data up to %d (applied %d, the lagging follower holds %d)", lr.dropped, lr.applied, lr.peers[lag].match)
+	}
+	for i := lr.base + 1; i <= lr.lastIndex; i++ {
+		if got := lr.entryAt(i).Data == nil; got != (i <= lr.dropped) {
+			t.Fatalf("entry %d: Data nil %v, dropped through %d", i, got, lr.dropped)
+		}
+	}
+	return c, l, lag
+}
+
+// Every replica gives up an applied entry's Data once no follower that
+// answers lacks it: all of it, in a healthy cluster.
+func TestAppliedEntriesGiveUpData(t *testing.T) {
+	c := newCluster(t, 3, Config{})
+	cl := c.client(c.leader(), 1)
+	for i := uint64(1); i <= 5; i++ {
+		if rp := cl.call(core.OpUpsert, insertReq(ev(i, int64(i), 1))); rp.err != nil {
+			t.Fatal(rp.err)
+		}
+	}
+	c.converged()
+	for i, cn := range c.nodes {
+		if r := cn.r; r.dropped != r.applied || r.applied != r.lastIndex {
+			t.Fatalf("replica %d: dropped %d, applied %d, last %d", i, r.dropped, r.applied, r.lastIndex)
+		}
+	}
+}
+
+// A follower that lags behind what the leader holds in memory gets the
+// entries read back from the leader's storage, not a snapshot.
+func TestLaggingFollowerCatchesUpFromStorage(t *testing.T) {
+	c, l, lag := laggingWithoutData(t)
+	c.heal()
+	c.converged()
+	if c.nodes[l].io.reads == 0 {
+		t.Fatal("the leader read nothing back")
+	}
+	if c.nodes[lag].io.snapIndex != 0 {
+		t.Fatal("the lagging follower installed a snapshot")
+	}
+	if lr := c.nodes[l].r; lr.rb.entries != nil || lr.dropped != lr.applied {
+		t.Fatalf("the leader keeps %d entries read back, dropped %d of %d applied", len(lr.rb.entries), lr.dropped, lr.applied)
+	}
+	c.leadsWith(l, lag, 20) // with the entries it got
+}
+
+// When storage cannot give the entries back (a damaged record, or a
+// snapshot let it discard them) the follower gets a snapshot.
+func TestUnreadableEntriesAreSentAsSnapshot(t *testing.T) {
+	c, l, lag := laggingWithoutData(t)
+	c.nodes[l].io.failReads = true
+	c.heal()
+	c.converged()
+	if c.nodes[l].io.reads == 0 || c.nodes[lag].io.snapIndex == 0 {
+		t.Fatalf("reads %d; the lagging follower's snapshot is at %d", c.nodes[l].io.reads, c.nodes[lag].io.snapIndex)
 	}
 }

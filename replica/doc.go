@@ -6,7 +6,8 @@
 // reaction to one input — a client frame ([Replica.Receive], or
 // [Replica.ReceivePrepared] after IO ran [PrepareRequest] on it), a frame from
 // another replica ([Replica.ReceivePeer]), a clock tick ([Replica.Tick]) or
-// a storage completion ([Replica.Synced], [Replica.SnapshotSaved]), a
+// a storage completion ([Replica.Synced], [Replica.SnapshotSaved],
+// [Replica.LogRead]), a
 // snapshot encoded or decoded away from it ([Replica.SnapshotEncoded],
 // [Replica.SnapshotDecoded]) — and
 // everything it does to the world goes through the [core.IO] it was given.
@@ -22,6 +23,7 @@
 //	log.go          the in-memory log, group commit, durability
 //	raft.go         roles, terms, elections (pre-vote, check-quorum)
 //	replication.go  the leader's appends and snapshots, the follower's side
+//	readback.go     applied entries' data given up, and read back for laggards
 //	reads.go        linearizable reads by read index and heartbeat rounds
 //	forward.go      followers forwarding client frames to the leader
 //	messages.go     the replica-to-replica wire format

@@ -22,7 +22,9 @@ type memIO struct {
 	snapIndex   uint64
 	snapTerm    uint64
 	sent        map[core.ConnID][][]byte
-	beside      []func(*Replica) // queued encodings and decodings
+	beside      []func(*Replica) // queued encodings, decodings and reads
+	reads       int              // ReadLog calls
+	failReads   bool             // ReadLog finds every record damaged
 }
 
 func newMemIO() *memIO { return &memIO{sent: map[core.ConnID][][]byte{}} }
@@ -44,6 +46,31 @@ func (m *memIO) AppendLog(entries []core.LogEntry) {
 
 func (m *memIO) SaveHardState(hs core.HardState) { m.pendingHard = &hs }
 func (m *memIO) Sync()                           { m.syncs++ }
+
+// ReadLog reads what the disk holds now (durable, then written over it)
+// and queues the answer, as EncodeSnapshot the encoding.
+func (m *memIO) ReadLog(from, to uint64, maxBytes int) {
+	m.reads++
+	if m.failReads {
+		m.beside = append(m.beside, func(r *Replica) { r.LogRead(from, nil) })
+		return
+	}
+	var out []core.LogEntry
+	size := 0
+	for _, e := range append(slices.Clone(m.durable), m.written...) {
+		// Written over: an append rewinds the log to its first index.
+		for len(out) > 0 && out[len(out)-1].Index >= e.Index {
+			size -= len(out[len(out)-1].Data)
+			out = out[:len(out)-1]
+		}
+		if e.Index < from || e.Index > to || e.Index != from+uint64(len(out)) || size >= maxBytes {
+			continue
+		}
+		out = append(out, core.LogEntry{Index: e.Index, Term: e.Term, Data: slices.Clone(e.Data)})
+		size += len(e.Data)
+	}
+	m.beside = append(m.beside, func(r *Replica) { r.LogRead(from, out) })
+}
 
 // EncodeSnapshot queues the encoding; settle and the cluster's step run it.
 func (m *memIO) EncodeSnapshot(index uint64, encode func() []byte) {

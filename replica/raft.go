@@ -413,6 +413,7 @@ func (r *Replica) stepDown() {
 	clear(r.inflight)
 	r.peers = nil
 	r.snapshot = nil
+	r.rb.entries = nil
 	held := r.held
 	r.held = nil
 	for _, f := range held {

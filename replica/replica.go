@@ -22,15 +22,14 @@ type Config struct {
 	CleanupEveryNS    uint64 // how often the leader appends a cleanup entry when an entity has expired (default 1 s)
 
 	// A snapshot is taken once the log applied since the last one holds
-	// more bytes than max(SnapshotMinBytes, the state's events at the last
-	// one as 128-byte records (StateMachine.RecordBytes), about what the
-	// log took to write them): the work of snapshotting then stays
-	// proportional to the work of writing. (Snapshots pack their records,
-	// to about half that size for sparse ones: comparing the log with the
-	// snapshot's own size would snapshot twice as often.)
-	// SnapshotEvery, when set, takes one every that many entries instead
-	// (for tests).
-	SnapshotMinBytes uint64 // default 64 MiB
+	// more bytes than max(SnapshotMinBytes, snapshotLogRatio times the
+	// state's events at the last one as 128-byte records
+	// (StateMachine.RecordBytes), about what the log took to write them):
+	// the work of snapshotting then stays proportional to the work of
+	// writing, a quarter of it. (Snapshots pack their records, to about
+	// half that size for sparse ones.) SnapshotEvery, when set, takes one
+	// every that many entries instead (for tests).
+	SnapshotMinBytes uint64 // default 256 MiB
 	SnapshotEvery    uint64
 
 	// Raft timing. A follower that hears nothing from a leader for a
@@ -50,7 +49,7 @@ func (c *Config) setDefaults() {
 		c.MaxPendingEntries = 4_096
 	}
 	if c.SnapshotMinBytes == 0 {
-		c.SnapshotMinBytes = 64 << 20
+		c.SnapshotMinBytes = 256 << 20
 	}
 	if c.CleanupEveryNS == 0 {
 		c.CleanupEveryNS = 1_000_000_000
@@ -125,6 +124,7 @@ type Replica struct {
 	cleanupBacklog bool
 	reads          readState     // linearizable reads (reads.go)
 	snapshot       *outSnapshot  // the snapshot followers are being sent
+	rb             readBack      // dropped entries read back (readback.go)
 	lastAppend     encodedAppend // see sendPeer
 
 	// termStart is the index of this term's first entry (the no-op). Until

@@ -421,12 +421,21 @@ func TestSnapshotByLogBytes(t *testing.T) {
 		}
 		n.call(1, s, i, core.OpInsert, insertReq(ev(uint64(i), 1, 1)))
 	}
-	first := len(n.io.snapshot)
-	// The next snapshot waits for max(4 KiB, the last snapshot's size) of log.
+	// The next snapshot waits for max(4 KiB, snapshotLogRatio times the
+	// state's records at the last one) of log, and not much more: an
+	// entry here is well under 1 KiB.
 	taken := n.io.snapIndex
+	due := max(4096, snapshotLogRatio*n.r.snapRecords)
+	if due == 4096 {
+		t.Fatalf("setup: the state's records (%d bytes) do not set the interval", n.r.snapRecords)
+	}
 	for i := uint32(200); n.io.snapIndex == taken; i++ {
+		before := n.r.bytesSince
 		n.call(1, s, i, core.OpInsert, insertReq(ev(uint64(i), 1, 1)))
-		if n.r.bytesSince > uint64(first)+4096+1024 {
+		switch {
+		case n.io.snapIndex != taken && before+1024 < due:
+			t.Fatalf("the second snapshot came after %d bytes of log, not %d", before, due)
+		case n.r.bytesSince > due+1024:
 			t.Fatal("the second snapshot is overdue")
 		}
 	}

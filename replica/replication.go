@@ -95,16 +95,22 @@ func (r *Replica) replicate(p uint32) {
 				return
 			}
 		}
-		if pr.next <= r.base {
+		if pr.next <= r.unsendable() {
 			r.startSnapshot(p, now)
 			return
+		}
+		if pr.next <= r.lastIndex {
+			if _, ok := r.sendable(pr.next); !ok {
+				r.readFrom(pr.next)
+				return // LogRead replicates again
+			}
 		}
 		prev := pr.next - 1
 		m := message{typ: msgAppend, term: r.term, prevIndex: prev, prevTerm: r.termAt(prev), commit: r.commit, seq: r.reads.seq}
 		size := 0
 		for i := pr.next; i <= r.lastIndex; i++ {
-			e := r.entryAt(i)
-			if len(m.entries) > 0 && size+len(e.Data) > maxAppendBytes {
+			e, ok := r.sendable(i)
+			if !ok || (len(m.entries) > 0 && size+len(e.Data) > maxAppendBytes) {
 				break
 			}
 			size += len(e.Data)
@@ -146,7 +152,8 @@ func (r *Replica) retryStalled(p uint32, now uint64) {
 }
 
 // startSnapshot moves follower p to the snapshot state. Without a
-// snapshot at hand that covers the compacted log, it waits for the next
+// snapshot at hand that covers the entries it cannot send (the compacted
+// log, and what storage cannot give back), it waits for the next
 // one: the encoding in flight, or one begun now (encoding a large state
 // takes long; the loop does not wait for it). SnapshotEncoded starts the
 // transfer.
@@ -154,7 +161,7 @@ func (r *Replica) startSnapshot(p uint32, now uint64) {
 	pr := &r.peers[p]
 	pr.become(stateSnapshot, now)
 	pr.snapOffset = 0
-	if r.snapshot != nil && r.snapshot.index >= r.base {
+	if r.snapshot != nil && r.snapshot.index >= r.unsendable() {
 		r.sendSnapshotChunk(p, now)
 		return
 	}
@@ -166,11 +173,11 @@ func (r *Replica) startSnapshot(p uint32, now uint64) {
 
 // sendWaitingSnapshots starts the transfer of the snapshot just encoded
 // (index, term, data) to the followers in the snapshot state, unless the
-// one they get still covers the compacted log: those waiting for one, and
-// those being sent one that the compaction has just overtaken (installing
-// it, they would need entries that are gone).
+// one they get still covers the entries the leader cannot send: those
+// waiting for one, and those being sent one that the compaction has just
+// overtaken (installing it, they would need entries that are gone).
 func (r *Replica) sendWaitingSnapshots(index, term uint64, data []byte) {
-	if r.role != Leader || (r.snapshot != nil && r.snapshot.index >= r.base) {
+	if r.role != Leader || (r.snapshot != nil && r.snapshot.index >= r.unsendable()) {
 		return
 	}
 	r.snapshot = nil
@@ -278,6 +285,7 @@ func (r *Replica) receiveFollowerReply(m *message) {
 			// this answer commits: it writes while the leader applies.
 			r.replicate(m.from)
 			r.advanceCommit()
+			r.dropData()
 		} else {
 			switch {
 			case m.index < pr.match || pr.state == stateSnapshot:

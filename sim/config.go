@@ -85,6 +85,10 @@ type runConfig struct {
 	// replica's log (a cluster only, and only while a majority of the
 	// replicas is neither damaged nor repairing; see world.damageLog).
 	damagePerCrash float64
+	// The chance that reading the log back (core.IO.ReadLog) finds the
+	// record it starts at damaged, and answers nothing, as production
+	// storage does.
+	readFail float64
 
 	// Clocks: each replica's runs driftPPM[i] parts per million fast or
 	// slow, and its realtime starts realOffset[i] ns after clockRealBase.
@@ -205,6 +209,7 @@ func newRunConfig(r *rand.Rand, opts Options) runConfig {
 		c.monoBase = append(c.monoBase, r.Uint64N(1<<40))
 	}
 	c.damagePerCrash = pick(r, 0, 0.2, 0.5, 1)
+	c.readFail = pick(r, 0, 0.05, 0.3)
 	if c.replicas > 1 {
 		// A client that times out may be talking to a replica cut off from
 		// the leader: it tries another one.
@@ -221,6 +226,9 @@ func newRunConfig(r *rand.Rand, opts Options) runConfig {
 	}
 	if !f.crashes() {
 		c.crashPerTick = 0
+	}
+	if !f.crashes() {
+		c.readFail = 0
 	}
 	if !f.crashes() || c.replicas == 1 {
 		// A replica of a cluster of one has no peer to repair its log
@@ -269,6 +277,7 @@ func (c runConfig) String() string {
 		c.syncMin, c.syncMax, c.snapMax, c.crashPerTick, c.downMin, c.downMax)
 	if c.replicas > 1 {
 		fmt.Fprintf(&b, "damage/crash=%.2f ", c.damagePerCrash)
+		fmt.Fprintf(&b, "readfail=%.2f ", c.readFail)
 	}
 	fmt.Fprintf(&b, "replica(sessions=%d pending=%d snapEvery=%d snapBytes=%d cleanupNS=%d) client(timeout=%d reconnect<=%d think<=%d new=%.3f) ttl=%.2f invalid=%.2f",
 		c.maxSessions, c.maxPending, c.snapshotEvery, c.snapshotMinBytes, c.cleanupEveryNS, c.requestTimeout, c.reconnectMax, c.thinkMax, c.newInstance, c.ttlShare, c.invalidShare)

@@ -150,6 +150,41 @@ func (d *disk) saveSnapshot(index, term uint64, data []byte) {
 	w.tracef("disk %d snapshot at index %d term %d (%d bytes), done at %d", d.n.idx, index, term, len(data), at)
 }
 
+// readLog returns copies of the entries from index from to index to that
+// the disk holds, the durable log with the pending appends written over
+// it, stopping after the entry that brings their data to maxBytes; none
+// when it does not hold the entry at from.
+func (d *disk) readLog(from, to uint64, maxBytes int) []core.LogEntry {
+	view := slices.Clone(d.log)
+	for _, op := range d.pending {
+		if len(op.entries) == 0 {
+			continue
+		}
+		first := op.entries[0].Index
+		k := len(view)
+		for k > 0 && view[k-1].Index >= first {
+			k--
+		}
+		if k > 0 && view[k-1].Index != first-1 {
+			k = 0 // after a gap a snapshot covers: the log starts again
+		}
+		view = append(view[:k], op.entries...)
+	}
+	var out []core.LogEntry
+	size := 0
+	for _, e := range view {
+		if e.Index < from || e.Index > to {
+			continue
+		}
+		if e.Index != from+uint64(len(out)) || size >= maxBytes {
+			break
+		}
+		out = append(out, core.LogEntry{Index: e.Index, Term: e.Term, Data: slices.Clone(e.Data)})
+		size += len(e.Data)
+	}
+	return out
+}
+
 // completeSync makes the oldest Sync's writes durable and returns the last
 // durable log index.
 func (d *disk) completeSync() uint64 {

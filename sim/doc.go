@@ -89,7 +89,11 @@
 // after it). EncodeSnapshot also completes after a random latency and runs
 // the encoding only then, so that the replica's writes in between must not
 // show in the frozen view it encodes; DecodeSnapshot likewise, so that a
-// follower takes other inputs while it decodes its leader's snapshot. A crash may happen at any tick,
+// follower takes other inputs while it decodes its leader's snapshot.
+// ReadLog reads what the disk holds when it is called (the durable log
+// with the queued appends over it) and answers after a Sync's latency;
+// with faults that include crashes it may find the record damaged and
+// answer nothing, at a rate drawn per seed. A crash may happen at any tick,
 // including while a Sync is in flight, and
 //
 //   - loses every write not yet synced, except that a random prefix of the

@@ -112,6 +112,21 @@ func (io nodeIO) SaveSnapshot(index, term uint64, data []byte) {
 	io.n.disk.saveSnapshot(index, term, data)
 }
 
+// ReadLog reads what the disk holds now (the replica's later writes must
+// not show in it) and answers after a random latency, as a Sync; with
+// chance readFail it finds the first record damaged and answers nothing.
+func (io nodeIO) ReadLog(from, to uint64, maxBytes int) {
+	n := io.n
+	w := n.w
+	var entries []core.LogEntry
+	if w.rng.Float64() >= w.cfg.readFail {
+		entries = n.disk.readLog(from, to, maxBytes)
+	}
+	w.tracef("disk %d read %d..%d: %d entries", n.idx, from, to, len(entries))
+	at := w.now + w.cfg.syncMin + w.rng.Int64N(w.cfg.syncMax-w.cfg.syncMin+1)
+	w.schedule(at, &event{kind: evBeside, node: n, epoch: n.epoch, beside: func(r *replica.Replica) { r.LogRead(from, entries) }})
+}
+
 // EncodeSnapshot completes after a random latency, as a snapshot save
 // does. The encoding runs then, so the replica's writes in between must
 // not show in it (the state machine keeps the frozen state for it).

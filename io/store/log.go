@@ -1303,6 +1303,30 @@ func (l *Log) Entries(from, to uint64) ([]Entry, error) {
 	return out, nil
 }
 
+// EntriesUpTo is Entries(from, to) cut short after the entry whose record
+// brings the records' bytes (headers included) to maxBytes or more: at
+// least one entry when from < to.
+func (l *Log) EntriesUpTo(from, to uint64, maxBytes int64) ([]Entry, error) {
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
+	if from < to && from >= l.firstIdx() && to <= l.next {
+		end, n := from, int64(0)
+		for end < to && n < maxBytes {
+			s := l.segmentFor(end)
+			for hi := min(to, s.end()); end < hi && n < maxBytes; end++ {
+				next := s.size
+				if end+1 < s.end() {
+					next = s.offsets[end+1-s.first]
+				}
+				n += next - s.offsets[end-s.first]
+			}
+		}
+		to = end
+	}
+	return l.Entries(from, to)
+}
+
 func (l *Log) readHandle(s *segment) (*os.File, error) {
 	if s.f == nil {
 		f, err := os.Open(s.path)

@@ -59,6 +59,35 @@ func TestRoundTripAcrossSegments(t *testing.T) {
 	checkLog(t, l, want)
 }
 
+// EntriesUpTo stops after the entry whose record reaches maxBytes,
+// across segments, and otherwise is Entries.
+func TestEntriesUpTo(t *testing.T) {
+	l, _ := mustOpen(t, t.TempDir(), 300)
+	defer l.Close()
+	want := mkEntries(1, 60, 1, 90)
+	mustAppendSync(t, l, want)
+	for from := uint64(1); from <= 60; from += 5 {
+		for _, maxBytes := range []int64{1, 24, 100, 250, 1000, 1 << 20} {
+			// The expected end, by the records' sizes.
+			end, n := from, int64(0)
+			for end <= 60 && n < maxBytes {
+				n += RecordHeaderSize + int64(len(want[end-1].Data))
+				end++
+			}
+			got, err := l.EntriesUpTo(from, 61, maxBytes)
+			if err != nil {
+				t.Fatalf("EntriesUpTo(%d, 61, %d): %v", from, maxBytes, err)
+			}
+			if err := sameEntries(got, want[from-1:end-1]); err != nil {
+				t.Fatalf("EntriesUpTo(%d, 61, %d): %v", from, maxBytes, err)
+			}
+		}
+	}
+	if _, err := l.EntriesUpTo(1, 62, 10); !errors.Is(err, ErrOutOfRange) {
+		t.Fatalf("EntriesUpTo past the end: %v", err)
+	}
+}
+
 func TestUnsyncedEntriesReadable(t *testing.T) {
 	l, _ := mustOpen(t, t.TempDir(), 1<<20)
 	defer l.Close()

@@ -446,6 +446,12 @@ func (m *memIO) Sync()                        { m.syncs++ }
 
 func (m *memIO) SaveSnapshot(index, term uint64, data []byte) { m.snaps = append(m.snaps, index) }
 
+// ReadLog answers that the log holds nothing: a cluster of one sends no
+// entries, so its replica never reads them back.
+func (m *memIO) ReadLog(from, _ uint64, _ int) {
+	m.beside = append(m.beside, func(r *replica.Replica) { r.LogRead(from, nil) })
+}
+
 func (m *memIO) EncodeSnapshot(index uint64, encode func() []byte) {
 	m.beside = append(m.beside, func(r *replica.Replica) { r.SnapshotEncoded(index, encode()) })
 }
