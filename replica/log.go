@@ -249,10 +249,10 @@ func (r *Replica) snapshotDue() bool {
 
 // snapshotLogRatio is how many times the state's records the log grows
 // between snapshots (Config.SnapshotMinBytes). Encoding and writing a
-// snapshot of a large state had cost a third of a 3-replica cluster's CPU
-// on ingest when taken at once the state's size (much of it the first
-// touch of fresh memory for the encoding and the file's page cache):
-// four times less often costs a quarter of that. The price: the log
+// snapshot of a large state had cost a sixth of the machine's CPU in a
+// 3-replica cluster's ingest when taken at once the state's size (most of
+// it the first touch of fresh memory for the encoding and the file's page
+// cache): four times less often costs a quarter of that. The price: the log
 // between snapshots, which recovery replays, is up to four times the
 // state's records, and storage keeps the log since the snapshot before
 // the newest, up to eight times. The log in memory stays small: applied
