@@ -20,8 +20,10 @@ import "github.com/geoevent/geoevent/core"
 //   - At most one read is out (reading), for the entries from `from` on.
 //   - entries, when not empty, are contiguous, dropped ones, with the
 //     terms the log holds for them (LogRead keeps no other).
-//   - Storage holds no entry at or below gone (it discards only a prefix,
-//     and only applied entries are dropped, which are never truncated).
+//   - No entry at or below gone is read again: a read found the entry at
+//     gone missing or damaged. Storage discards only a prefix of the log,
+//     and dropped entries are applied ones, never truncated, so those
+//     below it are missing too, or are treated so.
 type readBack struct {
 	reading bool
 	from    uint64
