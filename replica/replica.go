@@ -26,7 +26,7 @@ type Config struct {
 	// state's events at the last one as 128-byte records
 	// (StateMachine.RecordBytes), about what the log took to write them):
 	// the work of snapshotting then stays proportional to the work of
-	// writing, a quarter of it. (Snapshots pack their records, to about
+	// writing, about half of it. (Snapshots pack their records, to about
 	// half that size for sparse ones.) SnapshotEvery, when set, takes one
 	// every that many entries instead (for tests).
 	SnapshotMinBytes uint64 // default 256 MiB
