@@ -68,8 +68,9 @@ type IO interface {
 	Sync()
 
 	// ReadLog reads back, from storage, entries from index from to index
-	// to, in order, stopping after the entry that brings their Data to
-	// maxBytes or more (so at least one). It sees every AppendLog made
+	// to, in order, stopping after the entry that brings their size to
+	// maxBytes or more (so at least one; storage may count its records'
+	// headers in that size). It sees every AppendLog made
 	// before it, synced or not. It is answered by one LogRead input
 	// carrying from and the entries read: a contiguous run starting at
 	// from, or nothing when storage no longer holds the entry at from (a

@@ -99,12 +99,6 @@ func (r *Replica) replicate(p uint32) {
 			r.startSnapshot(p, now)
 			return
 		}
-		if pr.next <= r.lastIndex {
-			if _, ok := r.sendable(pr.next); !ok {
-				r.readFrom(pr.next)
-				return // LogRead replicates again
-			}
-		}
 		prev := pr.next - 1
 		m := message{typ: msgAppend, term: r.term, prevIndex: prev, prevTerm: r.termAt(prev), commit: r.commit, seq: r.reads.seq}
 		size := 0
@@ -115,6 +109,10 @@ func (r *Replica) replicate(p uint32) {
 			}
 			size += len(e.Data)
 			m.entries = append(m.entries, e)
+		}
+		if len(m.entries) == 0 && pr.next <= r.lastIndex {
+			r.readFrom(pr.next) // dropped from memory: LogRead replicates again
+			return
 		}
 		r.sendPeer(p, &m)
 		if pr.state == stateProbe {
