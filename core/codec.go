@@ -318,6 +318,20 @@ func DecodeRequest(op Operation, b []byte) (any, error) {
 	return v, nil
 }
 
+// DecodeBatch decodes the request of an insert or upsert (op) from b, as
+// DecodeRequest does, into scratch's memory when it is large enough: the
+// events alias scratch, so a caller that decodes batch after batch, and
+// keeps none of them past the next, allocates nothing per batch (a
+// 10,000-event batch decodes into 1.28 MB).
+func DecodeBatch(op Operation, b []byte, scratch []GeoEvent) (*InsertRequest, error) {
+	d := decoder{b: b, op: op, what: "request", evBuf: scratch}
+	req := &InsertRequest{Events: d.events()}
+	if err := d.finish(); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
 // EventRecords returns the event records of an insert or upsert request
 // body b (the request of DecodeRequest, without the operation byte) when b
 // is well formed: a u32 count of at most MaxEnvelopeEvents, then exactly
@@ -688,10 +702,11 @@ func (e *encoder) latest(r *LatestResult) {
 // decoder consumes elements from b; the first failure sticks, and every
 // later read returns zero values.
 type decoder struct {
-	b    []byte
-	op   Operation
-	what string
-	err  error
+	b     []byte
+	op    Operation
+	what  string
+	err   error
+	evBuf []GeoEvent // events decodes into it when it is large enough
 }
 
 func (d *decoder) fail(format string, args ...any) {
@@ -830,7 +845,12 @@ func (d *decoder) events() []GeoEvent {
 	if n == 0 {
 		return nil
 	}
-	evs := make([]GeoEvent, n)
+	evs := d.evBuf[:0]
+	if cap(evs) >= n {
+		evs = evs[:n]
+	} else {
+		evs = make([]GeoEvent, n)
+	}
 	for i := range evs {
 		if !d.record(i, &evs[i]) {
 			return nil

@@ -654,8 +654,35 @@ func FuzzDecodeRequest(f *testing.F) {
 		fuzzCodec(t, op, b, AppendRequest, DecodeRequest)
 		if o := Operation(op); o == OpInsert || o == OpUpsert {
 			checkEventRecords(t, o, b)
+			checkDecodeBatch(t, o, b)
 		}
 	})
+}
+
+// checkDecodeBatch checks that DecodeBatch gives what DecodeRequest gives,
+// error included, whatever the scratch memory holds, and that it decodes
+// into that memory when it is large enough.
+func checkDecodeBatch(t *testing.T, op Operation, b []byte) {
+	v, err := DecodeRequest(op, b)
+	for _, scratch := range [][]GeoEvent{nil, make([]GeoEvent, 1), make([]GeoEvent, 3, 64)} {
+		for i := range scratch[:cap(scratch)] {
+			scratch[:cap(scratch)][i] = GeoEvent{EntityID: Uint128{Lo: 99}, LatNano: -1, Flags: 7} // left from an earlier batch
+		}
+		got, gotErr := DecodeBatch(op, b, scratch)
+		if (err == nil) != (gotErr == nil) || (err != nil && err.Error() != gotErr.Error()) {
+			t.Fatalf("DecodeBatch error %v, DecodeRequest error %v", gotErr, err)
+		}
+		if err != nil {
+			continue
+		}
+		want := v.(*InsertRequest).Events
+		if len(got.Events) != len(want) || (len(want) > 0 && !reflect.DeepEqual(got.Events, want)) {
+			t.Fatalf("DecodeBatch gave %v, DecodeRequest %v", got.Events, want)
+		}
+		if n := len(want); n > 0 && n <= cap(scratch) && &got.Events[0] != &scratch[:1][0] {
+			t.Fatalf("%d events did not decode into scratch memory of capacity %d", n, cap(scratch))
+		}
+	}
 }
 
 // checkEventRecords checks that EventRecords accepts exactly the batches

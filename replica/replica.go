@@ -90,6 +90,9 @@ type Replica struct {
 	sm       *statemachine.StateMachine
 	sessions *sessionTable
 	lastOpTS uint64 // timestamp of the last applied entry
+	// batchEvents is the memory the last applied insert or upsert batch
+	// was decoded into, reused by the next.
+	batchEvents []core.GeoEvent
 
 	// Raft's persistent state (saved with SaveHardState) and role.
 	term   uint64
@@ -573,7 +576,19 @@ func (r *Replica) apply(le core.LogEntry) error {
 				return nil
 			}
 		}
-		req, err := core.DecodeRequest(e.op, e.payload)
+		var req any
+		var err error
+		if e.op == core.OpInsert || e.op == core.OpUpsert {
+			// Decoded into the replica's memory of the last batch: the
+			// state machine copies the events, and a fresh megabyte per
+			// batch would be garbage the collector makes room for.
+			var b *core.InsertRequest
+			if b, err = core.DecodeBatch(e.op, e.payload, r.batchEvents); err == nil {
+				r.batchEvents, req = b.Events[:0], b
+			}
+		} else {
+			req, err = core.DecodeRequest(e.op, e.payload)
+		}
 		if err != nil {
 			return fmt.Errorf("applying log entry %d: %w", le.Index, err)
 		}

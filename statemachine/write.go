@@ -6,13 +6,18 @@ import (
 
 // Insert applies an insert batch at operation time opTS: every event is
 // added to its entity's history. See [StateMachine.write].
+//
+// The reply's Results are the state machine's memory: they hold until its
+// next Insert or Upsert, which reuses them. A caller that keeps them
+// longer copies them.
 func (sm *StateMachine) Insert(opTS uint64, req *core.InsertRequest) (core.InsertReply, error) {
 	return sm.write(opTS, req.Events, false)
 }
 
 // Upsert applies an upsert batch at operation time opTS: each event replaces
 // the event it names (its timestamp, or without one the entity's latest) or
-// is inserted where there is none. See [StateMachine.write].
+// is inserted where there is none. See [StateMachine.write]. Its reply's
+// Results hold until the next Insert or Upsert, as Insert's.
 func (sm *StateMachine) Upsert(opTS uint64, req *core.InsertRequest) (core.InsertReply, error) {
 	return sm.write(opTS, req.Events, true)
 }
@@ -35,7 +40,11 @@ func (sm *StateMachine) write(opTS uint64, events []core.GeoEvent, upsert bool) 
 		return core.InsertReply{}, core.Errorf(core.BatchTooLarge, "the batch has %d events; at most %d are allowed", len(events), core.MaxBatchEvents)
 	}
 
-	results := make([]core.EventResult, len(events))
+	if cap(sm.writeResults) < len(events) {
+		sm.writeResults = make([]core.EventResult, len(events))
+	}
+	results := sm.writeResults[:len(events)]
+	clear(results)
 	failed := false
 	base := max(opTS, sm.lastTS+1)
 	var batchKeys map[eventKey]struct{} // client-timestamped insert keys seen so far, made on first use
