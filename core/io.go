@@ -1,5 +1,7 @@
 package core
 
+import "io"
+
 // The IO and Clock interfaces are everything a replica does to the world.
 // A replica is a pure reaction to inputs (a message, a tick, a storage
 // completion); it calls these to act and learns the outcome only from a
@@ -87,6 +89,18 @@ type IO interface {
 	// answered by a SnapshotSaved input. data is not modified afterwards
 	// and may be kept without copying.
 	SaveSnapshot(index, term uint64, data []byte)
+
+	// WriteSnapshot saves, as SaveSnapshot(index, term, data) does, the
+	// bytes encode writes, without holding them in memory: it runs encode
+	// away from the replica (it reads a frozen copy of the state, never
+	// the replica's own), writing into storage. It is answered by a
+	// SnapshotSaved input carrying index once the snapshot is durable.
+	// encode may run more than once (storage may start the file over); an
+	// error it returns is storage's failure. The replica asks only once it
+	// has appended (AppendLog) the entry at index, so the snapshot never
+	// replaces the log. A replica that restarts before the
+	// answer never gets it, and storage may or may not hold the snapshot.
+	WriteSnapshot(index, term uint64, encode func(w io.Writer) error)
 
 	// EncodeSnapshot runs encode away from the replica (it reads a frozen
 	// copy of the state, never the replica's own) and answers with a

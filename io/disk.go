@@ -29,12 +29,23 @@ const (
 // goroutine.
 type diskOp struct {
 	kind        diskOpKind
-	entries     []core.LogEntry // opAppend
-	hs          core.HardState  // opHardState
-	index, term uint64          // opSnapshot; opRead: index is the first to read
-	data        []byte          // opSnapshot
-	to          uint64          // opRead: the last index to read
-	maxBytes    int             // opRead
+	entries     []core.LogEntry            // opAppend
+	hs          core.HardState             // opHardState
+	index, term uint64                     // opSnapshot; opRead: index is the first to read
+	data        []byte                     // opSnapshot: its bytes, or
+	encode      func(w stdio.Writer) error // opSnapshot: writes its bytes (WriteSnapshot)
+	to          uint64                     // opRead: the last index to read
+	maxBytes    int                        // opRead
+}
+
+// writeSnapshot writes an opSnapshot's bytes to w: data, or what encode
+// writes (it may run again when a write is tried again).
+func (op *diskOp) writeSnapshot(w stdio.Writer) error {
+	if op.encode != nil {
+		return op.encode(w)
+	}
+	_, err := w.Write(op.data)
+	return err
 }
 
 // completion is the disk goroutine's answer to the loop: Synced(index),
@@ -125,12 +136,8 @@ func newDisk(dir string, log *store.Log, lastSnap uint64, stopped chan struct{},
 func (d *disk) writeSnapshots() {
 	defer close(d.snapsExited)
 	for op := range d.snaps {
-		data := op.data
 		err := d.untilSpace("writing a snapshot", func() error {
-			return store.SaveSnapshot(d.dir, op.index, op.term, func(w stdio.Writer) error {
-				_, err := w.Write(data)
-				return err
-			})
+			return store.SaveSnapshot(d.dir, op.index, op.term, op.writeSnapshot)
 		})
 		if err != nil {
 			d.report(completion{err: err})
@@ -327,11 +334,7 @@ func (d *disk) do(op *diskOp) error {
 			d.snaps <- *op // written beside the log; opSnapshotWritten follows
 			return nil
 		}
-		data := op.data
-		err := store.SaveSnapshot(d.dir, op.index, op.term, func(w stdio.Writer) error {
-			_, err := w.Write(data)
-			return err
-		})
+		err := store.SaveSnapshot(d.dir, op.index, op.term, op.writeSnapshot)
 		if err != nil {
 			return err
 		}

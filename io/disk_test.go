@@ -220,6 +220,36 @@ func TestDiskSnapshotWithinTheLog(t *testing.T) {
 	checkRecovered(t, rec, 3, 1, "state at 3", 4, 5)
 }
 
+// WriteSnapshot's bytes are encoded as the snapshot writer writes them,
+// and an encoding that fails fails storage (the server stops).
+func TestDiskWritesAnEncodedSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	td := startDisk(t, dir, 0)
+	td.append(1, 5, 1)
+	td.sync(5)
+	td.d.push(diskOp{kind: opSnapshot, index: 3, term: 1, encode: func(w stdio.Writer) error {
+		for _, piece := range []string{"state ", "at 3"} {
+			if _, err := w.Write([]byte(piece)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}})
+	if c := td.await(); c.err != nil || !c.snapshot || c.index != 3 {
+		t.Fatalf("got %+v, want SnapshotSaved(3)", c)
+	}
+	td.d.push(diskOp{kind: opSnapshot, index: 5, term: 1, encode: func(w stdio.Writer) error {
+		w.Write([]byte("half a state"))
+		return errors.New("the state would not encode")
+	}})
+	if c := td.await(); c.err == nil || !strings.Contains(c.err.Error(), "would not encode") {
+		t.Fatalf("got %+v, want the encoding's error", c)
+	}
+	td.close()
+	rec, _ := recoverDir(t, dir)
+	checkRecovered(t, rec, 3, 1, "state at 3", 4, 5)
+}
+
 // An append beyond the log's end restarts the log when the newest snapshot
 // covers the gap, and fails the disk (stopping the server) otherwise.
 func TestDiskAppendAfterAGap(t *testing.T) {

@@ -27,9 +27,12 @@
 //     snapshot for a follower likewise, and reports SnapshotDecoded.
 //   - The snapshot writer writes snapshot files beside the log, so that a
 //     large one (seconds) does not hold up the log's fsyncs; the disk
-//     goroutine then compacts the log and reports SnapshotSaved. A
-//     follower's install of the leader's snapshot, which resets the log, is
-//     written by the disk goroutine itself, in order.
+//     goroutine then compacts the log and reports SnapshotSaved. For a
+//     WriteSnapshot (the replica's periodic snapshots) it is also the
+//     encoder: the frozen view's bytes go through a 1 MiB buffer into the
+//     file, never whole in memory. A follower's install of the leader's
+//     snapshot, which resets the log, is written by the disk goroutine
+//     itself, in order.
 //   - The accept goroutine, started with the loop, and, per accepted
 //     connection, one reader and one writer. Connections are accepted at
 //     once, before the replica has synced anything: the replica itself

@@ -574,3 +574,9 @@ func (rio replicaIO) DecodeSnapshot(index uint64, decode func()) {
 func (rio replicaIO) SaveSnapshot(index, term uint64, data []byte) {
 	rio.s.disk.push(diskOp{kind: opSnapshot, index: index, term: term, data: data})
 }
+
+// WriteSnapshot is SaveSnapshot with its bytes encoded by the snapshot
+// writer as it writes them (see disk).
+func (rio replicaIO) WriteSnapshot(index, term uint64, encode func(w stdio.Writer) error) {
+	rio.s.disk.push(diskOp{kind: opSnapshot, index: index, term: term, encode: encode})
+}

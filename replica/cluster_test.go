@@ -451,6 +451,11 @@ func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 	if c.nodes[lag].io.snapIndex == 0 {
 		t.Fatal("the lagging follower did not install a snapshot")
 	}
+	if c.nodes[l].io.encodes == 0 {
+		// The leader's periodic snapshots went to storage; the follower
+		// was sent one encoded into memory for it.
+		t.Fatal("the leader sent a snapshot without encoding one into memory")
+	}
 	c.leadsWith(l, lag, 40)
 }
 

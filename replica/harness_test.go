@@ -2,6 +2,8 @@ package replica
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -25,6 +27,8 @@ type memIO struct {
 	beside      []func(*Replica) // queued encodings, decodings and reads
 	reads       int              // ReadLog calls
 	failReads   bool             // ReadLog finds every record damaged
+	writes      int              // WriteSnapshot calls
+	encodes     int              // EncodeSnapshot calls
 }
 
 func newMemIO() *memIO { return &memIO{sent: map[core.ConnID][][]byte{}} }
@@ -74,7 +78,22 @@ func (m *memIO) ReadLog(from, to uint64, maxBytes int) {
 
 // EncodeSnapshot queues the encoding; settle and the cluster's step run it.
 func (m *memIO) EncodeSnapshot(index uint64, encode func() []byte) {
+	m.encodes++
 	m.beside = append(m.beside, func(r *Replica) { r.SnapshotEncoded(index, encode()) })
+}
+
+// WriteSnapshot queues the encoding, which saves the snapshot: storage
+// then reports it saved (a clusterIO, through its step).
+func (m *memIO) WriteSnapshot(index, term uint64, encode func(w io.Writer) error) {
+	m.writes++
+	m.beside = append(m.beside, func(r *Replica) {
+		var b bytes.Buffer
+		if err := encode(&b); err != nil {
+			panic(fmt.Sprintf("encoding the snapshot at index %d: %v", index, err))
+		}
+		m.SaveSnapshot(index, term, b.Bytes())
+		r.SnapshotSaved(index)
+	})
 }
 
 // DecodeSnapshot queues the decoding, as EncodeSnapshot the encoding.

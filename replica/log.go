@@ -1,6 +1,8 @@
 package replica
 
 import (
+	"io"
+
 	"github.com/geoevent/geoevent/core"
 	"github.com/geoevent/geoevent/statemachine"
 )
@@ -173,6 +175,7 @@ func (r *Replica) Synced(index uint64) {
 		r.checkRepaired()
 	}
 	r.flush()
+	r.maybeSnapshot()
 }
 
 // applyCommitted applies the committed entries not yet applied, then
@@ -195,33 +198,85 @@ func (r *Replica) applyCommitted() {
 		}
 		r.serveReads()
 	}
-	if r.snapshotDue() && r.encoding == nil {
-		r.beginSnapshot()
+	r.maybeSnapshot()
+}
+
+// maybeSnapshot begins the periodic snapshot when one is due, none is
+// being taken, and storage has been handed every entry up to the applied
+// index (a follower may apply entries that wait in queued for the Sync in
+// flight): the snapshot then never replaces storage's log
+// (core.IO.WriteSnapshot).
+func (r *Replica) maybeSnapshot() {
+	if r.snapshotDue() && r.encoding == nil && (len(r.queued) == 0 || r.queued[0].Index > r.applied) {
+		r.writeSnapshot()
 	}
 }
 
 // encoding is a snapshot being encoded away from the replica: the state
-// machine keeps its state as of index (frozen) until SnapshotEncoded.
+// machine keeps its state as of index (frozen) until SnapshotEncoded, or,
+// for one written straight to storage (toStorage), until SnapshotSaved.
 type encoding struct {
 	index, term uint64
 	frozen      *statemachine.Frozen
+	toStorage   bool
+	size        uint64 // toStorage: the bytes encode wrote (read at SnapshotSaved)
+}
+
+// writeSnapshot freezes the state at the applied index and has IO encode
+// it straight into storage (IO.WriteSnapshot); the replica goes on
+// applying meanwhile. These are the periodic snapshots: encoded into
+// memory first, a snapshot held a second copy of the state's size (fresh
+// memory, the dearest part of ingest in a VM) for nothing but the write.
+// See maybeSnapshot for when.
+func (r *Replica) writeSnapshot() {
+	e := r.freeze()
+	e.toStorage = true
+	prefix := r.statePrefix()
+	r.io.WriteSnapshot(e.index, e.term, func(w io.Writer) error {
+		cw := countingWriter{w: w}
+		if _, err := cw.Write(prefix); err != nil {
+			return err
+		}
+		err := e.frozen.WriteSnapshot(&cw)
+		e.size = cw.n
+		return err
+	})
 }
 
 // beginSnapshot freezes the state at the applied index and has IO encode
-// it; the replica goes on applying meanwhile.
+// it into memory, for followers that need a snapshot: they are sent its
+// bytes (sendWaitingSnapshots), which storage then saves too. The replica
+// goes on applying meanwhile.
 func (r *Replica) beginSnapshot() {
 	// The state grew by at most about the log applied since the last
 	// snapshot: sizing the buffer once saves copying (and zeroing) it at
 	// every doubling, which dominated the cost for large states.
 	size := r.lastSnapBytes + r.bytesSince + r.bytesSince/8 + 1<<16
 	prefix := r.statePrefix()
-	frozen := r.sm.Freeze()
-	r.snapRecords = r.sm.RecordBytes()
-	r.encoding = &encoding{index: r.applied, term: r.appliedTerm, frozen: frozen}
-	r.sinceSnapshot, r.bytesSince = 0, 0
+	frozen := r.freeze().frozen
 	r.io.EncodeSnapshot(r.applied, func() []byte {
 		return frozen.AppendSnapshot(append(make([]byte, 0, size), prefix...))
 	})
+}
+
+// freeze starts a snapshot of the state at the applied index.
+func (r *Replica) freeze() *encoding {
+	r.snapRecords = r.sm.RecordBytes()
+	r.encoding = &encoding{index: r.applied, term: r.appliedTerm, frozen: r.sm.Freeze()}
+	r.sinceSnapshot, r.bytesSince = 0, 0
+	return r.encoding
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n uint64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += uint64(n)
+	return n, err
 }
 
 // SnapshotEncoded is IO's answer to EncodeSnapshot: the bytes of the
@@ -229,7 +284,7 @@ func (r *Replica) beginSnapshot() {
 // compacted up to it.
 func (r *Replica) SnapshotEncoded(index uint64, data []byte) {
 	e := r.encoding
-	if r.failed != nil || e == nil || e.index != index {
+	if r.failed != nil || e == nil || e.index != index || e.toStorage {
 		return // the state it froze was replaced by a leader's snapshot
 	}
 	r.sm.Release(e.frozen)
@@ -261,9 +316,25 @@ func (r *Replica) snapshotDue() bool {
 // (readback.go).
 const snapshotLogRatio = 2
 
-// SnapshotSaved is storage's answer to SaveSnapshot.
+// SnapshotSaved is storage's answer to SaveSnapshot and WriteSnapshot.
 func (r *Replica) SnapshotSaved(index uint64) {
-	if r.failed != nil || r.installing == 0 || index != r.installing {
+	if r.failed != nil {
+		return
+	}
+	if e := r.encoding; e != nil && e.toStorage && e.index == index {
+		// A snapshot written straight to storage: the log in memory is
+		// compacted up to it. Followers that wait for a snapshot need
+		// its bytes: they get one encoded into memory.
+		r.sm.Release(e.frozen)
+		r.encoding = nil
+		r.lastSnapBytes = e.size
+		r.compactTo(r.keepFrom(index))
+		if r.snapshotWanted() {
+			r.beginSnapshot()
+		}
+		return
+	}
+	if r.installing == 0 || index != r.installing {
 		return
 	}
 	// The leader's snapshot is installed and durable: acknowledge it.

@@ -184,6 +184,10 @@ func TestSnapshotAndRecovery(t *testing.T) {
 	if n.io.snapshot == nil {
 		t.Fatal("no snapshot taken")
 	}
+	if n.io.writes == 0 || n.io.encodes != 0 {
+		// Periodic snapshots go straight to storage: no copy in memory.
+		t.Fatalf("%d snapshots written to storage, %d encoded into memory; want them all written", n.io.writes, n.io.encodes)
+	}
 	if len(n.io.durable) >= 14 {
 		t.Fatalf("the log was not compacted: %d entries", len(n.io.durable))
 	}

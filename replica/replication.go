@@ -193,6 +193,17 @@ func (r *Replica) sendWaitingSnapshots(index, term uint64, data []byte) {
 	})
 }
 
+// snapshotWanted reports whether a follower waits for a snapshot that the
+// leader has no bytes of at hand (see sendWaitingSnapshots).
+func (r *Replica) snapshotWanted() bool {
+	if r.role != Leader || (r.snapshot != nil && r.snapshot.index >= r.unsendable()) {
+		return false
+	}
+	wanted := false
+	r.eachPeer(func(p uint32) { wanted = wanted || r.peers[p].state == stateSnapshot })
+	return wanted
+}
+
 func (r *Replica) sendSnapshotChunk(p uint32, now uint64) {
 	pr, s := &r.peers[p], r.snapshot
 	end := min(pr.snapOffset+snapshotChunk, uint64(len(s.data)))

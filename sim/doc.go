@@ -88,8 +88,10 @@
 // follower that installs its leader's snapshot beyond its log appends
 // after it). EncodeSnapshot also completes after a random latency and runs
 // the encoding only then, so that the replica's writes in between must not
-// show in the frozen view it encodes; DecodeSnapshot likewise, so that a
-// follower takes other inputs while it decodes its leader's snapshot.
+// show in the frozen view it encodes; WriteSnapshot likewise, which then
+// saves the bytes as a SaveSnapshot made at that moment; DecodeSnapshot
+// likewise, so that a follower takes other inputs while it decodes its
+// leader's snapshot.
 // ReadLog reads what the disk holds when it is called (the durable log
 // with the queued appends over it) and answers after a Sync's latency;
 // with faults that include crashes it may find the record damaged and

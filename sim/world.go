@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash"
+	stdio "io"
 	"math/rand/v2"
 	"slices"
 
@@ -133,6 +134,23 @@ func (io nodeIO) ReadLog(from, to uint64, maxBytes int) {
 func (io nodeIO) EncodeSnapshot(index uint64, encode func() []byte) {
 	io.n.snapNote = true // the state it encodes is the state now: note its digest
 	io.beside("encodes", index, func(r *replica.Replica) { r.SnapshotEncoded(index, encode()) })
+}
+
+// WriteSnapshot is EncodeSnapshot whose bytes go to the disk as a
+// SaveSnapshot made when the encoding completes, answered by SnapshotSaved
+// once durable. An encoding that fails fails the run: the replica's own
+// state must always encode.
+func (io nodeIO) WriteSnapshot(index, term uint64, encode func(w stdio.Writer) error) {
+	n := io.n
+	n.snapNote = true // the state it encodes is the state now: note its digest
+	io.beside("writes", index, func(*replica.Replica) {
+		var b bytes.Buffer
+		if err := encode(&b); err != nil {
+			n.w.fail("replica %d could not encode its snapshot at index %d: %v", n.idx, index, err)
+			return
+		}
+		n.disk.saveSnapshot(index, term, b.Bytes())
+	})
 }
 
 // DecodeSnapshot completes after a random latency too; the decoding runs

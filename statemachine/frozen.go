@@ -1,6 +1,9 @@
 package statemachine
 
-import "slices"
+import (
+	"io"
+	"slices"
+)
 
 // Frozen is the state as it was when Freeze was called. Its AppendSnapshot
 // may run on another goroutine while the state machine goes on changing:
@@ -46,3 +49,8 @@ func (sm *StateMachine) Release(f *Frozen) {
 // The snapshot goes straight into dst, with no copy through a writer: a
 // caller that sizes dst for it moves each byte once.
 func (f *Frozen) AppendSnapshot(dst []byte) []byte { return appendSnapshot(dst, &f.view) }
+
+// WriteSnapshot writes the snapshot of the frozen state to w, as
+// AppendSnapshot appends it, in pieces of 32 KiB or more (w needs no
+// buffer of its own) and without holding the whole in memory.
+func (f *Frozen) WriteSnapshot(w io.Writer) error { return writeSnapshot(w, &f.view) }

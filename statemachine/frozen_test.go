@@ -26,6 +26,10 @@ func TestFrozenSnapshotIgnoresLaterWrites(t *testing.T) {
 			if string(got[:6]) != "prefix" || !bytes.Equal(got[6:], v.want) {
 				t.Fatalf("a frozen view wrote %d bytes unlike the %d of the state it froze", len(got)-6, len(v.want))
 			}
+			var w bytes.Buffer
+			if err := v.f.WriteSnapshot(&w); err != nil || !bytes.Equal(w.Bytes(), v.want) {
+				t.Fatalf("a frozen view streamed %d bytes (%v) unlike the %d of the state it froze", w.Len(), err, len(v.want))
+			}
 		}
 		sm := New()
 		var views []view

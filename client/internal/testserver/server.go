@@ -14,6 +14,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -422,7 +423,7 @@ func (s *Server) enqueue(c *conn, frame []byte) {
 }
 
 // memIO is an in-memory core.IO. Storage keeps nothing (the server never
-// restarts); Sync, SaveSnapshot, EncodeSnapshot and DecodeSnapshot are
+// restarts); Sync, SaveSnapshot, WriteSnapshot, EncodeSnapshot and DecodeSnapshot are
 // completed by drain.
 type memIO struct {
 	s      *Server
@@ -450,6 +451,17 @@ func (m *memIO) SaveSnapshot(index, term uint64, data []byte) { m.snaps = append
 // entries, so its replica never reads them back.
 func (m *memIO) ReadLog(from, _ uint64, _ int) {
 	m.beside = append(m.beside, func(r *replica.Replica) { r.LogRead(from, nil) })
+}
+
+// WriteSnapshot encodes the snapshot (into nothing: storage keeps
+// nothing) when drain completes it, then reports it saved.
+func (m *memIO) WriteSnapshot(index, _ uint64, encode func(w io.Writer) error) {
+	m.beside = append(m.beside, func(*replica.Replica) {
+		if err := encode(io.Discard); err != nil {
+			panic(fmt.Sprintf("testserver: encoding the snapshot at index %d: %v", index, err))
+		}
+		m.snaps = append(m.snaps, index)
+	})
 }
 
 func (m *memIO) EncodeSnapshot(index uint64, encode func() []byte) {
