@@ -285,7 +285,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 func (r *Replica) SnapshotEncoded(index uint64, data []byte) {
 	e := r.encoding
 	if r.failed != nil || e == nil || e.index != index || e.toStorage {
-		return // the state it froze was replaced by a leader's snapshot
+		return // not the encoding's answer: the state it froze was replaced by a leader's snapshot
 	}
 	r.sm.Release(e.frozen)
 	r.encoding = nil
@@ -306,8 +306,8 @@ func (r *Replica) snapshotDue() bool {
 // between snapshots (Config.SnapshotMinBytes). Encoding and writing a
 // snapshot of a large state had cost a sixth of the machine's CPU in a
 // 3-replica cluster's ingest when taken at once the state's size (most of
-// it the first touch of fresh memory for the encoding and the file's page
-// cache), with a 64 MiB minimum. Twice the state's size, and 256 MiB at
+// it the first touch of fresh memory for the encoding, since written
+// straight to the file, and the file's page cache), with a 64 MiB minimum. Twice the state's size, and 256 MiB at
 // least, measured the same as four times in 8-10 s ingest runs (which
 // take one snapshot either way), and recovery, which replays the log
 // between snapshots, takes half as long. Storage keeps the log since the
