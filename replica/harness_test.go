@@ -82,8 +82,8 @@ func (m *memIO) EncodeSnapshot(index uint64, encode func() []byte) {
 	m.beside = append(m.beside, func(r *Replica) { r.SnapshotEncoded(index, encode()) })
 }
 
-// WriteSnapshot queues the encoding, which saves the snapshot: storage
-// then reports it saved (a clusterIO, through its step).
+// WriteSnapshot queues the encoding, which saves the snapshot and reports
+// it saved at once.
 func (m *memIO) WriteSnapshot(index, term uint64, encode func(w io.Writer) error) {
 	m.writes++
 	m.beside = append(m.beside, func(r *Replica) {
