@@ -20,6 +20,7 @@ type clusterIO struct {
 	idx        uint32
 	saved      []uint64 // snapshots written, not yet reported
 	holdBeside bool     // step leaves the queued encodings and decodings alone
+	holdSyncs  bool     // step leaves the Syncs in flight alone
 }
 
 func (io *clusterIO) SendPeer(to uint32, frame ...[]byte) {
@@ -121,7 +122,7 @@ func (c *cluster) step() {
 			if !cn.up {
 				continue
 			}
-			for cn.io.syncs > 0 {
+			for cn.io.syncs > 0 && !cn.io.holdSyncs {
 				busy = true
 				cn.r.Synced(cn.io.completeSync())
 			}
@@ -156,6 +157,9 @@ func (c *cluster) step() {
 		for i, cn := range c.nodes {
 			if cn.up && cn.r.Err() != nil {
 				c.t.Fatalf("replica %d failed: %v", i, cn.r.Err())
+			}
+			if cn.io.snapBeyondLog != "" {
+				c.t.Fatalf("replica %d: %s", i, cn.io.snapBeyondLog)
 			}
 		}
 		if !busy {
@@ -442,6 +446,35 @@ func lagBehindSnapshots(t *testing.T) (c *cluster, l, lag int, cl *cclient) {
 		t.Fatal("the leader's log was not compacted")
 	}
 	return c, l, lag, cl
+}
+
+// A follower applies entries that the leader committed with the other
+// follower while its own Sync is in flight: they wait in queued, not yet
+// handed to storage. Its periodic snapshot waits for them to be appended,
+// so that it never replaces storage's log (core.IO.WriteSnapshot).
+func TestFollowerSnapshotsOnlyAppendedEntries(t *testing.T) {
+	c := newCluster(t, 3, Config{SnapshotEvery: 3})
+	l := c.leader()
+	f := (l + 1) % 3
+	cl := c.client(l, 1)
+	c.nodes[f].io.holdSyncs = true
+	for i := uint64(1); i <= 10; i++ {
+		if rp := cl.call(core.OpUpsert, insertReq(ev(i, int64(i), 1))); rp.err != nil {
+			t.Fatal(rp.err)
+		}
+	}
+	fn := c.nodes[f]
+	if fn.r.applied <= fn.io.lastAppended() {
+		t.Fatalf("the follower applied up to %d with entries up to %d appended: the test needs it ahead", fn.r.applied, fn.io.lastAppended())
+	}
+	// (Every step checks that no snapshot was begun beyond the log.)
+	before := fn.io.writes
+	fn.io.holdSyncs = false
+	c.step()
+	if fn.io.writes == before {
+		t.Fatal("no snapshot once the entries were appended")
+	}
+	c.converged()
 }
 
 func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {

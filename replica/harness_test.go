@@ -29,6 +29,21 @@ type memIO struct {
 	failReads   bool             // ReadLog finds every record damaged
 	writes      int              // WriteSnapshot calls
 	encodes     int              // EncodeSnapshot calls
+	// snapBeyondLog names a WriteSnapshot at an index not yet appended
+	// (core.IO forbids it: the snapshot would replace the log).
+	snapBeyondLog string
+}
+
+// lastAppended is the index of the last entry appended, synced or not (or
+// of the snapshot, when the log is empty after it).
+func (m *memIO) lastAppended() uint64 {
+	last := m.snapIndex
+	for _, es := range [][]core.LogEntry{m.durable, m.written} {
+		if len(es) > 0 {
+			last = max(last, es[len(es)-1].Index)
+		}
+	}
+	return last
 }
 
 func newMemIO() *memIO { return &memIO{sent: map[core.ConnID][][]byte{}} }
@@ -86,6 +101,9 @@ func (m *memIO) EncodeSnapshot(index uint64, encode func() []byte) {
 // it saved at once.
 func (m *memIO) WriteSnapshot(index, term uint64, encode func(w io.Writer) error) {
 	m.writes++
+	if last := m.lastAppended(); index > last && m.snapBeyondLog == "" {
+		m.snapBeyondLog = fmt.Sprintf("WriteSnapshot at index %d, beyond the log's last appended entry %d", index, last)
+	}
 	m.beside = append(m.beside, func(r *Replica) {
 		var b bytes.Buffer
 		if err := encode(&b); err != nil {

@@ -142,6 +142,11 @@ func (io nodeIO) EncodeSnapshot(index uint64, encode func() []byte) {
 // state must always encode.
 func (io nodeIO) WriteSnapshot(index, term uint64, encode func(w stdio.Writer) error) {
 	n := io.n
+	if index > n.disk.volLast {
+		// core.IO: the replica asks only once it has appended the entry.
+		n.w.fail("replica %d wrote a snapshot at index %d beyond its log's last appended entry %d", n.idx, index, n.disk.volLast)
+		return
+	}
 	n.snapNote = true // the state it encodes is the state now: note its digest
 	io.beside("writes", index, func(*replica.Replica) {
 		var b bytes.Buffer
