@@ -136,16 +136,34 @@ func newDisk(dir string, log *store.Log, lastSnap uint64, stopped chan struct{},
 func (d *disk) writeSnapshots() {
 	defer close(d.snapsExited)
 	for op := range d.snaps {
+		start := time.Now()
+		var size int64
 		err := d.untilSpace("writing a snapshot", func() error {
-			return store.SaveSnapshot(d.dir, op.index, op.term, op.writeSnapshot)
+			size = 0
+			return store.SaveSnapshot(d.dir, op.index, op.term, func(w stdio.Writer) error {
+				return op.writeSnapshot(writerFunc(func(p []byte) (int, error) {
+					n, err := w.Write(p)
+					size += int64(n)
+					return n, err
+				}))
+			})
 		})
 		if err != nil {
 			d.report(completion{err: err})
 			continue
 		}
+		// Encoded (for a WriteSnapshot), written and fsynced: the replica
+		// keeps its state frozen for a WriteSnapshot until now.
+		d.logger.Info("snapshot written", zap.Uint64("index", op.index), zap.Int64("bytes", size),
+			zap.Duration("took", time.Since(start).Round(time.Millisecond)))
 		d.push(diskOp{kind: opSnapshotWritten, index: op.index})
 	}
 }
+
+// writerFunc is an io.Writer made of a function.
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // push queues op. It never blocks; after close it drops op.
 func (d *disk) push(op diskOp) {
