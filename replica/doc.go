@@ -20,7 +20,8 @@
 // # Files
 //
 //	replica.go      the client path: sessions, dedupe, applying, executing
-//	log.go          the in-memory log, group commit, durability
+//	log.go          the in-memory log, group commit, durability, taking snapshots
+//	                (periodic ones encoded straight into storage)
 //	raft.go         roles, terms, elections (pre-vote, check-quorum)
 //	replication.go  the leader's appends and snapshots, the follower's side
 //	readback.go     applied entries' data given up, and read back for laggards
