@@ -138,15 +138,9 @@ func (d *disk) writeSnapshots() {
 	for op := range d.snaps {
 		start := time.Now()
 		var size int64
-		err := d.untilSpace("writing a snapshot", func() error {
-			size = 0
-			return store.SaveSnapshot(d.dir, op.index, op.term, func(w stdio.Writer) error {
-				return op.writeSnapshot(writerFunc(func(p []byte) (int, error) {
-					n, err := w.Write(p)
-					size += int64(n)
-					return n, err
-				}))
-			})
+		err := d.untilSpace("writing a snapshot", func() (err error) {
+			size, err = store.SaveSnapshot(d.dir, op.index, op.term, op.writeSnapshot)
+			return err
 		})
 		if err != nil {
 			d.report(completion{err: err})
@@ -159,11 +153,6 @@ func (d *disk) writeSnapshots() {
 		d.push(diskOp{kind: opSnapshotWritten, index: op.index})
 	}
 }
-
-// writerFunc is an io.Writer made of a function.
-type writerFunc func(p []byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // push queues op. It never blocks; after close it drops op.
 func (d *disk) push(op diskOp) {
@@ -352,7 +341,7 @@ func (d *disk) do(op *diskOp) error {
 			d.snaps <- *op // written beside the log; opSnapshotWritten follows
 			return nil
 		}
-		err := store.SaveSnapshot(d.dir, op.index, op.term, op.writeSnapshot)
+		_, err := store.SaveSnapshot(d.dir, op.index, op.term, op.writeSnapshot)
 		if err != nil {
 			return err
 		}

@@ -258,7 +258,7 @@ func TestDiskAppendAfterAGap(t *testing.T) {
 	td.append(1, 5, 1)
 	td.sync(5)
 	td.close()
-	if err := store.SaveSnapshot(dir, 10, 2, func(w stdio.Writer) error { _, err := w.Write([]byte("s")); return err }); err != nil {
+	if _, err := store.SaveSnapshot(dir, 10, 2, func(w stdio.Writer) error { _, err := w.Write([]byte("s")); return err }); err != nil {
 		t.Fatal(err)
 	}
 	td = startDisk(t, dir, 10) // as if the log had not been emptied
@@ -297,7 +297,7 @@ func TestRecoverySnapshotBeyondTheLog(t *testing.T) {
 	if err := log.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.SaveSnapshot(dir, 10, 2, func(w stdio.Writer) error { _, err := w.Write([]byte("s")); return err }); err != nil {
+	if _, err := store.SaveSnapshot(dir, 10, 2, func(w stdio.Writer) error { _, err := w.Write([]byte("s")); return err }); err != nil {
 		t.Fatal(err)
 	}
 	log, rec, err := recoverStorage(dir, 0, 1, zap.NewNop())

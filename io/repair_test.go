@@ -140,7 +140,7 @@ func TestRecoveryOfOneReplicaRefusesADamagedRecord(t *testing.T) {
 func TestRecoveryCutUnderTheSnapshot(t *testing.T) {
 	dir := t.TempDir()
 	damagedLog(t, dir)
-	if err := store.SaveSnapshot(dir, 6, 2, func(w stdio.Writer) error { _, err := w.Write([]byte("s")); return err }); err != nil {
+	if _, err := store.SaveSnapshot(dir, 6, 2, func(w stdio.Writer) error { _, err := w.Write([]byte("s")); return err }); err != nil {
 		t.Fatal(err)
 	}
 	log, rec, err := recoverStorage(dir, 0, 3, zap.NewNop())

@@ -104,16 +104,17 @@ func (c *crcWriter) Write(p []byte) (int, error) {
 // entry has term term); write streams its body. It writes a temp file,
 // fsyncs it, renames it into place and fsyncs the directory, then deletes
 // older snapshots except the newest one before it, and leftover temp files.
-// If write fails, nothing changes.
-func SaveSnapshot(dir string, index, term uint64, write func(w io.Writer) error) (err error) {
+// It returns the size of the body write streamed. If write fails, nothing
+// changes.
+func SaveSnapshot(dir string, index, term uint64, write func(w io.Writer) error) (size int64, err error) {
 	if index == 0 {
-		return fmt.Errorf("store: snapshot at index 0")
+		return 0, fmt.Errorf("store: snapshot at index 0")
 	}
 	path := filepath.Join(dir, snapshotName(index, term))
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return fmt.Errorf("store: create snapshot: %w", err)
+		return 0, fmt.Errorf("store: create snapshot: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -123,20 +124,20 @@ func SaveSnapshot(dir string, index, term uint64, write func(w io.Writer) error)
 	}()
 	var hdr [snapshotHeaderSize]byte
 	if _, err = f.Write(hdr[:]); err != nil {
-		return fmt.Errorf("store: write %s: %w", tmp, err)
+		return 0, fmt.Errorf("store: write %s: %w", tmp, err)
 	}
 	cw := &crcWriter{w: f}
 	bw := bufio.NewWriterSize(cw, 1<<20)
 	if err = write(bw); err != nil {
-		return fmt.Errorf("store: write snapshot body: %w", err)
+		return 0, fmt.Errorf("store: write snapshot body: %w", err)
 	}
 	if err = bw.Flush(); err != nil {
-		return fmt.Errorf("store: write %s: %w", tmp, err)
+		return 0, fmt.Errorf("store: write %s: %w", tmp, err)
 	}
 	var trailer [snapshotTrailer]byte
 	binary.LittleEndian.PutUint32(trailer[:], cw.crc)
 	if _, err = f.Write(trailer[:]); err != nil {
-		return fmt.Errorf("store: write %s: %w", tmp, err)
+		return 0, fmt.Errorf("store: write %s: %w", tmp, err)
 	}
 	copy(hdr[:], snapshotMagic)
 	binary.LittleEndian.PutUint64(hdr[8:16], index)
@@ -144,21 +145,21 @@ func SaveSnapshot(dir string, index, term uint64, write func(w io.Writer) error)
 	binary.LittleEndian.PutUint64(hdr[24:32], uint64(cw.n))
 	binary.LittleEndian.PutUint32(hdr[36:40], crc32.Checksum(hdr[0:36], castagnoli))
 	if _, err = f.WriteAt(hdr[:], 0); err != nil {
-		return fmt.Errorf("store: write %s: %w", tmp, err)
+		return 0, fmt.Errorf("store: write %s: %w", tmp, err)
 	}
 	if err = syncFile(f); err != nil {
-		return fmt.Errorf("store: fsync %s: %w", tmp, err)
+		return 0, fmt.Errorf("store: fsync %s: %w", tmp, err)
 	}
 	if err = f.Close(); err != nil {
-		return fmt.Errorf("store: close %s: %w", tmp, err)
+		return 0, fmt.Errorf("store: close %s: %w", tmp, err)
 	}
 	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("store: rename %s: %w", tmp, err)
+		return 0, fmt.Errorf("store: rename %s: %w", tmp, err)
 	}
 	if err = syncDir(dir); err != nil {
-		return err
+		return 0, err
 	}
-	return cleanSnapshots(dir, index, term)
+	return cw.n, cleanSnapshots(dir, index, term)
 }
 
 // cleanSnapshots deletes the snapshots older than the newest one before

@@ -92,7 +92,7 @@ func TestHardStateDamaged(t *testing.T) {
 
 func saveBody(t *testing.T, dir string, index, term uint64, body []byte) {
 	t.Helper()
-	err := SaveSnapshot(dir, index, term, func(w io.Writer) error {
+	size, err := SaveSnapshot(dir, index, term, func(w io.Writer) error {
 		// Write in pieces of several sizes to go through the buffer.
 		for p := 0; p < len(body); {
 			n := min(len(body)-p, 1+p%3000)
@@ -103,8 +103,8 @@ func saveBody(t *testing.T, dir string, index, term uint64, body []byte) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatalf("SaveSnapshot(%d): %v", index, err)
+	if err != nil || size != int64(len(body)) {
+		t.Fatalf("SaveSnapshot(%d): %d bytes of %d, %v", index, size, len(body), err)
 	}
 }
 
@@ -217,7 +217,7 @@ func TestSnapshotTempFilesAndFailedWrite(t *testing.T) {
 
 	// A failing writer leaves nothing behind.
 	boom := errors.New("boom")
-	err = SaveSnapshot(dir, 7, 1, func(w io.Writer) error {
+	_, err = SaveSnapshot(dir, 7, 1, func(w io.Writer) error {
 		w.Write([]byte("some"))
 		return boom
 	})
@@ -231,7 +231,7 @@ func TestSnapshotTempFilesAndFailedWrite(t *testing.T) {
 	if got := snapFiles(t, dir); len(got) != 2 || got[0] != snapshotName(5, 1) || got[1] != snapshotName(8, 1) {
 		t.Fatalf("files %v", got)
 	}
-	if err := SaveSnapshot(dir, 0, 1, func(io.Writer) error { return nil }); err == nil {
+	if _, err := SaveSnapshot(dir, 0, 1, func(io.Writer) error { return nil }); err == nil {
 		t.Fatal("snapshot at index 0 accepted")
 	}
 }
