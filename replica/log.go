@@ -225,9 +225,9 @@ type encoding struct {
 // writeSnapshot freezes the state at the applied index and has IO encode
 // it straight into storage (IO.WriteSnapshot); the replica goes on
 // applying meanwhile. These are the periodic snapshots: encoded into
-// memory first, a snapshot held a second copy of the state's size (fresh
-// memory, the dearest part of ingest in a VM) for nothing but the write.
-// See maybeSnapshot for when.
+// memory first, a snapshot held a second copy of the state, in its encoded
+// form (fresh memory, the dearest part of ingest in a VM), for nothing but
+// the write. See maybeSnapshot for when.
 func (r *Replica) writeSnapshot() {
 	e := r.freeze()
 	e.toStorage = true
@@ -285,7 +285,9 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 func (r *Replica) SnapshotEncoded(index uint64, data []byte) {
 	e := r.encoding
 	if r.failed != nil || e == nil || e.index != index || e.toStorage {
-		return // not the encoding's answer: the state it froze was replaced by a leader's snapshot
+		// Not the encoding's answer: the state it froze was replaced by a
+		// leader's snapshot.
+		return
 	}
 	r.sm.Release(e.frozen)
 	r.encoding = nil
@@ -305,12 +307,13 @@ func (r *Replica) snapshotDue() bool {
 // snapshotLogRatio is how many times the state's records the log grows
 // between snapshots (Config.SnapshotMinBytes). Encoding and writing a
 // snapshot of a large state had cost a sixth of the machine's CPU in a
-// 3-replica cluster's ingest when taken at once the state's size (most of
-// it the first touch of fresh memory for the encoding, since written
-// straight to the file, and the file's page cache), with a 64 MiB minimum. Twice the state's size, and 256 MiB at
-// least, measured the same as four times in 8-10 s ingest runs (which
-// take one snapshot either way), and recovery, which replays the log
-// between snapshots, takes half as long. Storage keeps the log since the
+// 3-replica cluster's ingest when taken at once the state's size, with a
+// 64 MiB minimum (most of it the first touch of fresh memory for the
+// encoding, since written straight to the file, and the file's page
+// cache). Twice the state's size, and 256 MiB at least, measured the same
+// as four times in 8-10 s ingest runs (which take one snapshot either
+// way), and recovery, which replays the log between snapshots, takes half
+// as long. Storage keeps the log since the
 // snapshot before the newest: up to four times the state's records. The
 // log in memory stays small: applied entries give up their Data
 // (readback.go).

@@ -159,7 +159,7 @@ func (r *Replica) startSnapshot(p uint32, now uint64) {
 	pr := &r.peers[p]
 	pr.become(stateSnapshot, now)
 	pr.snapOffset = 0
-	if r.snapshot != nil && r.snapshot.index >= r.unsendable() {
+	if r.snapshotAtHand() {
 		r.sendSnapshotChunk(p, now)
 		return
 	}
@@ -175,7 +175,7 @@ func (r *Replica) startSnapshot(p uint32, now uint64) {
 // waiting for one, and those being sent one that the compaction has just
 // overtaken (installing it, they would need entries that are gone).
 func (r *Replica) sendWaitingSnapshots(index, term uint64, data []byte) {
-	if r.role != Leader || (r.snapshot != nil && r.snapshot.index >= r.unsendable()) {
+	if r.role != Leader || r.snapshotAtHand() {
 		return
 	}
 	r.snapshot = nil
@@ -193,10 +193,16 @@ func (r *Replica) sendWaitingSnapshots(index, term uint64, data []byte) {
 	})
 }
 
+// snapshotAtHand reports whether the leader holds the bytes of a snapshot
+// that covers every entry it cannot send.
+func (r *Replica) snapshotAtHand() bool {
+	return r.snapshot != nil && r.snapshot.index >= r.unsendable()
+}
+
 // snapshotWanted reports whether a follower waits for a snapshot that the
 // leader has no bytes of at hand (see sendWaitingSnapshots).
 func (r *Replica) snapshotWanted() bool {
-	if r.role != Leader || (r.snapshot != nil && r.snapshot.index >= r.unsendable()) {
+	if r.role != Leader || r.snapshotAtHand() {
 		return false
 	}
 	wanted := false
