@@ -54,14 +54,17 @@ func (sm *StateMachine) QueryPolygon(opTS uint64, q *core.PolygonQuery) (core.Qu
 	if err != nil {
 		return core.QueryResult{}, err
 	}
-	p, err := geom.NewPolygon(q.Vertices, q.Holes)
+	p, err := sm.polygons.Build(q.Vertices, q.Holes)
 	if err != nil {
 		return core.QueryResult{}, err
 	}
 	sm.flushSpatial()
 	s := spatialScan{sm: sm, t: opTS, group: q.Group, limit: limit, kind: kindPolygon}
-	rs, f := p.Scan()
-	s.run(&polygonRegion{p: p, rs: rs, f: f}, after, hasAfter)
+	reg := &sm.scanPolygon
+	reg.p = p
+	reg.rs, reg.f = p.Scan()
+	s.run(reg, after, hasAfter)
+	*reg = polygonRegion{} // the polygon's memory is the builder's
 	return s.result, nil
 }
 

@@ -58,8 +58,8 @@ const (
 // the (s,t) box [s0, s1] x [t0, t1] (within (0, 1)), at the finest level at
 // which the box spans at most maxSide cells a side, but not finer than
 // maxLevel. ok is false when the box is not within the face. ug, vg and cls
-// are taken from the fronts of edgeBuf (w+h+2 long) and clsBuf (w*h long,
-// zeros) when they are long enough, else allocated.
+// are taken from the fronts of edgeBuf (w+h+2 long) and clsBuf (w*h long)
+// when they are long enough, else allocated.
 func newFaceGrid(f int, s0, s1, t0, t1 float64, maxSide int, edgeBuf []float64, clsBuf []uint8) (g faceGrid, ok bool) {
 	if !(s0 > 0 && s1 < 1 && t0 > 0 && t1 < 1 && s0 <= s1 && t0 <= t1) {
 		return faceGrid{}, false
@@ -98,6 +98,7 @@ func newFaceGrid(f int, s0, s1, t0, t1 float64, maxSide int, edgeBuf []float64, 
 	}
 	if nc := g.w * g.h; len(clsBuf) >= nc {
 		g.cls = clsBuf[:nc:nc]
+		clear(g.cls)
 	} else {
 		g.cls = make([]uint8, nc)
 	}
@@ -114,12 +115,16 @@ func (g *faceGrid) row(v float64) int {
 	return min(max(int(uvToST(v)*float64(int(1)<<g.level))-g.j0, 0), g.h-1)
 }
 
-// summarize fills sat from cls, taking it from the front of satBuf (zeros)
-// when that is long enough ((w+1)*(h+1)).
+// summarize fills sat from cls, taking it from the front of satBuf when
+// that is long enough ((w+1)*(h+1)).
 func (g *faceGrid) summarize(satBuf []uint32) {
 	w1 := g.w + 1
 	if ns := w1 * (g.h + 1); len(satBuf) >= ns {
 		g.sat = satBuf[:ns:ns]
+		clear(g.sat[:w1])
+		for y := 1; y <= g.h; y++ {
+			g.sat[y*w1] = 0
+		}
 	} else {
 		g.sat = make([]uint32, ns)
 	}
@@ -304,17 +309,17 @@ type faceRings struct {
 type uvSeg struct{ au, av, bu, bv float64 }
 
 // init makes fr (the zero value) the polygon's rings on the face of its
-// first vertex; it is false when some vertex lies on another face or
-// within gridTol-ish of a face edge (pts are unit vectors; start as in
-// newPolygon).
-func (fr *faceRings) init(pts []r3.Vector, start []int) bool {
+// first vertex, their edges taken from mem; it is false when some vertex
+// lies on another face or within gridTol-ish of a face edge (pts are unit
+// vectors; start as in newPolygon).
+func (fr *faceRings) init(pts []r3.Vector, start []int, mem *polygonMemory) bool {
 	f := faceOf(pts[0])
 	for _, p := range pts[1:] {
 		if faceOf(p) != f {
 			return false
 		}
 	}
-	fr.face, fr.segs = f, make([]uvSeg, len(pts))
+	fr.face, fr.segs = f, take(&mem.uvSegs, len(pts))
 	fr.u0, fr.v0 = math.Inf(1), math.Inf(1)
 	fr.u1, fr.v1 = math.Inf(-1), math.Inf(-1)
 	for r := 0; r+1 < len(start); r++ {
@@ -365,13 +370,13 @@ func faceOf(p r3.Vector) int {
 const polyGridSide = 16
 
 // gridScanRanges covers the polygon by a grid of its face (see faceGrid
-// and polyGrid). A cell that no edge comes within gridTol of lies wholly
-// inside or wholly outside: the side of its center, which the even-odd
-// rule along the row through the centers gives. Edges are segments in the
-// plane; each marks the cells of each row its part in that row (padded)
-// meets as boundary.
-func (fr *faceRings) gridScanRanges() (rs []ScanRange, pg *polyGrid, ok bool) {
-	pg, ok = newPolyGrid(fr)
+// and polyGrid), built in gm. A cell that no edge comes within gridTol of
+// lies wholly inside or wholly outside: the side of its center, which the
+// even-odd rule along the row through the centers gives. Edges are
+// segments in the plane; each marks the cells of each row its part in that
+// row (padded) meets as boundary.
+func (fr *faceRings) gridScanRanges(gm *gridMemory) (rs []ScanRange, pg *polyGrid, ok bool) {
+	pg, ok = newPolyGrid(fr, gm)
 	if !ok {
 		return nil, nil, false
 	}

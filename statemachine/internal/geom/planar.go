@@ -87,16 +87,17 @@ type ringBands struct {
 // it projects them, indexes their edges, and checks that every hole lies
 // inside the outer ring and outside the other holes. minCos is the
 // smallest p·c over the outer ring's vertices. pl.rings is ringBuf when it
-// has room for them. The band arrays of all rings share one allocation.
-func (pl *planarIndex) init(c r3.Vector, minCos float64, pts []r3.Vector, start []int, ringBuf []ringIndex) error {
+// has room for them. The edges, the rings beyond ringBuf and the band
+// arrays of all rings are taken from mem.
+func (pl *planarIndex) init(c r3.Vector, minCos float64, pts []r3.Vector, start []int, ringBuf []ringIndex, mem *polygonMemory) error {
 	e1 := s2.Ortho(s2.Point{Vector: c}).Vector
 	pl.c, pl.e1, pl.e2, pl.minCos = c, e1, c.Cross(e1), minCos-1e-12
 	nRings := len(start) - 1
-	segs := make([]seg, len(pts))
+	segs := take(&mem.segs, len(pts))
 	if nRings <= len(ringBuf) {
 		pl.rings = ringBuf[:nRings]
 	} else {
-		pl.rings = make([]ringIndex, nRings)
+		pl.rings = take(&mem.rings, nRings)
 	}
 	slabSize := 0
 	for r := 0; r < nRings; r++ {
@@ -158,7 +159,7 @@ func (pl *planarIndex) init(c r3.Vector, minCos float64, pts []r3.Vector, start 
 	for r := 1; r < nRings; r++ {
 		holeEntries += bandOf(pl.rings[r].py1, hb.y0, hb.scale, hb.n) - bandOf(pl.rings[r].py0, hb.y0, hb.scale, hb.n) + 1
 	}
-	slab := make([]int32, slabSize+hb.n+2+holeEntries)
+	slab := take(&mem.slab, slabSize+hb.n+2+holeEntries)
 	for r := 0; r < nRings; r++ {
 		slab = pl.rings[r].fillBands(slab)
 	}

@@ -57,8 +57,9 @@ const (
 )
 
 // Polygon is a validated query polygon with holes: the part of the sphere
-// inside its outer ring and outside all its holes. Its methods do not modify
-// it and are safe for concurrent use.
+// inside its outer ring and outside all its holes. Its methods are safe for
+// concurrent use, except Scan and ScanRanges: their results live in the
+// polygon's memory and hold until its next Scan (see PolygonBuilder).
 type Polygon struct {
 	capCenter r3.Vector // a cap that contains the polygon: its center
 	capAngle  float64   // and radius (radians)
@@ -74,6 +75,10 @@ type Polygon struct {
 	// Otherwise, oriented S2 loops (interior on the left).
 	outer *s2.Loop
 	holes []*s2.Loop
+
+	// The memory the polygon lives in (with planar only), which its Scan
+	// uses too.
+	mem *polygonMemory
 }
 
 // edge3 is one edge of one ring on the unit sphere.
@@ -121,6 +126,12 @@ func NewPolygon(outer []core.Coordinate, holes [][]core.Coordinate) (*Polygon, e
 // newPolygon is NewPolygon with a bound on the box tests of the crossing
 // sweeps.
 func newPolygon(outer []core.Coordinate, holes [][]core.Coordinate, maxTests int) (*Polygon, error) {
+	return buildPolygon(outer, holes, maxTests, new(polygonMemory))
+}
+
+// buildPolygon is newPolygon in the memory mem, which the polygon keeps
+// for its Scan.
+func buildPolygon(outer []core.Coordinate, holes [][]core.Coordinate, maxTests int, mem *polygonMemory) (*Polygon, error) {
 	if len(holes) > core.MaxPolygonHoles {
 		return nil, core.Errorf(core.PolygonTooComplex, "polygon has %d holes, at most %d are allowed", len(holes), core.MaxPolygonHoles)
 	}
@@ -226,7 +237,7 @@ func newPolygon(outer []core.Coordinate, holes [][]core.Coordinate, maxTests int
 		}
 	}
 
-	return prepare(pts, start)
+	return prepare(pts, start, mem)
 }
 
 // ringName names ring r in messages: the outer ring or hole r-1.
@@ -640,8 +651,9 @@ func pairError(e, f *edge3, kind int, start []int) error {
 
 // prepare makes the polygon: it chooses its bounding cap and its index,
 // and checks that holes lie inside the outer ring and outside each other.
-// It keeps nothing of pts and start.
-func prepare(pts []r3.Vector, start []int) (*Polygon, error) {
+// It keeps nothing of pts and start; a polygon in the gnomonic projection
+// lives in mem.
+func prepare(pts []r3.Vector, start []int, mem *polygonMemory) (*Polygon, error) {
 	outer := pts[start[0]:start[1]]
 	// The center of the outer ring's bounding box, and the cap about it.
 	lo, hi := outer[0], outer[0]
@@ -658,17 +670,19 @@ func prepare(pts []r3.Vector, start []int) (*Polygon, error) {
 			maxChord2 = max(maxChord2, v.Sub(c).Norm2())
 		}
 		if minCos >= planarMinCos {
-			st := &planarPolygon{}
+			st := &mem.planar
+			*st = planarPolygon{}
 			p := &st.p
+			p.mem = mem
 			p.capCenter = c
 			// The arc from c to the farthest vertex (from the chord, which
 			// stays precise for tiny polygons), plus room for rounding.
 			p.capAngle = 2*math.Asin(min(math.Sqrt(maxChord2)/2, 1)) + 1e-9
-			if err := st.pl.init(c, minCos, pts, start, st.rings[:]); err != nil {
+			if err := st.pl.init(c, minCos, pts, start, st.rings[:], mem); err != nil {
 				return nil, err
 			}
 			p.planar = &st.pl
-			if st.fr.init(pts, start) {
+			if st.fr.init(pts, start, mem) {
 				p.face = &st.fr
 			}
 			return p, nil
@@ -682,7 +696,7 @@ func prepare(pts []r3.Vector, start []int) (*Polygon, error) {
 }
 
 // planarPolygon is a Polygon in the gnomonic projection with its parts,
-// allocated together.
+// kept together in a polygonMemory.
 type planarPolygon struct {
 	p     Polygon
 	pl    planarIndex
@@ -770,10 +784,15 @@ func (p *Polygon) ScanRanges() []ScanRange {
 
 // Scan returns ScanRanges and a filter for the keys of those ranges: when
 // the polygon is covered by a grid of its face, the filter judges a key
-// in a boundary cell of the grid by the edges that cross that cell.
+// in a boundary cell of the grid by the edges that cross that cell. The
+// grid lives in the polygon's memory: the ranges and the filter hold until
+// the polygon's next Scan, or the next Build of its builder.
 func (p *Polygon) Scan() ([]ScanRange, PolygonFilter) {
 	if p.face != nil {
-		if rs, pg, ok := p.face.gridScanRanges(); ok {
+		if p.mem.grid == nil {
+			p.mem.grid = new(gridMemory)
+		}
+		if rs, pg, ok := p.face.gridScanRanges(p.mem.grid); ok {
 			f := PolygonFilter{pl: p.planar}
 			if pg.g.level <= prefilterLevel {
 				// The filter decodes keys to prefilterLevel: its cells lie

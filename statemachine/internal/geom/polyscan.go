@@ -23,8 +23,8 @@ import "math"
 //     (padded): otherwise every listed edge crosses the cell from side to
 //     side. Unless ref is refUnknown, each link says which side of its
 //     edge's line the cell's center lies on (see gridLink).
-//   - The slices point into buf when they fit there, so that a polyGrid
-//     takes two allocations: itself, and buf (which holds no pointers).
+//   - The slices point into buf, or into the gridMemory the grid was
+//     built in when they do not fit there: a polygon's Scan reuses them.
 type polyGrid struct {
 	g      faceGrid
 	segs   []gridSeg
@@ -35,9 +35,8 @@ type polyGrid struct {
 	buf    *polyGridBuf
 }
 
-// polyGridBuf backs a polyGrid's slices, and its faceGrid's, for a grid of
-// polyGridSide cells a side and a small polygon, and the polygon's scan
-// ranges.
+// polyGridBuf backs a polyGrid's slices of cells, and its faceGrid's, for
+// a grid of polyGridSide cells a side, and the polygon's scan ranges.
 type polyGridBuf struct {
 	edges   [2 * (polyGridSide + 1)]float64 // g.ug, g.vg
 	centers [2 * polyGridSide]float64       // uc, vc
@@ -45,8 +44,6 @@ type polyGridBuf struct {
 	ref     [polyGridSide * polyGridSide]uint8
 	head    [polyGridSide * polyGridSide]int32
 	sat     [(polyGridSide + 1) * (polyGridSide + 1)]uint32
-	segs    [32]gridSeg
-	links   [192]gridLink // the benchmark polygon needs about 80
 	ranges  [64]ScanRange
 }
 
@@ -83,15 +80,16 @@ const (
 // cell at prefilterLevel: its side in s is 2^-22 and du/ds <= 8/3.
 const leafHalfDiagUV = 4.6e-7
 
-// newPolyGrid builds the scan plan of fr; ok is false when its box does
-// not fit a grid of the face.
-func newPolyGrid(fr *faceRings) (pg *polyGrid, ok bool) {
+// newPolyGrid builds the scan plan of fr in gm (its previous plan is
+// overwritten); ok is false when its box does not fit a grid of the face.
+func newPolyGrid(fr *faceRings, gm *gridMemory) (pg *polyGrid, ok bool) {
 	s0, s1 := uvToST(fr.u0-gridTol), uvToST(fr.u1+gridTol)
 	t0, t1 := uvToST(fr.v0-gridTol), uvToST(fr.v1+gridTol)
 	if !(s0 > 0 && s1 < 1 && t0 > 0 && t1 < 1 && s0 <= s1 && t0 <= t1) {
 		return nil, false // as newFaceGrid, before allocating
 	}
-	pg = &polyGrid{buf: &polyGridBuf{}}
+	pg = &gm.pg
+	*pg = polyGrid{buf: &gm.buf}
 	g, ok := newFaceGrid(fr.face, s0, s1, t0, t1, polyGridSide, pg.buf.edges[:], pg.buf.cls[:])
 	if !ok {
 		return nil, false
@@ -113,12 +111,8 @@ func newPolyGrid(fr *faceRings) (pg *polyGrid, ok bool) {
 	for i := range pg.head {
 		pg.head[i] = -1
 	}
-	if len(fr.segs) <= len(pg.buf.segs) {
-		pg.segs = pg.buf.segs[:len(fr.segs)]
-	} else {
-		pg.segs = make([]gridSeg, len(fr.segs))
-	}
-	pg.links = pg.buf.links[:0]
+	pg.segs = take(&gm.segs, len(fr.segs))
+	pg.links = gm.links[:0]
 	// parity[r]: bit x is set when an odd number of edges cross row r's
 	// center line left of cell x's center (by the half-open rule of the
 	// even-odd test): the cell's center is inside.
@@ -179,6 +173,9 @@ func newPolyGrid(fr *faceRings) (pg *polyGrid, ok bool) {
 				row[x] = gridInside
 			}
 		}
+	}
+	if cap(pg.links) <= keepMaxElems {
+		gm.links = pg.links[:0] // for the next grid
 	}
 	return pg, true
 }
