@@ -138,16 +138,18 @@ func BenchmarkPolygonBench20Classify(b *testing.B) {
 	b.ReportMetric(float64(total)/64, "leaves/op")
 }
 
-// BenchmarkPolygonBench20All is NewPolygon and Scan of the benchmark
-// polygon: the per-query work of the polygon before its keys.
+// BenchmarkPolygonBench20All is Build and Scan of the benchmark polygon,
+// with one PolygonBuilder as a state machine has: the per-query work of
+// the polygon before its keys.
 func BenchmarkPolygonBench20All(b *testing.B) {
 	ps := bench20Polys()
+	var pb PolygonBuilder
 	b.ReportAllocs()
 	i, n := 0, 0
 	for b.Loop() {
 		q := &ps[i&63]
 		i++
-		p, err := NewPolygon(q.outer, q.holes)
+		p, err := pb.Build(q.outer, q.holes)
 		if err != nil {
 			b.Fatal(err)
 		}
