@@ -190,7 +190,7 @@ func TestLongHistoriesSurviveASnapshot(t *testing.T) {
 			t.Fatalf("import: %v", err)
 		}
 	}
-	if e := sm.store.at(sm.mustSlot(t, testID(5))); sm.store.older(e).ends == nil {
+	if sm.store.older(sm.mustSlot(t, testID(5))).ends == nil {
 		t.Fatal("the imports split no block")
 	}
 	if err := sm.checkInvariants(); err != nil {

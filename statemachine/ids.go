@@ -97,7 +97,7 @@ func (x *idIndex) find(t *idTable, h uint32, id core.Uint128) (uint64, bool) {
 		if e.ref == 0 {
 			return 0, false
 		}
-		if e.hash == h && e.ref != deadRef && x.store.at(e.ref-1).latest.EntityID == id {
+		if e.hash == h && e.ref != deadRef && x.store.at(e.ref-1).id == id {
 			return i, true
 		}
 	}
@@ -229,13 +229,13 @@ func (x *idIndex) touch(id core.Uint128) uint64 {
 func (x *idIndex) appendIDs(dst []core.Uint128) []core.Uint128 {
 	for _, e := range x.cur.entries {
 		if e.ref != 0 {
-			dst = append(dst, x.store.at(e.ref-1).latest.EntityID)
+			dst = append(dst, x.store.at(e.ref-1).id)
 		}
 	}
 	if x.migrating() {
 		for _, e := range x.old.entries[x.mig:] {
 			if e.ref != 0 && e.ref != deadRef {
-				dst = append(dst, x.store.at(e.ref-1).latest.EntityID)
+				dst = append(dst, x.store.at(e.ref-1).id)
 			}
 		}
 	}

@@ -28,7 +28,7 @@ func newIDFixture() *idFixture {
 // returns the slot.
 func (f *idFixture) put(id core.Uint128) uint32 {
 	s := f.st.alloc()
-	f.st.mut(s).latest.EntityID = id
+	f.st.mut(s).id = id
 	f.x.put(id, s)
 	if old, ok := f.slots[id]; ok {
 		f.st.release(old)
@@ -159,7 +159,7 @@ func (x *idIndex) check() error {
 				}
 				continue
 			}
-			id := x.store.at(e.ref - 1).latest.EntityID
+			id := x.store.at(e.ref - 1).id
 			if id.IsZero() || e.hash != idHash(id) {
 				return fmt.Errorf("table %d: entry %d (hash %08x) names slot %d, holding id %v", ti, i, e.hash, e.ref-1, id)
 			}

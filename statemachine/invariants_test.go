@@ -49,10 +49,11 @@ func (sm *StateMachine) checkInvariants() error {
 		}
 		live[slot] = true
 		e := sm.store.at(slot)
-		if e.latest.EntityID != id {
-			return fmt.Errorf("slot %d holds entity %v, the id index says %v", slot, e.latest.EntityID, id)
+		if e.id != id {
+			return fmt.Errorf("slot %d holds entity %v, the id index says %v", slot, e.id, id)
 		}
-		older := sm.store.older(e)
+		latest := sm.store.event(slot)
+		older := sm.store.older(slot)
 		n := older.len()
 		if older != nil {
 			if err := older.check(); err != nil {
@@ -60,7 +61,7 @@ func (sm *StateMachine) checkInvariants() error {
 			}
 		}
 		for i := range n {
-			next := &e.latest
+			next := &latest
 			if i+1 < n {
 				next = older.at(i + 1)
 			}
@@ -69,7 +70,7 @@ func (sm *StateMachine) checkInvariants() error {
 			}
 		}
 		events += uint64(n) + 1
-		if e.latest.TimestampNS > sm.lastTS {
+		if e.ts > sm.lastTS {
 			return fmt.Errorf("entity %v: timestamp after lastTS", id)
 		}
 		if v, ok := spatial[spatialKey(e)]; !ok || v != slot {
@@ -84,6 +85,28 @@ func (sm *StateMachine) checkInvariants() error {
 	}
 	if events != sm.events {
 		return fmt.Errorf("events %d, counted %d", sm.events, events)
+	}
+	// Released slots hold nothing, not even in their ext; the count of
+	// chunks with exts is right.
+	extChunks := 0
+	for c, x := range sm.store.exts {
+		if x != nil {
+			extChunks++
+		}
+		if (x != nil) != (sm.store.hasExts[c/64]>>(c%64)&1 == 1) {
+			return fmt.Errorf("chunk %d: hasExts disagrees with exts", c)
+		}
+	}
+	if extChunks != sm.store.extChunks {
+		return fmt.Errorf("%d chunks have exts, extChunks says %d", extChunks, sm.store.extChunks)
+	}
+	for slot := range sm.store.n {
+		if live[slot] {
+			continue
+		}
+		if x := sm.store.ext(slot); *sm.store.at(slot) != (entity{}) || (x != nil && *x != (entityExt{})) {
+			return fmt.Errorf("released slot %d is not zeroed", slot)
+		}
 	}
 	if n := sm.ids.len(); len(spatial) != n || sm.expiry.Len() > n {
 		return fmt.Errorf("%d entities, %d spatial keys, %d expiry keys", n, len(spatial), sm.expiry.Len())

@@ -78,7 +78,7 @@ type region interface {
 	// gather judges a run of keys (their leaf cell ids and values) and
 	// appends the candidates among them to cands.
 	gather(cells []uint64, slots []uint32, cands []candidate) []candidate
-	contains(ev *core.GeoEvent) (distanceMM uint64, ok bool)
+	contains(latNano, lonNano int64) (distanceMM uint64, ok bool)
 }
 
 type capRegion struct {
@@ -96,8 +96,8 @@ func (c *capRegion) gather(cells []uint64, slots []uint32, cands []candidate) []
 	}
 	return cands
 }
-func (c *capRegion) contains(ev *core.GeoEvent) (uint64, bool) {
-	return c.c.Contains(ev.LatNano, ev.LonNano)
+func (c *capRegion) contains(latNano, lonNano int64) (uint64, bool) {
+	return c.c.Contains(latNano, lonNano)
 }
 
 type polygonRegion struct {
@@ -115,8 +115,8 @@ func (p *polygonRegion) gather(cells []uint64, slots []uint32, cands []candidate
 	}
 	return cands
 }
-func (p *polygonRegion) contains(ev *core.GeoEvent) (uint64, bool) {
-	return 0, p.p.ContainsPoint(ev.LatNano, ev.LonNano)
+func (p *polygonRegion) contains(latNano, lonNano int64) (uint64, bool) {
+	return 0, p.p.ContainsPoint(latNano, lonNano)
 }
 
 // spatialScan walks the spatial index over sorted, disjoint cell ranges and
@@ -148,8 +148,9 @@ type match struct {
 }
 
 // maxScanBatch is about how many candidates a scan gathers before reading
-// their entities (it may take one leaf's run more): 1,024 entities of 2
-// cache lines each, 128 KiB, which stay in cache while they are checked.
+// their entities (it may take one leaf's run more): 1,024 entities of a
+// cache line each (and their exts, if any), 64 to 120 KiB, which stay in
+// cache while they are checked.
 const maxScanBatch = 1024
 
 // run gathers candidates by their keys alone (the region's judgement of
@@ -237,7 +238,7 @@ func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
 		s.result.DistancesMM = sm.scanDistances[:n]
 	}
 	for i, m := range s.matches[:n] {
-		s.result.Events[i] = sm.store.at(m.slot).latest
+		fillEvent(&s.result.Events[i], sm.store.at(m.slot), sm.store.ext(m.slot))
 		if s.withDistance {
 			s.result.DistancesMM[i] = m.distance
 		}
@@ -260,13 +261,13 @@ func (s *spatialScan) check(reg region, last *btree.Key) (full bool) {
 	sm.touch(s.cands)
 	for _, c := range s.cands {
 		e := sm.store.at(c.slot)
-		if !e.visible(s.t) || (s.group.Set && e.latest.GroupID != s.group.ID) {
+		if !e.visible(s.t) || (s.group.Set && e.group != s.group.ID) {
 			continue
 		}
 		var d uint64
 		if !c.inside {
 			var ok bool
-			if d, ok = reg.contains(&e.latest); !ok {
+			if d, ok = reg.contains(e.lat, e.lon); !ok {
 				continue
 			}
 		}
@@ -283,18 +284,22 @@ func (s *spatialScan) check(reg region, last *btree.Key) (full bool) {
 	return full
 }
 
-// touch loads each candidate's entity. The loads do not depend
-// on each other, so the processor overlaps their cache misses; the checks
-// that follow then find the entities in cache. The sum only keeps the
-// compiler from dropping the loads; it is kept per state machine so that
-// state machines in different goroutines share nothing.
+// touch loads each candidate's entity, and its ext where its chunk has
+// them (the result is built from both). The loads do not depend on each
+// other, so the processor overlaps their cache misses; the checks that
+// follow then find the entities in cache. The sum only keeps the compiler
+// from dropping the loads; it is kept per state machine so that state
+// machines in different goroutines share nothing.
 func (sm *StateMachine) touch(cs []candidate) {
 	var sum uint64
 	for _, c := range cs {
-		// An entity is two cache lines (128 bytes, at a multiple of 128
-		// in its chunk): words 0 and 64 bytes into it lie in each.
-		e := sm.store.at(c.slot)
-		sum += e.latest.EntityID.Lo + uint64(e.latest.LatNano)
+		// An entity is one cache line (64 bytes, at a multiple of 64 in
+		// its chunk); an ext may straddle two, which the first word of
+		// each touches.
+		sum += sm.store.at(c.slot).id.Lo
+		if x := sm.store.ext(c.slot); x != nil {
+			sum += x.correlation.Lo + uint64(x.hist)
+		}
 	}
 	sm.touchSink = sum
 }
@@ -304,11 +309,11 @@ func (sm *StateMachine) GetLatest(opTS uint64, id core.Uint128) (core.LatestResu
 	if id.IsZero() {
 		return core.LatestResult{}, core.Errorf(core.InvalidEntityID, "entity_id is zero")
 	}
-	_, e, ok := sm.lookup(id, opTS)
+	slot, _, ok := sm.lookup(id, opTS)
 	if !ok {
 		return core.LatestResult{}, nil
 	}
-	return core.LatestResult{Event: e.latest, Found: true}, nil
+	return core.LatestResult{Event: sm.store.event(slot), Found: true}, nil
 }
 
 // GetLatestBatch returns each listed entity's latest visible event, in
@@ -319,8 +324,8 @@ func (sm *StateMachine) GetLatestBatch(opTS uint64, ids []core.Uint128) ([]core.
 	}
 	out := make([]core.LatestResult, len(ids))
 	for i, id := range ids {
-		if _, e, ok := sm.lookup(id, opTS); ok {
-			out[i] = core.LatestResult{Event: e.latest, Found: true}
+		if slot, _, ok := sm.lookup(id, opTS); ok {
+			out[i] = core.LatestResult{Event: sm.store.event(slot), Found: true}
 		}
 	}
 	return out, nil
@@ -361,7 +366,7 @@ func (sm *StateMachine) QueryLatest(opTS uint64, q *core.LatestQuery) (core.Quer
 			continue
 		}
 		e := sm.store.at(it.Value())
-		if !e.visible(opTS) || (q.Group.Set && e.latest.GroupID != q.Group.ID) {
+		if !e.visible(opTS) || (q.Group.Set && e.group != q.Group.ID) {
 			continue
 		}
 		if len(res.Events) == limit {
@@ -369,7 +374,7 @@ func (sm *StateMachine) QueryLatest(opTS uint64, q *core.LatestQuery) (core.Quer
 			res.Cursor = encodeCursor(kindLatest, last)
 			break
 		}
-		res.Events = append(res.Events, e.latest)
+		res.Events = append(res.Events, sm.store.event(it.Value()))
 		last = it.Key()
 	}
 	return res, nil
@@ -401,7 +406,7 @@ func (sm *StateMachine) History(opTS uint64, q *core.HistoryQuery) (core.QueryRe
 		return core.QueryResult{}, core.Errorf(core.InvalidCursor, "the cursor belongs to another entity")
 	}
 	var res core.QueryResult
-	_, e, ok := sm.lookup(q.EntityID, opTS)
+	slot, e, ok := sm.lookup(q.EntityID, opTS)
 	if !ok {
 		return res, nil
 	}
@@ -412,11 +417,12 @@ func (sm *StateMachine) History(opTS uint64, q *core.HistoryQuery) (core.QueryRe
 		}
 		from = max(from, after.A+1)
 	}
-	older := sm.store.older(e)
+	older := sm.store.older(slot)
 	i, _ := find(e, older, from)
 	n := older.len() + 1
+	latest := sm.store.event(slot)
 	for ; i < n; i++ {
-		ev := &e.latest
+		ev := &latest
 		if i < n-1 {
 			ev = older.at(i)
 		}

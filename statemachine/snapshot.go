@@ -132,14 +132,17 @@ func (v *storeView) appendEncoding(dst []byte, slots []uint32, flush func([]byte
 	buf := append(dst, snapshotMagic...)
 	buf = binary.LittleEndian.AppendUint64(buf, v.lastTS)
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(n))
-	put := func(e *entity) bool {
+	put := func(slot uint32) bool {
+		e := v.at(slot)
 		buf = binary.AppendUvarint(buf, e.expiresAt)
-		older := v.older(e)
+		older := v.older(slot)
 		buf = binary.AppendUvarint(buf, uint64(older.len()+1))
 		for i := range older.len() {
 			buf = appendPacked(buf, older.at(i))
 		}
-		buf = appendPacked(buf, &e.latest)
+		var latest core.GeoEvent
+		fillEvent(&latest, e, v.ext(slot))
+		buf = appendPacked(buf, &latest)
 		if flush != nil && len(buf) >= 1<<15 {
 			if !flush(buf) {
 				return false
@@ -150,14 +153,14 @@ func (v *storeView) appendEncoding(dst []byte, slots []uint32, flush func([]byte
 	}
 	if slots != nil {
 		for _, slot := range slots {
-			if !put(v.at(slot)) {
+			if !put(slot) {
 				return buf
 			}
 		}
 	} else {
 		for slot := range v.n {
-			if e := v.at(slot); !e.latest.EntityID.IsZero() { // released slots are zeroed
-				if !put(e) {
+			if !v.at(slot).id.IsZero() { // released slots are zeroed
+				if !put(slot) {
 					return buf
 				}
 			}
@@ -258,11 +261,11 @@ const restoreSpatialRun = 1 << 16
 func (sm *StateMachine) restoreEntity(latest *core.GeoEvent, older history, expiresAt uint64) {
 	slot := sm.store.alloc()
 	e := sm.store.mut(slot)
-	*e = entity{latest: *latest}
+	sm.store.setLatest(slot, e, latest)
 	if older.n > 0 {
-		*sm.store.historyFor(e) = older
+		*sm.store.historyFor(slot) = older
 	}
-	sm.ids.put(e.latest.EntityID, slot)
+	sm.ids.put(e.id, slot)
 	sm.indexLatest(slot, e)
 	sm.setExpiry(slot, e, expiresAt)
 	sm.events += uint64(older.n) + 1

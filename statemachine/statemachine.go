@@ -80,16 +80,61 @@ func (sm *StateMachine) keyBudget() int {
 	return maxScanKeys
 }
 
-// entity is one tracked entity: its latest event inline; its older events,
-// in ascending timestamp order, in the store's history table.
+// entity is one tracked entity: the fields of its latest event that every
+// index, query and write reads, and its expiry. The rest of the latest event
+// (correlation id, user data, altitude, velocity, TTL, accuracy, heading,
+// flags) and the entity's older events live in an entityExt beside it (see
+// entityStore), which takes memory only once some entity of the chunk has
+// any of them: fleets that send positions alone pay for these 64 bytes.
 //
-// It is 128 bytes without pointers: two cache lines (the store's 8 KiB chunks
-// are page-aligned), and the garbage collector need not scan the store.
+// It is 64 bytes without pointers: one cache line (the store's 4 KiB chunks
+// are page-aligned), so a query reads one line per candidate, and the
+// garbage collector need not scan the store.
 type entity struct {
-	latest    core.GeoEvent
-	expiresAt uint64 // 0 = never
-	hist      uint32 // 1 + the index of its older events in the store's history table; 0 = none
-	_         uint32
+	id        core.Uint128 // the latest event's EntityID: zero in a released slot
+	ts        uint64       // its TimestampNS
+	cell      uint64       // its CellID
+	lat, lon  int64        // its LatNano, LonNano
+	group     uint64       // its GroupID
+	expiresAt uint64       // 0 = never
+}
+
+// entityExt is the rest of an entity: the other fields of its latest event,
+// and where its older events are, in ascending timestamp order. The zero
+// value is an entity whose latest event has none of them and that has no
+// older events.
+type entityExt struct {
+	correlation core.Uint128
+	userData    core.Uint128
+	altitude    int32
+	velocity    uint32
+	ttl         uint32
+	accuracy    uint32
+	heading     uint16
+	flags       uint16
+	hist        uint32 // 1 + the index of its older events in the store's history table; 0 = none
+}
+
+// fillEvent sets ev to the latest event of the entity e, whose ext is x
+// (nil: the zero value). It writes ev in place: a query fills its result
+// with no copy between.
+func fillEvent(ev *core.GeoEvent, e *entity, x *entityExt) {
+	ev.EntityID, ev.TimestampNS, ev.CellID, ev.LatNano, ev.LonNano, ev.GroupID = e.id, e.ts, e.cell, e.lat, e.lon, e.group
+	if x == nil {
+		ev.CorrelationID, ev.UserData = core.Uint128{}, core.Uint128{}
+		ev.AltitudeMM, ev.VelocityMMS, ev.TTLSeconds, ev.AccuracyMM, ev.HeadingCdeg, ev.Flags = 0, 0, 0, 0, 0, 0
+		return
+	}
+	ev.CorrelationID, ev.UserData = x.correlation, x.userData
+	ev.AltitudeMM, ev.VelocityMMS, ev.TTLSeconds, ev.AccuracyMM = x.altitude, x.velocity, x.ttl, x.accuracy
+	ev.HeadingCdeg, ev.Flags = x.heading, x.flags
+}
+
+// hasExt reports whether ev has any field that an entity keeps in its
+// entityExt.
+func hasExt(ev *core.GeoEvent) bool {
+	return !ev.CorrelationID.IsZero() || !ev.UserData.IsZero() || ev.AltitudeMM != 0 || ev.VelocityMMS != 0 ||
+		ev.TTLSeconds != 0 || ev.AccuracyMM != 0 || ev.HeadingCdeg != 0 || ev.Flags != 0
 }
 
 func (e *entity) visible(t uint64) bool { return e.expiresAt == 0 || t < e.expiresAt }
@@ -105,7 +150,7 @@ func New() *StateMachine {
 	// The spatial index holds exactly the live key of each entity, so its
 	// value, the entity's slot, names the entity whose id is in the key:
 	// its leaves need not store ids.
-	sm.spatial = btree.NewByValue(func(slot uint32) core.Uint128 { return sm.store.at(slot).latest.EntityID })
+	sm.spatial = btree.NewByValue(func(slot uint32) core.Uint128 { return sm.store.at(slot).id })
 	return sm
 }
 
@@ -125,9 +170,9 @@ func (sm *StateMachine) lookup(id core.Uint128, t uint64) (slot uint32, e *entit
 	return slot, e, e.visible(t)
 }
 
-func spatialKey(e *entity) btree.Key { return btree.Key{A: e.latest.CellID, ID: e.latest.EntityID} }
-func timeKey(e *entity) btree.Key    { return btree.Key{A: e.latest.TimestampNS, ID: e.latest.EntityID} }
-func expiryKey(e *entity) btree.Key  { return btree.Key{A: e.expiresAt, ID: e.latest.EntityID} }
+func spatialKey(e *entity) btree.Key { return btree.Key{A: e.cell, ID: e.id} }
+func timeKey(e *entity) btree.Key    { return btree.Key{A: e.ts, ID: e.id} }
+func expiryKey(e *entity) btree.Key  { return btree.Key{A: e.expiresAt, ID: e.id} }
 
 // unindexLatest removes the entity's latest-position keys: its spatial key
 // at once, its time key by leaving it stale.
@@ -150,7 +195,7 @@ func (sm *StateMachine) indexLatest(slot uint32, e *entity) {
 // is the entity's current key rather than a stale one.
 func (sm *StateMachine) liveTimeKey(k btree.Key, slot uint32) bool {
 	e := sm.store.at(slot)
-	return e.latest.EntityID == k.ID && e.latest.TimestampNS == k.A
+	return e.id == k.ID && e.ts == k.A
 }
 
 // sweepRate is how many keys of the time index sweepTime examines for each
@@ -173,7 +218,7 @@ func (sm *StateMachine) sweepTime() {
 			// (their id and timestamp share a cache line).
 			var sum uint64
 			for _, v := range vals {
-				sum += sm.store.at(v).latest.TimestampNS
+				sum += sm.store.at(v).ts
 			}
 			sm.touchSink = sum
 			for i, v := range vals {
@@ -215,7 +260,7 @@ func (sm *StateMachine) setExpiry(slot uint32, e *entity, expiresAt uint64) {
 func (sm *StateMachine) create(ev *core.GeoEvent) {
 	slot := sm.store.alloc()
 	e := sm.store.mut(slot)
-	*e = entity{latest: *ev}
+	sm.store.setLatest(slot, e, ev)
 	sm.ids.put(ev.EntityID, slot)
 	sm.indexLatest(slot, e)
 	sm.setExpiry(slot, e, ev.ExpiresAtNS())
@@ -232,10 +277,10 @@ func (sm *StateMachine) remove(slot uint32) uint64 {
 	sm.flushSpatial()
 	sm.deferSpatial = false
 	defer func() { sm.deferSpatial = true }()
-	n := sm.store.eventCount(e)
+	n := sm.store.eventCount(slot)
 	sm.unindexLatest(slot, e)
 	sm.setExpiry(slot, e, 0)
-	sm.ids.remove(e.latest.EntityID)
+	sm.ids.remove(e.id)
 	sm.events -= n
 	sm.store.release(slot)
 	return n
@@ -251,7 +296,7 @@ func (sm *StateMachine) Stats(t uint64) core.Stats {
 	entities, events := uint64(sm.ids.len()), sm.events
 	for it := sm.expiry.SeekGE(btree.Key{}); it.Valid() && it.Key().A <= t; it.Next() {
 		entities--
-		events -= sm.store.eventCount(sm.store.at(it.Value()))
+		events -= sm.store.eventCount(it.Value())
 	}
 	sm.flushSpatial()
 	idx := sm.spatial.Bytes() + sm.byTime.Bytes() + sm.expiry.Bytes() +
@@ -264,4 +309,4 @@ func (sm *StateMachine) Stats(t uint64) core.Stats {
 	}
 }
 
-var _ [0]struct{} = [unsafe.Sizeof(entity{}) - 128]struct{}{}
+var _ [0]struct{} = [unsafe.Sizeof(entity{}) - 64]struct{}{}

@@ -104,6 +104,11 @@ func (h *harness) event(t *rapid.T) core.GeoEvent {
 		Flags:       rapid.Uint16().Draw(t, "flags"),
 		UserData:    core.Uint128{Lo: rapid.Uint64().Draw(t, "user")},
 	}
+	if rapid.IntRange(0, 2).Draw(t, "sparse") == 0 {
+		// A position alone (and maybe a TTL), as most fleets send: the
+		// store keeps no ext for it (see entity).
+		ev.VelocityMMS, ev.HeadingCdeg, ev.AltitudeMM, ev.Flags, ev.UserData = 0, 0, 0, 0, core.Uint128{}
+	}
 	switch rapid.IntRange(0, 30).Draw(t, "badfield") {
 	case 0:
 		ev.AltitudeMM = 100_000_001

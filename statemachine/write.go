@@ -113,7 +113,7 @@ func (sm *StateMachine) write(opTS uint64, events []core.GeoEvent, upsert bool) 
 const writeAhead = 64
 
 // prefetchWrites loads what writing evs will read first: each entity id's
-// entry in the id index, then each stored entity. Each pass is a run of
+// entry in the id index, then each stored entity and its ext. Each pass is a run of
 // independent loads, so the processor overlaps their cache misses; the
 // writes that follow find them in cache. The sum only keeps the compiler
 // from dropping the loads.
@@ -124,8 +124,10 @@ func (sm *StateMachine) prefetchWrites(evs []core.GeoEvent) {
 	}
 	for i := range evs {
 		if slot, ok := sm.ids.get(evs[i].EntityID); ok {
-			e := sm.store.at(slot)
-			sum += e.latest.EntityID.Lo + e.latest.GroupID
+			sum += sm.store.at(slot).id.Lo
+			if x := sm.store.ext(slot); x != nil {
+				sum += uint64(x.hist)
+			}
 		}
 	}
 	sm.touchSink = sum
@@ -138,11 +140,11 @@ type eventKey struct {
 
 // hasEvent reports whether a visible entity holds an event at exactly k.ts.
 func (sm *StateMachine) hasEvent(k eventKey, t uint64) bool {
-	_, e, ok := sm.lookup(k.id, t)
+	slot, e, ok := sm.lookup(k.id, t)
 	if !ok {
 		return false
 	}
-	_, found := find(e, sm.store.older(e), k.ts)
+	_, found := find(e, sm.store.older(slot), k.ts)
 	return found
 }
 
@@ -152,10 +154,10 @@ func (sm *StateMachine) hasEvent(k eventKey, t uint64) bool {
 // among older.
 func find(e *entity, older *history, ts uint64) (i int, found bool) {
 	n := older.len()
-	if ts == e.latest.TimestampNS {
+	if ts == e.ts {
 		return n, true
 	}
-	if ts > e.latest.TimestampNS || n == 0 {
+	if ts > e.ts || n == 0 {
 		return n, false
 	}
 	i = older.search(ts)
@@ -182,22 +184,23 @@ func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, replaceLatest bool) 
 		sm.replaceLatest(slot, e, ev)
 		return true
 	}
-	older := sm.store.older(e)
+	older := sm.store.older(slot)
 	i, found := find(e, older, ev.TimestampNS)
 	switch {
 	case found && i == older.len():
 		sm.replaceLatest(slot, e, ev)
 		return true
 	case found:
-		sm.store.setOlder(e, i, ev)
+		sm.store.setOlder(slot, i, ev)
 		return true
-	case ev.TimestampNS > e.latest.TimestampNS:
-		sm.store.pushOlder(e, &e.latest)
+	case ev.TimestampNS > e.ts:
+		prev := sm.store.event(slot)
+		sm.store.pushOlder(slot, &prev)
 		sm.replaceLatest(slot, e, ev)
 		sm.events++
 		return false
 	default:
-		sm.store.insertOlder(e, i, ev)
+		sm.store.insertOlder(slot, i, ev)
 		sm.events++
 		return false
 	}
@@ -207,7 +210,7 @@ func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, replaceLatest bool) 
 // one, moving its index keys and resetting its expiry from ev's TTL.
 func (sm *StateMachine) replaceLatest(slot uint32, e *entity, ev *core.GeoEvent) {
 	sm.unindexLatest(slot, e)
-	e.latest = *ev
+	sm.store.setLatest(slot, e, ev)
 	sm.indexLatest(slot, e)
 	sm.setExpiry(slot, e, ev.ExpiresAtNS())
 }
