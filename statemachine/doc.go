@@ -36,6 +36,10 @@
 //     snapshot lists entities in slot order (cheap to write), so two
 //     replicas' snapshots of one state may differ byte for byte, but they
 //     restore to the same state and digest.
+//   - An entity keeps what every index and query reads in 64 bytes; the
+//     other fields of its latest event and its older events live in an
+//     ext, which takes memory only for chunks of entities that need it
+//     (store.go). The zero ext is an event without those fields.
 //   - Snapshots are written from a Freeze view beside the writes: the
 //     entity store is copy-on-write while a view is out (store.go).
 //   - A radius or polygon query's result (Events, DistancesMM) is the state

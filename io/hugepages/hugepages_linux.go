@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// A replica's heap grows with its state (about 200 bytes an entity) and
+// A replica's heap grows with its state (about 150 bytes an entity) and
 // its log, and every new 4 KiB page costs a fault on its first touch. In a
 // virtual machine a fault is dear: on the machine where GeoEvent is
 // measured one cost about 8 µs, and first touches were 28% of a 3-replica
