@@ -3,6 +3,7 @@ package geom
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/golang/geo/s2"
@@ -105,9 +106,16 @@ func FuzzNewPolygon(f *testing.F) {
 	// edges and vertices, probes on and beside its teeth.
 	f.Add(encodeGrid([][][2]int8{{{20, 20}, {20, 30}, {21, 30}, {21, 22}, {22, 22}, {22, 30}, {23, 30}, {23, 22}, {24, 22}, {24, 30}, {25, 30}, {25, 20}}},
 		[][2]int8{{20, 21}, {21, 21}, {21, 25}, {22, 25}, {23, 25}, {24, 21}, {25, 25}, {26, 25}, {22, 22}}))
+	// One builder for every input, as a state machine has one for every
+	// query: each input's polygon is built in memory a previous one used.
+	var builder PolygonBuilder
 	f.Fuzz(func(t *testing.T, data []byte) {
 		outer, holes, probes := decodePolygon(data)
 		p, err := NewPolygon(outer, holes)
+		bp, berr := builder.Build(outer, holes)
+		if (err == nil) != (berr == nil) || (err != nil && err.Error() != berr.Error()) {
+			t.Fatalf("NewPolygon: %v; Build: %v", err, berr)
+		}
 		if err != nil {
 			var e *core.Error
 			if !errors.As(err, &e) || (e.Code != 100 && e.Code != 102 && e.Code != 103) {
@@ -123,6 +131,10 @@ func FuzzNewPolygon(f *testing.F) {
 		srs := p.ScanRanges()
 		checkScanRanges(t, srs)
 		_, sf := p.Scan()
+		bsrs, bsf := bp.Scan()
+		if !slices.Equal(srs, bsrs) {
+			t.Fatalf("scan ranges %v, by the builder %v", srs, bsrs)
+		}
 		ref := newRef(outer, holes)
 		bruteForceValid(t, ref)
 		for _, q := range probes {
@@ -140,8 +152,12 @@ func FuzzNewPolygon(f *testing.F) {
 			if r, ok := scanRangeOf(srs, LeafCell(q.LatNano, q.LonNano)); (got && !ok) || (ok && r.Inside && !got) {
 				t.Fatalf("(%d, %d) inside %v, scan range %v %+v", q.LatNano, q.LonNano, got, ok, r)
 			}
-			if c := sf.ClassifyLeaf(LeafCell(q.LatNano, q.LonNano)); (c == LeafOutside && got) || (c == LeafInside && !got) {
+			c := sf.ClassifyLeaf(LeafCell(q.LatNano, q.LonNano))
+			if (c == LeafOutside && got) || (c == LeafInside && !got) {
 				t.Fatalf("(%d, %d) inside %v, but the scan's filter judges its leaf %d", q.LatNano, q.LonNano, got, c)
+			}
+			if bp.ContainsPoint(q.LatNano, q.LonNano) != got || bsf.ClassifyLeaf(LeafCell(q.LatNano, q.LonNano)) != c {
+				t.Fatalf("(%d, %d): the builder's polygon judges it otherwise", q.LatNano, q.LonNano)
 			}
 			if want := ref.contains(q.LatNano, q.LonNano); got != want && ref.boundaryDistance(q.LatNano, q.LonNano) > 1e-13 {
 				t.Fatalf("ContainsPoint(%d, %d) = %v, reference %v", q.LatNano, q.LonNano, got, want)
