@@ -121,6 +121,8 @@ func (g *faceGrid) summarize(satBuf []uint32) {
 	w1 := g.w + 1
 	if ns := w1 * (g.h + 1); len(satBuf) >= ns {
 		g.sat = satBuf[:ns:ns]
+		// Row 0 and column 0 hold the empty sums (satBuf may hold an
+		// earlier grid's); the loop below writes the rest.
 		clear(g.sat[:w1])
 		for y := 1; y <= g.h; y++ {
 			g.sat[y*w1] = 0

@@ -86,7 +86,7 @@ func newPolyGrid(fr *faceRings, gm *gridMemory) (pg *polyGrid, ok bool) {
 	s0, s1 := uvToST(fr.u0-gridTol), uvToST(fr.u1+gridTol)
 	t0, t1 := uvToST(fr.v0-gridTol), uvToST(fr.v1+gridTol)
 	if !(s0 > 0 && s1 < 1 && t0 > 0 && t1 < 1 && s0 <= s1 && t0 <= t1) {
-		return nil, false // as newFaceGrid, before allocating
+		return nil, false // as newFaceGrid, before overwriting gm
 	}
 	pg = &gm.pg
 	*pg = polyGrid{buf: &gm.buf}
