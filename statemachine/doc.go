@@ -38,8 +38,9 @@
 //     restore to the same state and digest.
 //   - An entity keeps what every index and query reads in 64 bytes; the
 //     other fields of its latest event and its older events live in an
-//     ext, which takes memory only for chunks of entities that need it
-//     (store.go). The zero ext is an event without those fields.
+//     ext beside it, which takes memory only in chunks of entities where
+//     one needs it (store.go). The zero ext is an event without those
+//     fields and no older events.
 //   - Snapshots are written from a Freeze view beside the writes: the
 //     entity store is copy-on-write while a view is out (store.go).
 //   - A radius or polygon query's result (Events, DistancesMM) is the state

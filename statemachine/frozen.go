@@ -17,9 +17,9 @@ type Frozen struct {
 }
 
 // Freeze captures the state for a snapshot written later, away from the
-// caller. It costs a copy of the store's tables of chunks (of entities and
-// of their exts) and of histories (history.go), not of the entities or
-// their events.
+// caller. It costs a copy of the store's tables of chunks (compact and
+// full) and of histories (history.go), not of the entities or their
+// events.
 func (sm *StateMachine) Freeze() *Frozen {
 	s := &sm.store
 	s.gen++
@@ -27,7 +27,7 @@ func (sm *StateMachine) Freeze() *Frozen {
 	s.views++
 	v := sm.liveView()
 	v.chunks = slices.Clone(v.chunks)
-	v.exts = slices.Clone(v.exts)
+	v.fulls = slices.Clone(v.fulls)
 	v.hists = slices.Clone(v.hists)
 	return &Frozen{owner: sm, view: v}
 }

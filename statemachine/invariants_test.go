@@ -86,19 +86,20 @@ func (sm *StateMachine) checkInvariants() error {
 	if events != sm.events {
 		return fmt.Errorf("events %d, counted %d", sm.events, events)
 	}
-	// Released slots hold nothing, not even in their ext; the count of
-	// chunks with exts is right.
-	extChunks := 0
-	for c, x := range sm.store.exts {
-		if x != nil {
-			extChunks++
+	// Each chunk is compact or full, as isFull says; released slots hold
+	// nothing, not even in their ext.
+	fulls := 0
+	for c := range sm.store.chunks {
+		full := sm.store.fulls[c] != nil
+		if full == (sm.store.chunks[c] != nil) || full != sm.store.full(uint32(c)) {
+			return fmt.Errorf("chunk %d: compact %v, full %v, isFull %v", c, sm.store.chunks[c] != nil, full, sm.store.full(uint32(c)))
 		}
-		if (x != nil) != (sm.store.hasExts[c/64]>>(c%64)&1 == 1) {
-			return fmt.Errorf("chunk %d: hasExts disagrees with exts", c)
+		if full {
+			fulls++
 		}
 	}
-	if extChunks != sm.store.extChunks {
-		return fmt.Errorf("%d chunks have exts, extChunks says %d", extChunks, sm.store.extChunks)
+	if fulls != sm.store.fullChunks || len(sm.store.fulls) != len(sm.store.chunks) {
+		return fmt.Errorf("%d full chunks, fullChunks says %d", fulls, sm.store.fullChunks)
 	}
 	for slot := range sm.store.n {
 		if live[slot] {

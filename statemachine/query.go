@@ -149,7 +149,7 @@ type match struct {
 
 // maxScanBatch is about how many candidates a scan gathers before reading
 // their entities (it may take one leaf's run more): 1,024 entities of a
-// cache line each (and their exts, if any), 64 to 120 KiB, which stay in
+// cache line each (two in full chunks), 64 to 128 KiB, which stay in
 // cache while they are checked.
 const maxScanBatch = 1024
 
@@ -238,7 +238,8 @@ func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
 		s.result.DistancesMM = sm.scanDistances[:n]
 	}
 	for i, m := range s.matches[:n] {
-		fillEvent(&s.result.Events[i], sm.store.at(m.slot), sm.store.ext(m.slot))
+		e, x := sm.store.pair(m.slot)
+		fillEvent(&s.result.Events[i], e, x)
 		if s.withDistance {
 			s.result.DistancesMM[i] = m.distance
 		}
@@ -284,8 +285,8 @@ func (s *spatialScan) check(reg region, last *btree.Key) (full bool) {
 	return full
 }
 
-// touch loads each candidate's entity, and its ext where its chunk has
-// them (the result is built from both). The loads do not depend on each
+// touch loads each candidate's entity, and its ext in a full chunk (the
+// result is built from both). The loads do not depend on each
 // other, so the processor overlaps their cache misses; the checks that
 // follow then find the entities in cache. The sum only keeps the compiler
 // from dropping the loads; it is kept per state machine so that state
@@ -294,11 +295,11 @@ func (sm *StateMachine) touch(cs []candidate) {
 	var sum uint64
 	for _, c := range cs {
 		// An entity is one cache line (64 bytes, at a multiple of 64 in
-		// its chunk); an ext may straddle two, which the first word of
-		// each touches.
-		sum += sm.store.at(c.slot).id.Lo
-		if x := sm.store.ext(c.slot); x != nil {
-			sum += x.correlation.Lo + uint64(x.hist)
+		// its chunk); in a full chunk its ext is the next line.
+		e, x := sm.store.pair(c.slot)
+		sum += e.id.Lo
+		if x != nil {
+			sum += x.correlation.Lo
 		}
 	}
 	sm.touchSink = sum

@@ -260,10 +260,10 @@ const restoreSpatialRun = 1 << 16
 // its older events, which it keeps.
 func (sm *StateMachine) restoreEntity(latest *core.GeoEvent, older history, expiresAt uint64) {
 	slot := sm.store.alloc()
-	e := sm.store.mut(slot)
-	sm.store.setLatest(slot, e, latest)
+	e, x := sm.store.write(slot, hasExt(latest) || older.n > 0)
+	setLatest(e, x, latest)
 	if older.n > 0 {
-		*sm.store.historyFor(slot) = older
+		*sm.store.historyFor(x) = older
 	}
 	sm.ids.put(e.id, slot)
 	sm.indexLatest(slot, e)

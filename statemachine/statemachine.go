@@ -83,13 +83,13 @@ func (sm *StateMachine) keyBudget() int {
 // entity is one tracked entity: the fields of its latest event that every
 // index, query and write reads, and its expiry. The rest of the latest event
 // (correlation id, user data, altitude, velocity, TTL, accuracy, heading,
-// flags) and the entity's older events live in an entityExt beside it (see
-// entityStore), which takes memory only once some entity of the chunk has
-// any of them: fleets that send positions alone pay for these 64 bytes.
+// flags) and the entity's older events live in an entityExt beside it,
+// which takes memory only in a chunk of entities where one has any of
+// them (see entityStore): fleets that send positions alone pay for these
+// 64 bytes only.
 //
-// It is 64 bytes without pointers: one cache line (the store's 4 KiB chunks
-// are page-aligned), so a query reads one line per candidate, and the
-// garbage collector need not scan the store.
+// It is 64 bytes without pointers: one cache line (the store's chunks are
+// page-aligned), and the garbage collector need not scan the store.
 type entity struct {
 	id        core.Uint128 // the latest event's EntityID: zero in a released slot
 	ts        uint64       // its TimestampNS
@@ -259,8 +259,8 @@ func (sm *StateMachine) setExpiry(slot uint32, e *entity, expiresAt uint64) {
 // create stores a new entity whose only event is ev.
 func (sm *StateMachine) create(ev *core.GeoEvent) {
 	slot := sm.store.alloc()
-	e := sm.store.mut(slot)
-	sm.store.setLatest(slot, e, ev)
+	e, x := sm.store.write(slot, hasExt(ev))
+	setLatest(e, x, ev)
 	sm.ids.put(ev.EntityID, slot)
 	sm.indexLatest(slot, e)
 	sm.setExpiry(slot, e, ev.ExpiresAtNS())

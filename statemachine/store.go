@@ -8,26 +8,36 @@ import (
 )
 
 // entityStore keeps entities in fixed chunks so that growth never copies
-// (and never doubles) the whole store; freed slots are reused LIFO. Each
-// chunk of entities may have a chunk of their entityExts beside it,
-// allocated when the first entity of the chunk needs one (a field of its
-// latest event beyond entity's, or older events) and kept from then on;
-// without it every entity of the chunk has the zero entityExt. Older
-// events live in a table of histories (history.go), one per entity that
-// has any, whose entries are reused LIFO too.
+// (and never doubles) the whole store; freed slots are reused LIFO. A chunk
+// is compact, 64 entities of 64 bytes, until one of its entities needs an
+// ext (a field of its latest event beyond entity's, or older events); then
+// it becomes full for good: 64 fullEntity of 128 bytes, each entity beside
+// its ext, so that reading both costs one cache miss (the processor fetches
+// a 128-byte pair of lines together) rather than two. Every entity of a
+// compact chunk has the zero ext. Older events live in a table of
+// histories (history.go), one per entity that has any, whose entries are
+// reused LIFO too.
+//
+// Invariants: for each chunk c, exactly one of chunks[c] and fulls[c] is
+// set, and bit c of isFull says which (fulls[c]); fullChunks counts them.
+//
+// A chunk turns full only in write, which an operation calls for an
+// entity before it takes any other pointer into the entity's chunk: the
+// compact chunk is left behind, so a pointer into it taken earlier would
+// go stale.
 //
 // Copy-on-write, for snapshots encoded away from the state machine's owner
 // (see Frozen). Freeze lends the view the chunks and the histories as they
 // are; the store then never writes what it lent:
 //
-//   - A chunk (of entities, and of their exts) is held by the newest
-//     unreleased view when copiedAt[c] < frozenGen (frozenGen is 0 when
-//     there is none). mut copies such a chunk, both parts, before handing
-//     out a pointer into it; at and ext read the current chunk either way.
-//     An ext chunk allocated after the Freeze is the store's alone. Every
-//     write to an entity goes through a pointer from mut (or mutExt, which
-//     calls it) taken after the last Freeze; Freeze happens only between
-//     operations, so such a pointer stays good for a whole operation.
+//   - A chunk is held by the newest unreleased view when copiedAt[c] <
+//     frozenGen (frozenGen is 0 when there is none). mut copies such a
+//     chunk before handing out a pointer into it; at and ext read the
+//     current chunk either way. A chunk that turns full after the Freeze
+//     is the store's alone. Every write to an entity goes through pointers
+//     from mut or write taken after the last Freeze; Freeze happens only
+//     between operations, so such a pointer stays good for a whole
+//     operation.
 //   - While a view is out, writes may copy every chunk once: up to twice
 //     the entities' memory until Release (older events are copied only
 //     when written in place, which appends never do).
@@ -36,13 +46,13 @@ import (
 //     (see history): appends are, replacing or inserting an older event
 //     copies what it changes first.
 type entityStore struct {
-	chunks    [][]entity
-	exts      []*[chunkSize]entityExt // per chunk: its entities' exts; nil when all are zero
-	hasExts   []uint64                // bit c%64 of word c/64: exts[c] is not nil
-	copiedAt  []uint64                // per chunk: the generation at which it was made or copied
-	extChunks int                     // chunks with exts
-	n         uint32                  // slots ever handed out
-	free      []uint32
+	chunks     [][]entity               // compact chunks; nil for a full one
+	fulls      []*[chunkSize]fullEntity // full chunks; nil for a compact one
+	isFull     []uint64                 // bit c%64 of word c/64: chunk c is full
+	copiedAt   []uint64                 // per chunk: the generation at which it was made or copied
+	fullChunks int
+	n          uint32 // slots ever handed out
+	free       []uint32
 
 	hists    []history
 	histFree []uint32
@@ -52,9 +62,18 @@ type entityStore struct {
 	views     int    // unreleased views
 }
 
-// A chunk is 64 entities, 4 KiB (and 3.5 KiB of exts when it has them): the
-// unit that a write copies while a
-// view is out. Random writes right after a Freeze copy one chunk each, so
+// fullEntity is an entity of a full chunk, with its ext: 128 bytes, two
+// cache lines of one aligned pair (a full chunk is page-aligned).
+type fullEntity struct {
+	e entity
+	x entityExt
+	_ [128 - 64 - unsafe.Sizeof(entityExt{})]byte
+}
+
+var _ [0]struct{} = [unsafe.Sizeof(fullEntity{}) - 128]struct{}{}
+
+// A chunk is 64 entities, 4 KiB (8 KiB once full): the unit that a write
+// copies while a view is out. Random writes right after a Freeze copy one chunk each, so
 // the chunk's size bounds that burst by the batch rather than by the
 // state: at 10 million entities the first 10,000-event upsert batch after
 // a Freeze took 0.63-0.92 s with 4,096-entity chunks (every chunk copied
@@ -66,66 +85,95 @@ type entityStore struct {
 const chunkBits = 6
 const chunkSize = 1 << chunkBits
 
+// full reports whether chunk c is full. The bit map (2 KiB for a million
+// entities) stays in cache; reading the tables of chunks to find out would
+// cost a query a cache miss per entity.
+func (s *entityStore) full(c uint32) bool { return s.isFull[c/64]>>(c%64)&1 != 0 }
+
 // at returns the entity in slot, for reading only.
 func (s *entityStore) at(slot uint32) *entity {
-	return &s.chunks[slot>>chunkBits][slot&(chunkSize-1)]
+	c := slot >> chunkBits
+	if s.full(c) {
+		return &s.fulls[c][slot&(chunkSize-1)].e
+	}
+	return &s.chunks[c][slot&(chunkSize-1)]
+}
+
+// pair returns the entity in slot and its ext (nil in a compact chunk),
+// for reading only: at and ext at once.
+func (s *entityStore) pair(slot uint32) (*entity, *entityExt) {
+	c, i := slot>>chunkBits, slot&(chunkSize-1)
+	if s.full(c) {
+		fe := &s.fulls[c][i]
+		return &fe.e, &fe.x
+	}
+	return &s.chunks[c][i], nil
+}
+
+// ext returns the ext of the entity in slot, for reading only; nil when its
+// chunk is compact (the zero ext).
+func (s *entityStore) ext(slot uint32) *entityExt {
+	c := slot >> chunkBits
+	if s.full(c) {
+		return &s.fulls[c][slot&(chunkSize-1)].x
+	}
+	return nil
 }
 
 // mut returns the entity in slot for writing: its chunk is copied first if
 // a frozen view holds it.
 func (s *entityStore) mut(slot uint32) *entity {
-	c := slot >> chunkBits
+	e, _ := s.write(slot, false)
+	return e
+}
+
+// write returns the entity in slot and its ext (nil in a compact chunk) for
+// writing, copying the chunk first if a frozen view holds it, and making it
+// full first if needExt is set (see entityStore on when it may be called
+// with needExt).
+func (s *entityStore) write(slot uint32, needExt bool) (*entity, *entityExt) {
+	c, i := slot>>chunkBits, slot&(chunkSize-1)
 	if s.copiedAt[c] < s.frozenGen {
-		s.chunks[c] = slices.Clone(s.chunks[c])
-		if x := s.exts[c]; x != nil {
-			cp := *x
-			s.exts[c] = &cp
+		if s.full(c) {
+			cp := *s.fulls[c]
+			s.fulls[c] = &cp
+		} else {
+			s.chunks[c] = slices.Clone(s.chunks[c])
 		}
 		s.copiedAt[c] = s.gen
 	}
-	return &s.chunks[c][slot&(chunkSize-1)]
-}
-
-// ext returns the ext of the entity in slot, for reading only; nil when it
-// is the zero value. It reads the table of exts only for a chunk that has
-// them: hasExts (2 KiB for a million entities) stays in cache, the table
-// (128 KiB) would cost a query a cache miss per entity.
-func (s *entityStore) ext(slot uint32) *entityExt {
-	c := slot >> chunkBits
-	if s.hasExts[c/64]>>(c%64)&1 == 0 {
-		return nil
+	if !s.full(c) {
+		if !needExt {
+			return &s.chunks[c][i], nil
+		}
+		f := new([chunkSize]fullEntity)
+		for k := range f {
+			f[k].e = s.chunks[c][k]
+		}
+		s.fulls[c], s.chunks[c] = f, nil
+		s.isFull[c/64] |= 1 << (c % 64)
+		s.fullChunks++
 	}
-	return &s.exts[c][slot&(chunkSize-1)]
-}
-
-// mutExt returns the ext of the entity in slot for writing, giving its
-// chunk exts first if it has none.
-func (s *entityStore) mutExt(slot uint32) *entityExt {
-	s.mut(slot)
-	c := slot >> chunkBits
-	if s.exts[c] == nil {
-		s.exts[c] = new([chunkSize]entityExt)
-		s.hasExts[c/64] |= 1 << (c % 64)
-		s.extChunks++
-	}
-	return &s.exts[c][slot&(chunkSize-1)]
+	fe := &s.fulls[c][i]
+	return &fe.e, &fe.x
 }
 
 // event returns the latest event of the entity in slot.
 func (s *entityStore) event(slot uint32) core.GeoEvent {
 	var ev core.GeoEvent
-	fillEvent(&ev, s.at(slot), s.ext(slot))
+	e, x := s.pair(slot)
+	fillEvent(&ev, e, x)
 	return ev
 }
 
-// setLatest makes ev the latest event of the entity in slot (e, from mut),
-// keeping its expiry and its older events.
-func (s *entityStore) setLatest(slot uint32, e *entity, ev *core.GeoEvent) {
+// setLatest makes ev the latest event of the entity e, whose ext is x (both
+// from write; x nil only when ev needs no ext), keeping its expiry and its
+// older events.
+func setLatest(e *entity, x *entityExt, ev *core.GeoEvent) {
 	e.id, e.ts, e.cell, e.lat, e.lon, e.group = ev.EntityID, ev.TimestampNS, ev.CellID, ev.LatNano, ev.LonNano, ev.GroupID
-	if !hasExt(ev) && s.ext(slot) == nil {
+	if x == nil {
 		return
 	}
-	x := s.mutExt(slot)
 	x.correlation, x.userData = ev.CorrelationID, ev.UserData
 	x.altitude, x.velocity, x.ttl, x.accuracy = ev.AltitudeMM, ev.VelocityMMS, ev.TTLSeconds, ev.AccuracyMM
 	x.heading, x.flags = ev.HeadingCdeg, ev.Flags
@@ -139,9 +187,9 @@ func (s *entityStore) alloc() uint32 {
 	}
 	if int(s.n>>chunkBits) == len(s.chunks) {
 		s.chunks = append(s.chunks, make([]entity, chunkSize))
-		s.exts = append(s.exts, nil)
-		if len(s.chunks) > 64*len(s.hasExts) {
-			s.hasExts = append(s.hasExts, 0)
+		s.fulls = append(s.fulls, nil)
+		if len(s.chunks) > 64*len(s.isFull) {
+			s.isFull = append(s.isFull, 0)
 		}
 		s.copiedAt = append(s.copiedAt, s.gen)
 	}
@@ -150,12 +198,12 @@ func (s *entityStore) alloc() uint32 {
 }
 
 func (s *entityStore) release(slot uint32) {
-	e := s.mut(slot)
-	s.dropOlder(slot)
-	*e = entity{}
-	if x := s.ext(slot); x != nil {
-		*x = entityExt{} // (the chunk is the store's: mut copied it)
+	e, x := s.write(slot, false)
+	if x != nil {
+		s.dropOlder(x)
+		*x = entityExt{}
 	}
+	*e = entity{}
 	s.free = append(s.free, slot)
 }
 
@@ -168,13 +216,13 @@ func (s *entityStore) older(slot uint32) *history {
 	return nil
 }
 
-// pushOlder appends ev to the older events of the entity in slot.
-func (s *entityStore) pushOlder(slot uint32, ev *core.GeoEvent) { s.historyFor(slot).push(ev) }
+// pushOlder appends ev to the older events of the entity whose ext is x
+// (from write).
+func (s *entityStore) pushOlder(x *entityExt, ev *core.GeoEvent) { s.historyFor(x).push(ev) }
 
-// historyFor returns the history of the entity in slot, giving it an empty
-// one first if it has none.
-func (s *entityStore) historyFor(slot uint32) *history {
-	x := s.mutExt(slot)
+// historyFor returns the history of the entity whose ext is x (from
+// write), giving it an empty one first if it has none.
+func (s *entityStore) historyFor(x *entityExt) *history {
 	if x.hist == 0 {
 		if k := len(s.histFree); k > 0 {
 			x.hist = s.histFree[k-1] + 1
@@ -187,24 +235,24 @@ func (s *entityStore) historyFor(slot uint32) *history {
 	return &s.hists[x.hist-1]
 }
 
-// setOlder replaces older event i of the entity in slot.
-func (s *entityStore) setOlder(slot uint32, i int, ev *core.GeoEvent) {
-	s.historyFor(slot).set(i, ev, s.views > 0)
+// setOlder replaces older event i of the entity whose ext is x (from
+// write).
+func (s *entityStore) setOlder(x *entityExt, i int, ev *core.GeoEvent) {
+	s.historyFor(x).set(i, ev, s.views > 0)
 }
 
-// insertOlder inserts ev as older event i of the entity in slot (0 <= i <=
-// its count).
-func (s *entityStore) insertOlder(slot uint32, i int, ev *core.GeoEvent) {
-	s.historyFor(slot).insert(i, ev, s.views > 0)
+// insertOlder inserts ev as older event i (0 <= i <= its count) of the
+// entity whose ext is x (from write).
+func (s *entityStore) insertOlder(x *entityExt, i int, ev *core.GeoEvent) {
+	s.historyFor(x).insert(i, ev, s.views > 0)
 }
 
-// dropOlder removes all older events of the entity in slot.
-func (s *entityStore) dropOlder(slot uint32) {
-	x := s.ext(slot)
-	if x == nil || x.hist == 0 {
+// dropOlder removes all older events of the entity whose ext is x (from
+// write).
+func (s *entityStore) dropOlder(x *entityExt) {
+	if x.hist == 0 {
 		return
 	}
-	x = s.mutExt(slot)
 	s.hists[x.hist-1] = history{}
 	s.histFree = append(s.histFree, x.hist-1)
 	x.hist = 0
@@ -213,8 +261,10 @@ func (s *entityStore) dropOlder(slot uint32) {
 func (s *entityStore) eventCount(slot uint32) uint64 { return uint64(s.older(slot).len()) + 1 }
 
 func (s *entityStore) bytes() uint64 {
-	return uint64(len(s.chunks))*chunkSize*uint64(unsafe.Sizeof(entity{})) +
-		uint64(s.extChunks)*chunkSize*uint64(unsafe.Sizeof(entityExt{})) + uint64(cap(s.exts))*8 +
+	compact := uint64(len(s.chunks) - s.fullChunks)
+	return compact*chunkSize*uint64(unsafe.Sizeof(entity{})) +
+		uint64(s.fullChunks)*chunkSize*uint64(unsafe.Sizeof(fullEntity{})) +
+		uint64(cap(s.chunks))*24 + uint64(cap(s.fulls))*8 +
 		uint64(cap(s.free))*4 + uint64(cap(s.hists))*uint64(unsafe.Sizeof(history{})) + uint64(cap(s.histFree))*4
 }
 
@@ -225,22 +275,25 @@ type storeView struct {
 	entities int    // live entities
 	n        uint32 // slots handed out; released ones are zeroed
 	chunks   [][]entity
-	exts     []*[chunkSize]entityExt
+	fulls    []*[chunkSize]fullEntity
 	hists    []history
 }
 
 func (sm *StateMachine) liveView() storeView {
 	s := &sm.store
-	return storeView{lastTS: sm.lastTS, entities: sm.ids.len(), n: s.n, chunks: s.chunks, exts: s.exts, hists: s.hists}
+	return storeView{lastTS: sm.lastTS, entities: sm.ids.len(), n: s.n, chunks: s.chunks, fulls: s.fulls, hists: s.hists}
 }
 
 func (v *storeView) at(slot uint32) *entity {
+	if f := v.fulls[slot>>chunkBits]; f != nil {
+		return &f[slot&(chunkSize-1)].e
+	}
 	return &v.chunks[slot>>chunkBits][slot&(chunkSize-1)]
 }
 
 func (v *storeView) ext(slot uint32) *entityExt {
-	if x := v.exts[slot>>chunkBits]; x != nil {
-		return &x[slot&(chunkSize-1)]
+	if f := v.fulls[slot>>chunkBits]; f != nil {
+		return &f[slot&(chunkSize-1)].x
 	}
 	return nil
 }

@@ -113,7 +113,7 @@ func (sm *StateMachine) write(opTS uint64, events []core.GeoEvent, upsert bool) 
 const writeAhead = 64
 
 // prefetchWrites loads what writing evs will read first: each entity id's
-// entry in the id index, then each stored entity and its ext. Each pass is a run of
+// entry in the id index, then each stored entity (and its ext). Each pass is a run of
 // independent loads, so the processor overlaps their cache misses; the
 // writes that follow find them in cache. The sum only keeps the compiler
 // from dropping the loads.
@@ -124,8 +124,9 @@ func (sm *StateMachine) prefetchWrites(evs []core.GeoEvent) {
 	}
 	for i := range evs {
 		if slot, ok := sm.ids.get(evs[i].EntityID); ok {
-			sum += sm.store.at(slot).id.Lo
-			if x := sm.store.ext(slot); x != nil {
+			e, x := sm.store.pair(slot)
+			sum += e.id.Lo
+			if x != nil {
 				sum += uint64(x.hist)
 			}
 		}
@@ -179,38 +180,43 @@ func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, replaceLatest bool) 
 		sm.create(ev)
 		return false
 	}
-	e = sm.store.mut(slot)
 	if replaceLatest {
-		sm.replaceLatest(slot, e, ev)
+		e, x := sm.store.write(slot, hasExt(ev))
+		sm.replaceLatest(slot, e, x, ev)
 		return true
 	}
 	older := sm.store.older(slot)
 	i, found := find(e, older, ev.TimestampNS)
+	latest := found && i == older.len()
+	// Every case but replacing the latest event writes the entity's
+	// history, which its ext holds.
+	e, x := sm.store.write(slot, hasExt(ev) || !latest)
 	switch {
-	case found && i == older.len():
-		sm.replaceLatest(slot, e, ev)
+	case latest:
+		sm.replaceLatest(slot, e, x, ev)
 		return true
 	case found:
-		sm.store.setOlder(slot, i, ev)
+		sm.store.setOlder(x, i, ev)
 		return true
 	case ev.TimestampNS > e.ts:
 		prev := sm.store.event(slot)
-		sm.store.pushOlder(slot, &prev)
-		sm.replaceLatest(slot, e, ev)
+		sm.store.pushOlder(x, &prev)
+		sm.replaceLatest(slot, e, x, ev)
 		sm.events++
 		return false
 	default:
-		sm.store.insertOlder(slot, i, ev)
+		sm.store.insertOlder(x, i, ev)
 		sm.events++
 		return false
 	}
 }
 
 // replaceLatest makes ev the entity's latest event in place of the current
-// one, moving its index keys and resetting its expiry from ev's TTL.
-func (sm *StateMachine) replaceLatest(slot uint32, e *entity, ev *core.GeoEvent) {
+// one, moving its index keys and resetting its expiry from ev's TTL. e and
+// x come from store.write.
+func (sm *StateMachine) replaceLatest(slot uint32, e *entity, x *entityExt, ev *core.GeoEvent) {
 	sm.unindexLatest(slot, e)
-	sm.store.setLatest(slot, e, ev)
+	setLatest(e, x, ev)
 	sm.indexLatest(slot, e)
 	sm.setExpiry(slot, e, ev.ExpiresAtNS())
 }
