@@ -73,9 +73,9 @@ type fullEntity struct {
 var _ [0]struct{} = [unsafe.Sizeof(fullEntity{}) - 128]struct{}{}
 
 // A chunk is 64 entities, 4 KiB (8 KiB once full): the unit that a write
-// copies while a view is out. Random writes right after a Freeze copy one chunk each, so
-// the chunk's size bounds that burst by the batch rather than by the
-// state: at 10 million entities the first 10,000-event upsert batch after
+// copies while a view is out. Random writes right after a Freeze copy one
+// chunk each, so the chunk's size bounds that burst by the batch rather
+// than by the state: at 10 million entities the first 10,000-event upsert batch after
 // a Freeze took 0.63-0.92 s with 4,096-entity chunks (every chunk copied
 // at once, past the 500 ms election timeout), and 95-105 ms with these,
 // each batch after it copying as much until the view is released (17-52
