@@ -113,10 +113,10 @@ func (sm *StateMachine) write(opTS uint64, events []core.GeoEvent, upsert bool) 
 const writeAhead = 64
 
 // prefetchWrites loads what writing evs will read first: each entity id's
-// entry in the id index, then each stored entity (and its ext). Each pass is a run of
-// independent loads, so the processor overlaps their cache misses; the
-// writes that follow find them in cache. The sum only keeps the compiler
-// from dropping the loads.
+// entry in the id index, then each stored entity (and its ext). Each pass
+// is a run of independent loads, so the processor overlaps their cache
+// misses; the writes that follow find them in cache. The sum only keeps
+// the compiler from dropping the loads.
 func (sm *StateMachine) prefetchWrites(evs []core.GeoEvent) {
 	var sum uint64
 	for i := range evs {
