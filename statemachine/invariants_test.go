@@ -98,8 +98,8 @@ func (sm *StateMachine) checkInvariants() error {
 			fulls++
 		}
 	}
-	if fulls != sm.store.fullChunks || len(sm.store.fulls) != len(sm.store.chunks) {
-		return fmt.Errorf("%d full chunks, fullChunks says %d", fulls, sm.store.fullChunks)
+	if fulls != sm.store.fullChunks() || len(sm.store.fulls) != len(sm.store.chunks) {
+		return fmt.Errorf("%d full chunks, fullChunks says %d", fulls, sm.store.fullChunks())
 	}
 	for slot := range sm.store.n {
 		if live[slot] {

@@ -133,15 +133,15 @@ func (v *storeView) appendEncoding(dst []byte, slots []uint32, flush func([]byte
 	buf = binary.LittleEndian.AppendUint64(buf, v.lastTS)
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(n))
 	put := func(slot uint32) bool {
-		e := v.at(slot)
+		e, x := v.pair(slot)
 		buf = binary.AppendUvarint(buf, e.expiresAt)
-		older := v.older(slot)
+		older := v.older(x)
 		buf = binary.AppendUvarint(buf, uint64(older.len()+1))
 		for i := range older.len() {
 			buf = appendPacked(buf, older.at(i))
 		}
 		var latest core.GeoEvent
-		fillEvent(&latest, e, v.ext(slot))
+		fillEvent(&latest, e, x)
 		buf = appendPacked(buf, &latest)
 		if flush != nil && len(buf) >= 1<<15 {
 			if !flush(buf) {
@@ -159,7 +159,7 @@ func (v *storeView) appendEncoding(dst []byte, slots []uint32, flush func([]byte
 		}
 	} else {
 		for slot := range v.n {
-			if !v.at(slot).id.IsZero() { // released slots are zeroed
+			if e, _ := v.pair(slot); !e.id.IsZero() { // released slots are zeroed
 				if !put(slot) {
 					return buf
 				}

@@ -1,6 +1,7 @@
 package statemachine
 
 import (
+	"math/bits"
 	"slices"
 	"unsafe"
 
@@ -19,7 +20,7 @@ import (
 // reused LIFO too.
 //
 // Invariants: for each chunk c, exactly one of chunks[c] and fulls[c] is
-// set, and bit c of isFull says which (fulls[c]); fullChunks counts them.
+// set, and bit c of isFull says which (fulls[c]).
 //
 // A chunk turns full only in write, which an operation calls for an
 // entity before it takes any other pointer into the entity's chunk: the
@@ -46,13 +47,12 @@ import (
 //     (see history): appends are, replacing or inserting an older event
 //     copies what it changes first.
 type entityStore struct {
-	chunks     [][]entity               // compact chunks; nil for a full one
-	fulls      []*[chunkSize]fullEntity // full chunks; nil for a compact one
-	isFull     []uint64                 // bit c%64 of word c/64: chunk c is full
-	copiedAt   []uint64                 // per chunk: the generation at which it was made or copied
-	fullChunks int
-	n          uint32 // slots ever handed out
-	free       []uint32
+	chunks   [][]entity               // compact chunks; nil for a full one
+	fulls    []*[chunkSize]fullEntity // full chunks; nil for a compact one
+	isFull   []uint64                 // bit c%64 of word c/64: chunk c is full
+	copiedAt []uint64                 // per chunk: the generation at which it was made or copied
+	n        uint32                   // slots ever handed out
+	free     []uint32
 
 	hists    []history
 	histFree []uint32
@@ -75,11 +75,11 @@ var _ [0]struct{} = [unsafe.Sizeof(fullEntity{}) - 128]struct{}{}
 // A chunk is 64 entities, 4 KiB (8 KiB once full): the unit that a write
 // copies while a view is out. Random writes right after a Freeze copy one
 // chunk each, so the chunk's size bounds that burst by the batch rather
-// than by the state: at 10 million entities the first 10,000-event upsert batch after
-// a Freeze took 0.63-0.92 s with 4,096-entity chunks (every chunk copied
-// at once, past the 500 ms election timeout), and 95-105 ms with these,
-// each batch after it copying as much until the view is released (17-52
-// ms in session 7, whose upserts are cheaper). The benchmarks showed no
+// than by the state: at 10 million entities the first 10,000-event upsert
+// batch after a Freeze took 0.63-0.92 s with 4,096-entity chunks (every
+// chunk copied at once, past the 500 ms election timeout), and 95-105 ms
+// with these, each batch after it copying as much until the view is
+// released (17-52 ms in session 7, whose upserts are cheaper). The benchmarks showed no
 // difference between the two sizes. 16-entity chunks cut that burst to
 // about 20 ms but made every upsert batch 15% slower without a view.
 const chunkBits = 6
@@ -90,17 +90,8 @@ const chunkSize = 1 << chunkBits
 // cost a query a cache miss per entity.
 func (s *entityStore) full(c uint32) bool { return s.isFull[c/64]>>(c%64)&1 != 0 }
 
-// at returns the entity in slot, for reading only.
-func (s *entityStore) at(slot uint32) *entity {
-	c := slot >> chunkBits
-	if s.full(c) {
-		return &s.fulls[c][slot&(chunkSize-1)].e
-	}
-	return &s.chunks[c][slot&(chunkSize-1)]
-}
-
-// pair returns the entity in slot and its ext (nil in a compact chunk),
-// for reading only: at and ext at once.
+// pair returns the entity in slot and its ext (nil in a compact chunk: the
+// zero ext), for reading only.
 func (s *entityStore) pair(slot uint32) (*entity, *entityExt) {
 	c, i := slot>>chunkBits, slot&(chunkSize-1)
 	if s.full(c) {
@@ -110,14 +101,16 @@ func (s *entityStore) pair(slot uint32) (*entity, *entityExt) {
 	return &s.chunks[c][i], nil
 }
 
-// ext returns the ext of the entity in slot, for reading only; nil when its
-// chunk is compact (the zero ext).
+// at returns the entity in slot, for reading only.
+func (s *entityStore) at(slot uint32) *entity {
+	e, _ := s.pair(slot)
+	return e
+}
+
+// ext returns the ext of the entity in slot, for reading only (see pair).
 func (s *entityStore) ext(slot uint32) *entityExt {
-	c := slot >> chunkBits
-	if s.full(c) {
-		return &s.fulls[c][slot&(chunkSize-1)].x
-	}
-	return nil
+	_, x := s.pair(slot)
+	return x
 }
 
 // mut returns the entity in slot for writing: its chunk is copied first if
@@ -152,7 +145,6 @@ func (s *entityStore) write(slot uint32, needExt bool) (*entity, *entityExt) {
 		}
 		s.fulls[c], s.chunks[c] = f, nil
 		s.isFull[c/64] |= 1 << (c % 64)
-		s.fullChunks++
 	}
 	fe := &s.fulls[c][i]
 	return &fe.e, &fe.x
@@ -260,11 +252,20 @@ func (s *entityStore) dropOlder(x *entityExt) {
 
 func (s *entityStore) eventCount(slot uint32) uint64 { return uint64(s.older(slot).len()) + 1 }
 
+// fullChunks counts the full chunks.
+func (s *entityStore) fullChunks() int {
+	n := 0
+	for _, w := range s.isFull {
+		n += bits.OnesCount64(w)
+	}
+	return n
+}
+
 func (s *entityStore) bytes() uint64 {
-	compact := uint64(len(s.chunks) - s.fullChunks)
-	return compact*chunkSize*uint64(unsafe.Sizeof(entity{})) +
-		uint64(s.fullChunks)*chunkSize*uint64(unsafe.Sizeof(fullEntity{})) +
-		uint64(cap(s.chunks))*24 + uint64(cap(s.fulls))*8 +
+	full := uint64(s.fullChunks())
+	compact := uint64(len(s.chunks)) - full
+	return compact*chunkSize*uint64(unsafe.Sizeof(entity{})) + full*chunkSize*uint64(unsafe.Sizeof(fullEntity{})) +
+		uint64(cap(s.chunks))*uint64(unsafe.Sizeof([]entity{})) + uint64(cap(s.fulls))*uint64(unsafe.Sizeof(&fullEntity{})) +
 		uint64(cap(s.free))*4 + uint64(cap(s.hists))*uint64(unsafe.Sizeof(history{})) + uint64(cap(s.histFree))*4
 }
 
@@ -284,22 +285,18 @@ func (sm *StateMachine) liveView() storeView {
 	return storeView{lastTS: sm.lastTS, entities: sm.ids.len(), n: s.n, chunks: s.chunks, fulls: s.fulls, hists: s.hists}
 }
 
-func (v *storeView) at(slot uint32) *entity {
-	if f := v.fulls[slot>>chunkBits]; f != nil {
-		return &f[slot&(chunkSize-1)].e
+// pair is entityStore.pair for the view (which tells a full chunk by its
+// table: the store's bit map may have changed since the Freeze).
+func (v *storeView) pair(slot uint32) (*entity, *entityExt) {
+	c, i := slot>>chunkBits, slot&(chunkSize-1)
+	if f := v.fulls[c]; f != nil {
+		return &f[i].e, &f[i].x
 	}
-	return &v.chunks[slot>>chunkBits][slot&(chunkSize-1)]
+	return &v.chunks[c][i], nil
 }
 
-func (v *storeView) ext(slot uint32) *entityExt {
-	if f := v.fulls[slot>>chunkBits]; f != nil {
-		return &f[slot&(chunkSize-1)].x
-	}
-	return nil
-}
-
-func (v *storeView) older(slot uint32) *history {
-	if x := v.ext(slot); x != nil && x.hist != 0 {
+func (v *storeView) older(x *entityExt) *history {
+	if x != nil && x.hist != 0 {
 		return &v.hists[x.hist-1]
 	}
 	return nil
