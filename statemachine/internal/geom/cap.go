@@ -111,12 +111,17 @@ const (
 //
 // It evaluates the same haversine formula with Taylor polynomials, exact to
 // well below a unit in the last place for the small angles it takes
-// (|half difference| <= fastMaxHalf): sin x to x^7 (next term < 3e-22 x),
-// the point's cosine of latitude as cos(a+δ) = cos a (1 - 2 sin²(δ/2)) -
-// sin a sin δ, and asin y to y^9 (y < 0.015, next term < 1e-20 y). The two
-// evaluations differ by far less than fastRelTol*d + fastAbsTol, so when d
-// lies further than that from a half millimetre both round to the same
-// millimetre; closer than that, ok is false.
+// (|half difference| <= fastMaxHalf):
+//   - sin²x as a polynomial in x² to x^8 (next term < 2e-20 x²);
+//   - the point's cosine of latitude as cos(a+δ) = cos a (1 - 2 sin²(δ/2))
+//     minus sin a sin δ, sin δ to δ^7 (next term < 3e-22 δ);
+//   - asin √h as √h times a polynomial in h to h^4 (h < 2.3e-4, next term
+//     < 2e-20), so that the polynomial is evaluated while the square root
+//     is, instead of after it.
+//
+// The two evaluations differ by far less than fastRelTol*d + fastAbsTol,
+// so when d lies further than that from a half millimetre both round to
+// the same millimetre; closer than that, ok is false.
 func (c *Cap) fastDistanceMM(latNano, lonNano int64) (distanceMM uint64, ok bool) {
 	if !c.fast {
 		return 0, false
@@ -126,11 +131,10 @@ func (c *Cap) fastDistanceMM(latNano, lonNano int64) (distanceMM uint64, ok bool
 	if !(math.Abs(dLat) <= fastMaxHalf && math.Abs(dLon) <= fastMaxHalf) {
 		return 0, false
 	}
-	sLat := sinSmall(dLat)
-	sLon := sinSmall(dLon)
-	cosB := c.cosLat*(1-2*sLat*sLat) - c.sinLat*sinSmall(2*dLat)
-	h := sLat*sLat + c.cosLat*cosB*(sLon*sLon)
-	d := 2 * asinSmall(math.Sqrt(h)) * earthRadiusMM
+	sLat2 := sin2Small(dLat)
+	cosB := c.cosLat*(1-2*sLat2) - c.sinLat*sinSmall(2*dLat)
+	h := sLat2 + c.cosLat*cosB*sin2Small(dLon)
+	d := math.Sqrt(h) * asinSqrtFactor(h) * (2 * earthRadiusMM)
 	fl := math.Floor(d)
 	frac := d - fl
 	if math.Abs(frac-0.5) <= d*fastRelTol+fastAbsTol {
@@ -148,10 +152,17 @@ func sinSmall(x float64) float64 {
 	return x - x*x2*(1.0/6-x2*(1.0/120-x2*(1.0/5040)))
 }
 
-// asinSmall is asin y for 0 <= y <= 0.015, to y^9.
-func asinSmall(y float64) float64 {
-	y2 := y * y
-	return y + y*y2*(1.0/6+y2*(3.0/40+y2*(5.0/112+y2*(35.0/1152))))
+// sin2Small is sin²x for |x| <= fastMaxHalf, to x^8:
+// x² - x⁴/3 + 2x⁶/45 - x⁸/315.
+func sin2Small(x float64) float64 {
+	x2 := x * x
+	return x2 * (1 - x2*(1.0/3-x2*(2.0/45-x2*(1.0/315))))
+}
+
+// asinSqrtFactor is asin(√h)/√h for 0 <= h <= 2.3e-4, to h^4:
+// 1 + h/6 + 3h²/40 + 5h³/112 + 35h⁴/1152.
+func asinSqrtFactor(h float64) float64 {
+	return 1 + h*(1.0/6+h*(3.0/40+h*(5.0/112+h*(35.0/1152))))
 }
 
 // MayContainLeaf is a cheap prefilter on a leaf cell id: false means that no
