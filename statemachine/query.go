@@ -155,13 +155,21 @@ const maxScanBatch = 1024
 
 // run gathers candidates by their keys alone (the region's judgement of
 // each key's leaf cell rules most non-matches out without reading the
-// entity), in batches; reads each batch's entities with one pass of
-// independent loads, so that their cache misses overlap instead of
-// queueing behind each candidate's checks; checks them in key order; and
-// stops once it holds limit+1 matches, or once it has examined the page's
-// budget of keys (maxScanKeys), the cursor then being the last key
-// examined. Then it builds the page in the state machine's result memory
-// from the entities it has just read.
+// entity), in batches; checks them in key order; and stops once it holds
+// limit+1 matches, or once it has examined the page's budget of keys
+// (maxScanKeys), the cursor then being the last key examined. Then it
+// builds the page in the state machine's result memory from the entities
+// it has just read.
+//
+// Nearly all of a small query's time would be cache misses (entities are
+// stored in the order they arrived, so each candidate's is a miss of its
+// own; a seek misses at each level of the tree), so run starts loads
+// early and does not wait for them: it prefetches the tree's nodes for
+// the next ranges' seeks all at once, and each leaf's run of candidates'
+// entities as it gathers them, so that they arrive while it judges the
+// keys that follow. (Together 1.23 times the 1 km radius queries a second
+// of the build before, which read the entities in a pass of loads before
+// the checks; polygon queries 1.08 times.)
 func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
 	sm := s.sm
 	s.cands = sm.scanCands[:0]
@@ -174,12 +182,17 @@ func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
 	var cut btree.Key        // the last key examined, when the budget ran out
 	cutShort := false
 	var it btree.Iter
-	for _, r := range reg.ScanRanges() {
+	ranges := reg.ScanRanges()
+	prefetched := 0 // ranges whose first seek's nodes have been prefetched
+	for k, r := range ranges {
 		if done {
 			break
 		}
 		if hasAfter && after.A > r.Max {
 			continue
+		}
+		if k >= prefetched {
+			prefetched = s.prefetch(ranges[k:]) + k
 		}
 		// Position it at the range's first key. Ranges often follow each
 		// other closely: when it is already there (no key lies between the
@@ -195,6 +208,7 @@ func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
 		}
 		// Take the range's keys a leaf's run at a time.
 		for !done {
+			gathered := len(s.cands)
 			cells, slots := it.Run()
 			n := 0
 			for n < len(cells) && cells[n] <= r.Max {
@@ -212,6 +226,9 @@ func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
 				}
 			} else {
 				s.cands = reg.gather(cells[:n], slots[:n], s.cands)
+			}
+			for _, c := range s.cands[gathered:] {
+				sm.store.prefetch(c.slot)
 			}
 			it.Skip(n)
 			if budget -= n; budget == 0 {
@@ -254,12 +271,24 @@ func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
 	}
 }
 
+// prefetch has the spatial index read the nodes that seeks to the starts
+// of the next ranges will read, all at once (see btree.Prefetch), and
+// returns how many ranges it covered.
+func (s *spatialScan) prefetch(ranges []geom.ScanRange) int {
+	var keys [btree.PrefetchMax]btree.Key
+	n := min(len(ranges), len(keys))
+	for i, r := range ranges[:n] {
+		keys[i] = btree.Key{A: r.Min}
+	}
+	s.sm.spatial.Prefetch(keys[:n])
+	return n
+}
+
 // check reads the entities of the gathered candidates and keeps those that
 // match, in key order, until it holds limit+1 matches; it reports whether
 // it does. It empties the batch.
 func (s *spatialScan) check(reg region, last *btree.Key) (full bool) {
 	sm := s.sm
-	sm.touch(s.cands)
 	for _, c := range s.cands {
 		e := sm.store.at(c.slot)
 		if !e.visible(s.t) || (s.group.Set && e.group != s.group.ID) {
@@ -283,26 +312,6 @@ func (s *spatialScan) check(reg region, last *btree.Key) (full bool) {
 	}
 	s.cands = s.cands[:0]
 	return full
-}
-
-// touch loads each candidate's entity, and its ext in a full chunk (the
-// result is built from both). The loads do not depend on each
-// other, so the processor overlaps their cache misses; the checks that
-// follow then find the entities in cache. The sum only keeps the compiler
-// from dropping the loads; it is kept per state machine so that state
-// machines in different goroutines share nothing.
-func (sm *StateMachine) touch(cs []candidate) {
-	var sum uint64
-	for _, c := range cs {
-		// An entity is one cache line (64 bytes, at a multiple of 64 in
-		// its chunk); in a full chunk its ext is the next line.
-		e, x := sm.store.pair(c.slot)
-		sum += e.id.Lo
-		if x != nil {
-			sum += x.correlation.Lo
-		}
-	}
-	sm.touchSink = sum
 }
 
 // GetLatest returns the entity's latest visible event.

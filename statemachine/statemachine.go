@@ -31,7 +31,7 @@ type StateMachine struct {
 	lastTS uint64 // >= every stored timestamp
 	events uint64 // events stored, visible or expired
 
-	touchSink uint64 // see touch
+	touchSink uint64 // sums of loads made only to warm the cache, so that they are kept
 
 	// Spatial index changes not yet applied; see spatialbatch.go.
 	// deferSpatial is false only while remove() applies its own.

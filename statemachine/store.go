@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/statemachine/internal/prefetch"
 )
 
 // entityStore keeps entities in fixed chunks so that growth never copies
@@ -99,6 +100,17 @@ func (s *entityStore) pair(slot uint32) (*entity, *entityExt) {
 		return &fe.e, &fe.x
 	}
 	return &s.chunks[c][i], nil
+}
+
+// prefetch starts loading the entity in slot, and its ext in a full
+// chunk, into the processor's cache without waiting for it (see package
+// prefetch): a reader that needs many entities prefetches them all first.
+func (s *entityStore) prefetch(slot uint32) {
+	e, x := s.pair(slot)
+	prefetch.Line(unsafe.Pointer(e))
+	if x != nil {
+		prefetch.Line(unsafe.Pointer(x))
+	}
 }
 
 // at returns the entity in slot, for reading only.

@@ -1,0 +1,14 @@
+// Package prefetch asks the processor to start loading a cache line that
+// the caller will read soon, without waiting for it.
+//
+// A plain load that misses the cache holds up the instructions behind it
+// until its line arrives (they cannot retire before it), so a loop that
+// loads one entity per candidate stalls on each batch of misses. A prefetch
+// instruction retires at once: the line is fetched while the caller goes
+// on with other work, and the read that follows finds it in cache. The
+// state machine's spatial scans prefetch each candidate's entity as they
+// find it and read it only after judging the rest of their keys.
+//
+// Line is a hint with no effect on what a program computes; where the
+// architecture has no implementation here it does nothing.
+package prefetch
