@@ -42,7 +42,8 @@ func drawRadius(t *rapid.T) uint64 {
 }
 
 // Every point that Contains accepts has its leaf cell in Ranges and passes
-// MayContainLeaf; Contains agrees with DistanceMM.
+// MayContainLeaf and a CapFilter's (one per cap, whose decoder keeps state
+// from point to point); Contains agrees with DistanceMM.
 func TestCapCoversContainedPoints(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		lat, lon := drawCenter(t)
@@ -50,6 +51,7 @@ func TestCapCoversContainedPoints(t *testing.T) {
 		cp := NewCap(lat, lon, radius)
 		rs := cp.Ranges()
 		checkRanges(t, rs)
+		filter := cp.Filter()
 		theta := float64(radius) / earthRadiusMM
 		for k := 0; k < 50; k++ {
 			var pLat, pLon int64
@@ -76,6 +78,9 @@ func TestCapCoversContainedPoints(t *testing.T) {
 			leaf := LeafCell(pLat, pLon)
 			if !cp.MayContainLeaf(leaf) {
 				t.Fatalf("MayContainLeaf rejects (%d, %d) at %d mm, radius %d", pLat, pLon, d, radius)
+			}
+			if !filter.MayContainLeaf(leaf) {
+				t.Fatalf("CapFilter.MayContainLeaf rejects (%d, %d) at %d mm, radius %d", pLat, pLon, d, radius)
 			}
 			if !inRanges(rs, leaf) {
 				t.Fatalf("(%d, %d) at %d mm (radius %d) is not in ranges %x", pLat, pLon, d, radius, rs)
