@@ -53,8 +53,14 @@ func take[T any](kept *[]T, n int) []T {
 		return s
 	}
 	s := make([]T, n)
-	if n <= keepMaxElems {
-		*kept = s
-	}
+	keep(kept, s)
 	return s
+}
+
+// keep has *kept hold s's memory for the next use, unless s can hold more
+// than keepMaxElems elements.
+func keep[T any](kept *[]T, s []T) {
+	if cap(s) <= keepMaxElems {
+		*kept = s[:0]
+	}
 }

@@ -174,9 +174,7 @@ func newPolyGrid(fr *faceRings, gm *gridMemory) (pg *polyGrid, ok bool) {
 			}
 		}
 	}
-	if cap(pg.links) <= keepMaxElems {
-		gm.links = pg.links[:0] // for the next grid
-	}
+	keep(&gm.links, pg.links) // for the next grid
 	return pg, true
 }
 
