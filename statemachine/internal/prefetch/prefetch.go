@@ -6,8 +6,9 @@
 // loads one entity per candidate stalls on each batch of misses. A prefetch
 // instruction retires at once: the line is fetched while the caller goes
 // on with other work, and the read that follows finds it in cache. The
-// state machine's spatial scans prefetch each candidate's entity as they
-// find it and read it only after judging the rest of their keys.
+// state machine's spatial scans prefetch the entities of each run of
+// candidates as they find them, and read them only after judging the rest
+// of their keys; they prefetch the index's leaves for their next seeks.
 //
 // Line is a hint with no effect on what a program computes; where the
 // architecture has no implementation here it does nothing.
