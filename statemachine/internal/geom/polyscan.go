@@ -250,17 +250,21 @@ func (pg *polyGrid) classify(i, j int) int {
 		// No vertex in the cell: each listed edge crosses it, and the
 		// segment from the center to p crosses the edge exactly when it
 		// crosses the edge's line.
-		in := ref
+		// Branch-free over the edges (whose sides are unpredictable): the
+		// parity flips where p is on the negative side of a link's line
+		// (the line's own sign, flipped for a complemented seg).
+		in := uint64(ref)
+		unsure := false
 		for e := pg.head[c]; e >= 0; {
 			l := pg.links[e]
-			d := pg.lineDist(l.seg, pu, pv)
-			if math.Abs(d) <= leafHalfDiagUV+gridTol {
-				return LeafUnsure
-			}
-			if d < 0 {
-				in ^= 1
-			}
+			s := &pg.segs[l.seg^l.seg>>31]
+			d := s.a*pu + s.b*pv + s.c
+			unsure = unsure || math.Abs(d) <= leafHalfDiagUV+gridTol
+			in ^= math.Float64bits(d)>>63 ^ uint64(uint32(l.seg)>>31)
 			e = l.next
+		}
+		if unsure {
+			return LeafUnsure
 		}
 		return int(in) // LeafOutside or LeafInside
 	}
