@@ -271,39 +271,26 @@ func (pg *polyGrid) classify(i, j int) int {
 	cu, cv := pg.uc[x], pg.vc[y]
 	eu, ev := pu-cu, pv-cv
 	tolCP := gridTol * (math.Abs(eu) + math.Abs(ev))
-	in := ref&refIn != 0
-	for e := pg.head[c]; e >= 0; e = pg.links[e].next {
-		si := pg.links[e].seg
-		d := pg.lineDist(si, pu, pv)
-		if math.Abs(d) <= leafHalfDiagUV+gridTol {
-			return LeafUnsure
-		}
-		if d > 0 {
-			continue // p lies on the center's side of the edge's line
-		}
-		s := &pg.segs[si^si>>31]
+	// Branch-free over the edges as above: an edge can be crossed only when
+	// p lies on the far side of its line from the center (opposite), and is
+	// crossed when its ends lie on either side of the segment from the
+	// center to p.
+	in := uint64(ref & refIn)
+	unsure := false
+	for e := pg.head[c]; e >= 0; {
+		l := pg.links[e]
+		s := &pg.segs[l.seg^l.seg>>31]
+		d := s.a*pu + s.b*pv + s.c
+		opposite := math.Float64bits(d)>>63 ^ uint64(uint32(l.seg)>>31)
 		oa := (s.au-cu)*ev - (s.av-cv)*eu
 		ob := (s.bu-cu)*ev - (s.bv-cv)*eu
-		if math.Abs(oa) <= tolCP || math.Abs(ob) <= tolCP {
-			return LeafUnsure
-		}
-		if (oa > 0) != (ob > 0) {
-			in = !in
-		}
+		tight := math.Abs(oa) <= tolCP || math.Abs(ob) <= tolCP
+		unsure = unsure || math.Abs(d) <= leafHalfDiagUV+gridTol || (tight && opposite == 1)
+		in ^= opposite & ((math.Float64bits(oa) ^ math.Float64bits(ob)) >> 63)
+		e = l.next
 	}
-	if in {
-		return LeafInside
+	if unsure {
+		return LeafUnsure
 	}
-	return LeafOutside
-}
-
-// lineDist is the signed distance of (u, v) from the line of the edge of
-// link seg value si, positive on the side of the cell's center.
-func (pg *polyGrid) lineDist(si int32, u, v float64) float64 {
-	s := &pg.segs[si^si>>31]
-	d := s.a*u + s.b*v + s.c
-	if si < 0 {
-		d = -d
-	}
-	return d
+	return int(in) // LeafOutside or LeafInside
 }
