@@ -32,20 +32,17 @@ type diskOp struct {
 	entries     []core.LogEntry            // opAppend
 	hs          core.HardState             // opHardState
 	index, term uint64                     // opSnapshot; opRead: index is the first to read
-	data        []byte                     // opSnapshot: its bytes, or
-	encode      func(w stdio.Writer) error // opSnapshot: writes its bytes (WriteSnapshot)
+	encode      func(w stdio.Writer) error // opSnapshot: writes its bytes (it may run again when a write is tried again)
 	to          uint64                     // opRead: the last index to read
 	maxBytes    int                        // opRead
 }
 
-// writeSnapshot writes an opSnapshot's bytes to w: data, or what encode
-// writes (it may run again when a write is tried again).
-func (op *diskOp) writeSnapshot(w stdio.Writer) error {
-	if op.encode != nil {
-		return op.encode(w)
+// writeBytes is the encode of an opSnapshot whose bytes are in memory.
+func writeBytes(data []byte) func(w stdio.Writer) error {
+	return func(w stdio.Writer) error {
+		_, err := w.Write(data)
+		return err
 	}
-	_, err := w.Write(op.data)
-	return err
 }
 
 // completion is the disk goroutine's answer to the loop: Synced(index),
@@ -139,7 +136,7 @@ func (d *disk) writeSnapshots() {
 		start := time.Now()
 		var size int64
 		err := d.untilSpace("writing a snapshot", func() (err error) {
-			size, err = store.SaveSnapshot(d.dir, op.index, op.term, op.writeSnapshot)
+			size, err = store.SaveSnapshot(d.dir, op.index, op.term, op.encode)
 			return err
 		})
 		if err != nil {
@@ -341,7 +338,7 @@ func (d *disk) do(op *diskOp) error {
 			d.snaps <- *op // written beside the log; opSnapshotWritten follows
 			return nil
 		}
-		_, err := store.SaveSnapshot(d.dir, op.index, op.term, op.writeSnapshot)
+		_, err := store.SaveSnapshot(d.dir, op.index, op.term, op.encode)
 		if err != nil {
 			return err
 		}

@@ -80,7 +80,7 @@ func (td *testDisk) append(from, to, term uint64) {
 
 func (td *testDisk) snapshot(index, term uint64, data string) {
 	td.t.Helper()
-	td.d.push(diskOp{kind: opSnapshot, index: index, term: term, data: []byte(data)})
+	td.d.push(diskOp{kind: opSnapshot, index: index, term: term, encode: writeBytes([]byte(data))})
 	if c := td.await(); c.err != nil || !c.snapshot || c.index != index {
 		td.t.Fatalf("snapshot: got %+v, want SnapshotSaved(%d)", c, index)
 	}

@@ -572,7 +572,7 @@ func (rio replicaIO) DecodeSnapshot(index uint64, decode func()) {
 }
 
 func (rio replicaIO) SaveSnapshot(index, term uint64, data []byte) {
-	rio.s.disk.push(diskOp{kind: opSnapshot, index: index, term: term, data: data})
+	rio.s.disk.push(diskOp{kind: opSnapshot, index: index, term: term, encode: writeBytes(data)})
 }
 
 // WriteSnapshot is SaveSnapshot with its bytes encoded by the snapshot
