@@ -249,10 +249,10 @@ func (pg *polyGrid) classify(i, j int) int {
 	if ref&refComplex == 0 {
 		// No vertex in the cell: each listed edge crosses it, and the
 		// segment from the center to p crosses the edge exactly when it
-		// crosses the edge's line.
-		// Branch-free over the edges (whose sides are unpredictable): the
-		// parity flips where p is on the negative side of a link's line
-		// (the line's own sign, flipped for a complemented seg).
+		// crosses the edge's line, that is when p lies on the other side
+		// of the line from the center: the sign of d, flipped for a
+		// complemented seg (a center on the negative side). Branch-free
+		// over the edges, whose sides the processor cannot predict.
 		in := uint64(ref)
 		unsure := false
 		for e := pg.head[c]; e >= 0; {
