@@ -30,7 +30,7 @@ const keepMaxElems = 16384
 type polygonMemory struct {
 	planar planarPolygon // the polygon itself, unless it needs S2 loops
 	segs   []seg         // planarIndex.init: the rings' edges in the plane
-	rings  []ringIndex   // planarIndex.init, beyond planarPolygon.rings
+	rings  []ringIndex   // planarIndex.init
 	slab   []int32       // planarIndex.init: the band arrays
 	uvSegs []uvSeg       // faceRings.init
 	grid   *gridMemory   // Scan, allocated by the first

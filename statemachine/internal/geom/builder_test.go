@@ -16,9 +16,8 @@ import (
 // exactly what NewPolygon gives it: the same error, the same scan ranges,
 // and the same answers of ContainsPoint and of the scan's filter. The
 // sequence mixes valid polygons of every size (more rings and edges than
-// the polygon's fixed buffers hold, and fewer, so that stale memory of a
-// larger one lies beyond a smaller one) with invalid ones that fail part
-// way through.
+// the one before, and fewer, so that stale memory of a larger one lies
+// beyond a smaller one) with invalid ones that fail part way through.
 func TestPolygonBuilderReusesMemory(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var b PolygonBuilder

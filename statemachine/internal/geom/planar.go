@@ -86,19 +86,14 @@ type ringBands struct {
 // init makes pl (the zero value) the planar index of the rings about c:
 // it projects them, indexes their edges, and checks that every hole lies
 // inside the outer ring and outside the other holes. minCos is the
-// smallest p·c over the outer ring's vertices. pl.rings is ringBuf when it
-// has room for them. The edges, the rings beyond ringBuf and the band
-// arrays of all rings are taken from mem.
-func (pl *planarIndex) init(c r3.Vector, minCos float64, pts []r3.Vector, start []int, ringBuf []ringIndex, mem *polygonMemory) error {
+// smallest p·c over the outer ring's vertices. The edges, the rings and
+// the band arrays of all rings are taken from mem.
+func (pl *planarIndex) init(c r3.Vector, minCos float64, pts []r3.Vector, start []int, mem *polygonMemory) error {
 	e1 := s2.Ortho(s2.Point{Vector: c}).Vector
 	pl.c, pl.e1, pl.e2, pl.minCos = c, e1, c.Cross(e1), minCos-1e-12
 	nRings := len(start) - 1
 	segs := take(&mem.segs, len(pts))
-	if nRings <= len(ringBuf) {
-		pl.rings = ringBuf[:nRings]
-	} else {
-		pl.rings = take(&mem.rings, nRings)
-	}
+	pl.rings = take(&mem.rings, nRings)
 	slabSize := 0
 	for r := 0; r < nRings; r++ {
 		ri := &pl.rings[r]

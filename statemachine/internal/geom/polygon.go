@@ -678,7 +678,7 @@ func prepare(pts []r3.Vector, start []int, mem *polygonMemory) (*Polygon, error)
 			// The arc from c to the farthest vertex (from the chord, which
 			// stays precise for tiny polygons), plus room for rounding.
 			p.capAngle = 2*math.Asin(min(math.Sqrt(maxChord2)/2, 1)) + 1e-9
-			if err := st.pl.init(c, minCos, pts, start, st.rings[:], mem); err != nil {
+			if err := st.pl.init(c, minCos, pts, start, mem); err != nil {
 				return nil, err
 			}
 			p.planar = &st.pl
@@ -698,10 +698,9 @@ func prepare(pts []r3.Vector, start []int, mem *polygonMemory) (*Polygon, error)
 // planarPolygon is a Polygon in the gnomonic projection with its parts,
 // kept together in a polygonMemory.
 type planarPolygon struct {
-	p     Polygon
-	pl    planarIndex
-	fr    faceRings
-	rings [2]ringIndex // pl.rings when there are at most two
+	p  Polygon
+	pl planarIndex
+	fr faceRings
 }
 
 // prepareLoops is prepare for polygons too wide for the gnomonic

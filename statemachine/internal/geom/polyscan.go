@@ -250,17 +250,15 @@ func (pg *polyGrid) classify(i, j int) int {
 		// No vertex in the cell: each listed edge crosses it, and the
 		// segment from the center to p crosses the edge exactly when it
 		// crosses the edge's line, that is when p lies on the other side
-		// of the line from the center: the sign of d, flipped for a
-		// complemented seg (a center on the negative side). Branch-free
-		// over the edges, whose sides the processor cannot predict.
+		// of the line from the center. Branch-free over the edges, whose
+		// sides the processor cannot predict.
 		in := uint64(ref)
 		unsure := false
 		for e := pg.head[c]; e >= 0; {
 			l := pg.links[e]
-			s := &pg.segs[l.seg^l.seg>>31]
-			d := s.a*pu + s.b*pv + s.c
+			_, d, opposite := pg.side(l, pu, pv)
 			unsure = unsure || math.Abs(d) <= leafHalfDiagUV+gridTol
-			in ^= math.Float64bits(d)>>63 ^ uint64(uint32(l.seg)>>31)
+			in ^= opposite
 			e = l.next
 		}
 		if unsure {
@@ -279,9 +277,7 @@ func (pg *polyGrid) classify(i, j int) int {
 	unsure := false
 	for e := pg.head[c]; e >= 0; {
 		l := pg.links[e]
-		s := &pg.segs[l.seg^l.seg>>31]
-		d := s.a*pu + s.b*pv + s.c
-		opposite := math.Float64bits(d)>>63 ^ uint64(uint32(l.seg)>>31)
+		s, d, opposite := pg.side(l, pu, pv)
 		oa := (s.au-cu)*ev - (s.av-cv)*eu
 		ob := (s.bu-cu)*ev - (s.bv-cv)*eu
 		tight := math.Abs(oa) <= tolCP || math.Abs(ob) <= tolCP
@@ -293,4 +289,15 @@ func (pg *polyGrid) classify(i, j int) int {
 		return LeafUnsure
 	}
 	return int(in) // LeafOutside or LeafInside
+}
+
+// side returns the edge of link l, the signed distance d of (u, v) from
+// its line, and opposite: 1 when (u, v) lies on the other side of the line
+// from the cell's center (the sign of d, flipped for a complemented seg,
+// whose center is on the negative side), else 0. With no branch, for
+// classify.
+func (pg *polyGrid) side(l gridLink, u, v float64) (s *gridSeg, d float64, opposite uint64) {
+	s = &pg.segs[l.seg^l.seg>>31]
+	d = s.a*u + s.b*v + s.c
+	return s, d, math.Float64bits(d)>>63 ^ uint64(uint32(l.seg)>>31)
 }
