@@ -104,7 +104,8 @@ func (s *entityStore) pair(slot uint32) (*entity, *entityExt) {
 
 // prefetch starts loading the entity in slot, and its ext in a full
 // chunk, into the processor's cache without waiting for it (see package
-// prefetch): a reader that needs many entities prefetches them all first.
+// prefetch): a reader that needs many entities prefetches them some time
+// before it reads them.
 func (s *entityStore) prefetch(slot uint32) {
 	e, x := s.pair(slot)
 	prefetch.Line(unsafe.Pointer(e))
@@ -240,9 +241,9 @@ func (s *entityStore) historyFor(x *entityExt) *history {
 }
 
 // setOlder replaces older event i of the entity whose ext is x (from
-// write).
+// write), which has at least i+1 older events.
 func (s *entityStore) setOlder(x *entityExt, i int, ev *core.GeoEvent) {
-	s.historyFor(x).set(i, ev, s.views > 0)
+	s.hists[x.hist-1].set(i, ev, s.views > 0)
 }
 
 // insertOlder inserts ev as older event i (0 <= i <= its count) of the

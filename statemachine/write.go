@@ -199,7 +199,8 @@ func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, replaceLatest bool) 
 		sm.store.setOlder(x, i, ev)
 		return true
 	case ev.TimestampNS > e.ts:
-		prev := sm.store.event(slot)
+		var prev core.GeoEvent
+		fillEvent(&prev, e, x)
 		sm.store.pushOlder(x, &prev)
 		sm.replaceLatest(slot, e, x, ev)
 		sm.events++

@@ -4,8 +4,10 @@
 // A plain load that misses the cache holds up the instructions behind it
 // until its line arrives (they cannot retire before it), so a loop that
 // loads one entity per candidate stalls on each batch of misses. A prefetch
-// instruction retires at once: the line is fetched while the caller goes
-// on with other work, and the read that follows finds it in cache. The
+// instruction does not wait for its line (only, when the processor already
+// has as many misses in flight as it can hold, for room for one more): the
+// line is fetched while the caller goes on with other work, and the read
+// that follows finds it in cache. The
 // state machine's spatial scans prefetch the entities of each run of
 // candidates as they find them, and read them only after judging the rest
 // of their keys; they prefetch the index's leaves for their next seeks.
