@@ -83,6 +83,23 @@
 // OpenLog's cuts shrink the file, so the runway holds only zeros written
 // after the last record.
 //
+// # The page cache
+//
+// Once a segment's records are durable, the log drops their pages from the
+// kernel's page cache (posix_fadvise DONTNEED; on Linux, elsewhere it does
+// nothing). It never reads them in normal running: appended entries are
+// kept in memory until every replica holds them, and only a follower that
+// fell behind, or a restart, reads the log back, from the disk then. Kept,
+// the pages would fill memory with a copy of everything written, and each
+// write would copy into pages the kernel has just taken from its free
+// memory. On the project's VM that first use of a page is dear (the host
+// backs guest memory lazily): writing the log was 18% of the machine's
+// time in a one-replica insert run, and dropping what is durable lets the
+// next writes reuse the pages just freed. One replica's batched inserts
+// ran 11% faster and a 3-replica cluster's 8% (alternated runs; see the
+// README). The last, partly written page stays, since the next records
+// complete it. Snapshots are dropped once fsynced too.
+//
 // # Running out of space
 //
 // A write that fails for want of space (ENOSPC, EDQUOT) leaves the log
@@ -222,6 +239,10 @@ type segment struct {
 	terms   []termRun // runs of equal term, ascending start
 	size    int64     // end of the last record, counting bytes still in the write buffer
 	f       *os.File  // the active segment's write handle, or a lazily opened read handle
+	// uncached: the file's pages below it were dropped from the page cache
+	// once durable (see "The page cache"), or never written by this
+	// process.
+	uncached int64
 }
 
 func (s *segment) count() uint64 { return uint64(len(s.offsets)) }
@@ -964,8 +985,24 @@ func (l *Log) syncActive() error {
 			return fmt.Errorf("store: fsync %s: %w", s.path, err)
 		}
 		l.syncedSize = s.size
+		l.dropDurable(s)
 	}
 	return nil
+}
+
+// pageSize is the size of the page cache's pages.
+var pageSize = int64(os.Getpagesize())
+
+// dropDurable drops the active segment's durable whole pages from the page
+// cache (see "The page cache"). The page the last record ends in stays:
+// the next records are written into it, and the kernel would read it back
+// from the disk to complete it.
+func (l *Log) dropDurable(s *segment) {
+	to := l.syncedSize &^ (pageSize - 1)
+	if to > s.uncached {
+		dropCached(l.w, s.uncached, to-s.uncached)
+	}
+	s.uncached = to // lower too, after a cut
 }
 
 // Sync makes everything appended so far durable: it writes out the buffer,

@@ -150,6 +150,7 @@ func SaveSnapshot(dir string, index, term uint64, write func(w io.Writer) error)
 	if err = syncFile(f); err != nil {
 		return 0, fmt.Errorf("store: fsync %s: %w", tmp, err)
 	}
+	dropCached(f, 0, 0) // read only at a restart or for a follower that fell behind
 	if err = f.Close(); err != nil {
 		return 0, fmt.Errorf("store: close %s: %w", tmp, err)
 	}
