@@ -191,7 +191,7 @@ type netEvent struct {
 	c        *conn
 	h        core.Header
 	payload  []byte // aliases the reader's buffer until the loop acks
-	prepared bool   // a client frame that replica.PrepareRequest prepared
+	prepared []byte // what replica.PrepareRequest made of a client frame, if anything
 }
 
 // accept accepts connections until the listener is closed.
@@ -315,10 +315,15 @@ func (s *Server) read(c *conn) {
 		if err != nil {
 			break
 		}
-		// The leader's per-event geometry of a batch is computed here, on
-		// this connection's goroutine, rather than on the loop, which
-		// every request shares.
-		prepared := kind == evFrame && replica.PrepareRequest(h, payload)
+		// A leader's log entry of a batch (a copy, with the per-event
+		// geometry) is made here, on this connection's goroutine, rather
+		// than on the loop, which every request shares. A follower
+		// forwards the frame as it came (leading is a hint: the loop
+		// copes with a frame prepared or not).
+		var prepared []byte
+		if kind == evFrame && s.disk.leading.Load() {
+			prepared = replica.PrepareRequest(h, payload)
+		}
 		select {
 		case s.events <- netEvent{kind: kind, c: c, h: h, payload: payload, prepared: prepared}:
 			unacked++

@@ -451,14 +451,18 @@ func (s *Server) handle(ev netEvent) {
 	case evFrame:
 		switch {
 		case c.dead:
-		case ev.prepared:
-			s.r.ReceivePrepared(c.id, ev.h, ev.payload)
+		case ev.prepared != nil:
+			s.r.ReceivePrepared(c.id, ev.h, ev.payload, ev.prepared)
 		default:
 			s.r.Receive(c.id, ev.h, ev.payload)
 		}
 		c.ack <- struct{}{} // never blocks: the reader has at most readAhead frames unacked
 	case evLocalFrame:
-		if !c.dead {
+		switch {
+		case c.dead:
+		case ev.prepared != nil:
+			s.r.ReceivePrepared(c.id, ev.h, ev.payload, ev.prepared)
+		default:
 			s.r.Receive(c.id, ev.h, ev.payload)
 		}
 	case evPeerFrame:

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"encoding/binary"
+	"slices"
 
 	"github.com/geoevent/geoevent/core"
 )
@@ -40,12 +41,20 @@ type entry struct {
 const entryHeaderSize = 22
 
 func (e *entry) appendTo(b []byte) []byte {
-	b = append(b, byte(e.kind))
-	b = binary.LittleEndian.AppendUint64(b, e.timestamp)
-	b = binary.LittleEndian.AppendUint64(b, e.session)
-	b = binary.LittleEndian.AppendUint32(b, e.request)
-	b = append(b, byte(e.op))
+	n := len(b)
+	b = slices.Grow(b, entryHeaderSize+len(e.payload))[:n+entryHeaderSize]
+	e.putHeader(b[n:])
 	return append(b, e.payload...)
+}
+
+// putHeader writes e's header (all but its payload) into
+// b[:entryHeaderSize].
+func (e *entry) putHeader(b []byte) {
+	b[0] = byte(e.kind)
+	binary.LittleEndian.PutUint64(b[1:9], e.timestamp)
+	binary.LittleEndian.PutUint64(b[9:17], e.session)
+	binary.LittleEndian.PutUint32(b[17:21], e.request)
+	b[21] = byte(e.op)
 }
 
 func decodeEntry(b []byte) (entry, error) {

@@ -193,7 +193,7 @@ func (r *Replica) applyCommitted() {
 			held := r.held
 			r.held = nil
 			for _, f := range held {
-				r.receiveClient(f.to, f.h, f.payload, f.cells)
+				r.receiveClient(f.to, f.h, f.payload, f.prepared)
 			}
 		}
 		r.serveReads()

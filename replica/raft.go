@@ -80,7 +80,7 @@ func (r *Replica) ReceivePeer(h core.Header, payload []byte) {
 	}
 	switch m.typ {
 	case msgForward:
-		r.receiveClient(dest{via: m.from, conn: m.conn}, m.client, m.frame, false)
+		r.receiveClient(dest{via: m.from, conn: m.conn}, m.client, m.frame, nil)
 		return
 	case msgForwardReply:
 		if r.forwardAnswered(m.conn, m.frame) {
@@ -417,7 +417,7 @@ func (r *Replica) stepDown() {
 	held := r.held
 	r.held = nil
 	for _, f := range held {
-		r.receiveClient(f.to, f.h, f.payload, f.cells)
+		r.receiveClient(f.to, f.h, f.payload, f.prepared)
 	}
 }
 

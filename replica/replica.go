@@ -153,10 +153,10 @@ type Replica struct {
 }
 
 type heldFrame struct {
-	to      dest
-	h       core.Header
-	payload []byte
-	cells   bool // see ReceivePrepared
+	to       dest
+	h        core.Header
+	payload  []byte
+	prepared []byte // see ReceivePrepared
 }
 
 // waiter is a client waiting for the entry at some index (of some term).
@@ -317,38 +317,46 @@ func (r *Replica) Closed(conn core.ConnID) {}
 // Receive handles one client frame (its checksum already verified by the
 // IO layer).
 func (r *Replica) Receive(conn core.ConnID, h core.Header, payload []byte) {
-	r.receiveClient(dest{via: r.self, conn: conn}, h, payload, false)
+	r.receiveClient(dest{via: r.self, conn: conn}, h, payload, nil)
 }
 
-// PrepareRequest does, in place, the part of a leader's work on a client
-// frame that needs nothing but the frame: when payload is an insert or
-// upsert batch, it fills in each valid event's leaf cell, as the leader
-// does before the batch enters the log. It reports whether it did. It is
-// safe on any goroutine: IO calls it as a client frame arrives, away from
-// the replica's loop, and then hands the frame to ReceivePrepared.
-func PrepareRequest(h core.Header, payload []byte) bool {
+// PrepareRequest does the part of a leader's work on a client frame that
+// needs nothing but the frame: when payload is an insert or upsert batch,
+// it returns the log entry the leader would make of it (in a new buffer,
+// the batch as the client encoded it with each valid event's leaf cell
+// filled in, and room for the entry's header, which only the loop can
+// fill); otherwise nil. It is safe on any goroutine: IO calls it as a
+// client frame arrives, away from the replica's loop, and then hands both
+// to ReceivePrepared. The loop then neither copies the batch (over a
+// megabyte) nor computes its geometry.
+func PrepareRequest(h core.Header, payload []byte) (prepared []byte) {
 	if h.Type != core.MsgRequest {
-		return false
+		return nil
 	}
-	_, records, batch := batchRequest(payload)
-	if batch {
-		statemachine.AssignRecordCells(records)
+	op, _, batch := batchRequest(payload)
+	if !batch {
+		return nil
 	}
-	return batch
+	prepared = make([]byte, entryHeaderSize+len(payload)-1)
+	prepared[21] = byte(op) // what putHeader writes there too
+	copy(prepared[entryHeaderSize:], payload[1:])
+	_, records, _ := batchRequest(prepared[entryHeaderSize-1:])
+	statemachine.AssignRecordCells(records) // the leader's geometry, carried in the log
+	return prepared
 }
 
-// ReceivePrepared is Receive for a frame that PrepareRequest prepared (and
-// reported true for) in this process: as leader, the replica takes the
-// batch as well-formed and its cells as they are.
-func (r *Replica) ReceivePrepared(conn core.ConnID, h core.Header, payload []byte) {
-	r.receiveClient(dest{via: r.self, conn: conn}, h, payload, true)
+// ReceivePrepared is Receive for a frame for which PrepareRequest, in this
+// process, returned prepared: as leader, the replica takes the batch as
+// well-formed and prepared as its log entry.
+func (r *Replica) ReceivePrepared(conn core.ConnID, h core.Header, payload, prepared []byte) {
+	r.receiveClient(dest{via: r.self, conn: conn}, h, payload, prepared)
 }
 
 // receiveClient handles a client frame that reached this replica directly
-// or was forwarded to it (to says where the answer goes). cells: the
-// frame's batch records already hold this process's cells (see
-// ReceivePrepared); a forwarded frame's never count.
-func (r *Replica) receiveClient(to dest, h core.Header, payload []byte, cells bool) {
+// or was forwarded to it (to says where the answer goes). prepared, when
+// not nil, is the log entry PrepareRequest made of the frame's batch in
+// this process (see ReceivePrepared); a forwarded frame never has one.
+func (r *Replica) receiveClient(to dest, h core.Header, payload, prepared []byte) {
 	if r.failed != nil {
 		r.sendError(to, h, core.ClusterUnavailable, "the replica has stopped: %v", r.failed)
 		return
@@ -375,14 +383,14 @@ func (r *Replica) receiveClient(to dest, h core.Header, payload []byte, cells bo
 			r.sendError(to, h, core.ClusterBusy, "the replica is catching up; retry")
 			return
 		}
-		r.held = append(r.held, heldFrame{to, h, bytes.Clone(payload), cells})
+		r.held = append(r.held, heldFrame{to, h, bytes.Clone(payload), prepared})
 		return
 	}
 	switch h.Type {
 	case core.MsgRegister:
 		r.receiveRegister(to, h, payload)
 	case core.MsgRequest:
-		r.receiveRequest(to, h, payload, cells)
+		r.receiveRequest(to, h, payload, prepared)
 	default:
 		r.sendError(to, h, core.MalformedRequest, "unexpected message type %s", h.Type)
 	}
@@ -408,13 +416,13 @@ func (r *Replica) receiveRegister(to dest, h core.Header, payload []byte) {
 	}
 }
 
-func (r *Replica) receiveRequest(to dest, h core.Header, payload []byte, cells bool) {
+func (r *Replica) receiveRequest(to dest, h core.Header, payload, prepared []byte) {
 	// A well-formed insert or upsert batch goes into the log entry as the
 	// client encoded it, with the leader's cells filled in: decoding and
 	// re-encoding a batch would cost more than the copy.
 	var op core.Operation
 	var batch bool
-	if cells {
+	if prepared != nil {
 		// PrepareRequest found this payload a well-formed batch.
 		op, batch = core.Operation(payload[0]), true
 	} else {
@@ -464,13 +472,17 @@ func (r *Replica) receiveRequest(to dest, h core.Header, payload []byte, cells b
 	// The entry's header, then the request right after it: one buffer (a
 	// batch is over a megabyte).
 	head := entry{kind: kindOperation, session: h.ClientID, request: h.Request, op: op}
-	data := head.appendTo(make([]byte, 0, entryHeaderSize+len(payload)+64))
-	if batch {
+	var data []byte
+	switch {
+	case prepared != nil:
+		data = prepared
+		head.putHeader(data)
+	case batch:
+		data = head.appendTo(make([]byte, 0, entryHeaderSize+len(payload)-1))
 		data = append(data, payload[1:]...)
-		if !cells {
-			statemachine.AssignRecordCells(data[entryHeaderSize+4:]) // the leader's geometry, carried in the log
-		}
-	} else {
+		statemachine.AssignRecordCells(data[entryHeaderSize+4:]) // the leader's geometry, carried in the log
+	default:
+		data = head.appendTo(make([]byte, 0, entryHeaderSize+len(payload)+64))
 		var err error
 		if data, err = core.AppendRequest(data, op, req); err != nil {
 			r.reply(to, h, op, nil, err)

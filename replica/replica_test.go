@@ -460,13 +460,17 @@ func TestPreparedBatchLogsTheSameEntry(t *testing.T) {
 		h.ClientID = n.register(1)
 		p := bytes.Clone(payload)
 		if prepared {
-			if !PrepareRequest(h, p) {
+			e := PrepareRequest(h, p)
+			if e == nil {
 				t.Fatal("an insert batch was not prepared")
 			}
-			if bytes.Equal(p, payload) {
+			if !bytes.Equal(p, payload) {
+				t.Fatal("preparing changed the frame")
+			}
+			if bytes.Equal(e[entryHeaderSize:], payload[1:]) {
 				t.Fatal("preparing filled in no cell")
 			}
-			n.r.ReceivePrepared(1, h, p)
+			n.r.ReceivePrepared(1, h, p, e)
 		} else {
 			n.r.Receive(1, h, p)
 		}
@@ -485,7 +489,7 @@ func TestPreparedBatchLogsTheSameEntry(t *testing.T) {
 		t.Fatal("a prepared batch logged another entry than the leader's own")
 	}
 	stats, _ := core.AppendRequestMessage(nil, core.OpStats, nil)
-	if PrepareRequest(h, stats) || PrepareRequest(core.Header{Type: core.MsgRegister}, payload) {
+	if PrepareRequest(h, stats) != nil || PrepareRequest(core.Header{Type: core.MsgRegister}, payload) != nil {
 		t.Fatal("prepared a frame that is not a request batch")
 	}
 }

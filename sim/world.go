@@ -453,8 +453,13 @@ func (w *world) handle(e *event) {
 		// Production IO prepares a client frame on the connection's
 		// goroutine (replica.PrepareRequest); half the frames here take
 		// that path, so that both are run.
-		if p := slices.Clone(payload); w.rng.IntN(2) == 0 && replica.PrepareRequest(h, p) {
-			n.r.ReceivePrepared(c.id, h, p)
+		p := slices.Clone(payload)
+		var prepared []byte
+		if w.rng.IntN(2) == 0 {
+			prepared = replica.PrepareRequest(h, p)
+		}
+		if prepared != nil {
+			n.r.ReceivePrepared(c.id, h, p, prepared)
 		} else {
 			n.r.Receive(c.id, h, p)
 		}
