@@ -333,16 +333,21 @@ func PrepareRequest(h core.Header, payload []byte) (prepared []byte) {
 	if h.Type != core.MsgRequest {
 		return nil
 	}
-	op, _, batch := batchRequest(payload)
-	if !batch {
+	if _, _, batch := batchRequest(payload); !batch {
 		return nil
 	}
-	prepared = make([]byte, entryHeaderSize+len(payload)-1)
-	prepared[21] = byte(op) // what putHeader writes there too
-	copy(prepared[entryHeaderSize:], payload[1:])
-	_, records, _ := batchRequest(prepared[entryHeaderSize-1:])
-	statemachine.AssignRecordCells(records) // the leader's geometry, carried in the log
-	return prepared
+	return batchEntry(payload)
+}
+
+// batchEntry returns a new buffer holding the log entry of payload, a
+// well-formed insert or upsert batch, but for the entry's header (see
+// putHeader): the batch as the client encoded it, with each valid event's
+// leaf cell filled in (the leader's geometry, carried in the log).
+func batchEntry(payload []byte) []byte {
+	data := make([]byte, entryHeaderSize+len(payload)-1)
+	copy(data[entryHeaderSize:], payload[1:])                // after the operation byte
+	statemachine.AssignRecordCells(data[entryHeaderSize+4:]) // after the event count
+	return data
 }
 
 // ReceivePrepared is Receive for a frame for which PrepareRequest, in this
@@ -478,9 +483,8 @@ func (r *Replica) receiveRequest(to dest, h core.Header, payload, prepared []byt
 		data = prepared
 		head.putHeader(data)
 	case batch:
-		data = head.appendTo(make([]byte, 0, entryHeaderSize+len(payload)-1))
-		data = append(data, payload[1:]...)
-		statemachine.AssignRecordCells(data[entryHeaderSize+4:]) // the leader's geometry, carried in the log
+		data = batchEntry(payload)
+		head.putHeader(data)
 	default:
 		data = head.appendTo(make([]byte, 0, entryHeaderSize+len(payload)+64))
 		var err error

@@ -96,9 +96,10 @@
 // backs guest memory lazily): writing the log was 18% of the machine's
 // time in a one-replica insert run, and dropping what is durable lets the
 // next writes reuse the pages just freed. One replica's batched inserts
-// ran 11% faster and a 3-replica cluster's 8% (alternated runs; see the
-// README). The last, partly written page stays, since the next records
-// complete it. Snapshots are dropped once fsynced too.
+// ran 8% faster and a 3-replica cluster's 6% (medians of five and six
+// alternated pairs; less, 2.5%, once earlier runs had freed many cached
+// pages: see the README). The last, partly written page stays, since the
+// next records complete it. Snapshots are dropped once fsynced too.
 //
 // # Running out of space
 //
@@ -239,9 +240,8 @@ type segment struct {
 	terms   []termRun // runs of equal term, ascending start
 	size    int64     // end of the last record, counting bytes still in the write buffer
 	f       *os.File  // the active segment's write handle, or a lazily opened read handle
-	// uncached: the file's pages below it were dropped from the page cache
-	// once durable (see "The page cache"), or never written by this
-	// process.
+	// uncached: the active segment's pages below this offset have been
+	// dropped from the page cache once durable (see "The page cache").
 	uncached int64
 }
 
