@@ -218,8 +218,8 @@ func (m *muxConn) write() {
 			return
 		}
 		m.wmu.Lock()
-		if cap(out) <= 1<<20 {
-			m.spare = out[:0] // keep a buffer for the next round, unless it is huge
+		if cap(out) <= maxReusedRequest+core.FrameOverhead {
+			m.spare = out[:0] // keep a buffer for the next round (a 10,000-event batch's fits), unless it is huge
 		} else {
 			m.spare = nil
 		}
