@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"net"
 	"reflect"
+	"runtime/debug"
 	"sync"
 	"testing"
 	"time"
@@ -833,5 +834,62 @@ func TestBackoff(t *testing.T) {
 	}
 	if d := c.backoff(1000); d < 1600*time.Millisecond || d > 1650*time.Millisecond {
 		t.Fatalf("retry 1000: %v", d)
+	}
+}
+
+// TestCallsReuseRequestBuffers checks the request buffers' rule (see
+// Client.requests): on the client's own connections a call's encoded
+// request goes back for the next call to encode into, whole and unchanged
+// in size class; with Options.Dial none ever does.
+func TestCallsReuseRequestBuffers(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // a collection may empty the pool
+	s := startServer(t, testserver.Config{})
+	c := newClient(t, []string{s.Addr()}, testOptions(s))
+	batch := func(first uint64) []core.GeoEvent {
+		evs := make([]core.GeoEvent, 1000)
+		for i := range evs {
+			evs[i] = ev(first+uint64(i), 38_100_000_000+int64(i), 13_360_000_000)
+		}
+		return evs
+	}
+	pooled := func(c *Client) *[]byte {
+		bp, _ := c.requests.Get().(*[]byte)
+		if bp != nil {
+			c.requests.Put(bp)
+		}
+		return bp
+	}
+	if _, err := c.Insert(context.Background(), batch(1)); err != nil {
+		t.Fatal(err)
+	}
+	bp := pooled(c)
+	if bp == nil || cap(*bp) < 1000*core.RecordSize {
+		t.Fatalf("after a 1,000-event insert the pool holds %v", bp)
+	}
+	first := &(*bp)[:1][0]
+	r, err := c.Insert(context.Background(), batch(1001))
+	if err != nil || len(r.Results) != 1000 {
+		t.Fatalf("second insert: %v, %+v", err, r)
+	}
+	if bp2 := pooled(c); bp2 != bp || &(*bp2)[:1][0] != first {
+		t.Fatal("the second insert did not encode into the first one's buffer")
+	}
+	for i := uint64(1); i <= 2000; i += 999 {
+		if got, err := c.GetLatest(context.Background(), id(i)); err != nil || !got.Found {
+			t.Fatalf("entity %d after both inserts: %v, %+v", i, err, got)
+		}
+	}
+
+	// With a Conn of the caller's, nothing is pooled, whatever becomes of
+	// the call.
+	opts := testOptions(s)
+	opts.TotalTimeout = 50 * time.Millisecond
+	opts.Dial = func(ctx context.Context, addr string) (Conn, error) { return nil, errors.New("no connection here") }
+	d := newClient(t, []string{s.Addr()}, opts)
+	if _, err := d.Insert(context.Background(), batch(5000)); err == nil {
+		t.Fatal("an insert without a connection succeeded")
+	}
+	if bp := pooled(d); bp != nil {
+		t.Fatal("a client with Options.Dial pooled a request buffer")
 	}
 }
