@@ -126,14 +126,12 @@ func (c *Client) call(ctx context.Context, op core.Operation, req any) (any, err
 	}
 	defer c.calls.Done()
 
-	var buf *[]byte
+	var buf *[]byte // see requests
+	var payload []byte
 	if c.opts.Dial == nil {
 		if buf, _ = c.requests.Get().(*[]byte); buf == nil {
 			buf = new([]byte)
 		}
-	}
-	var payload []byte
-	if buf != nil {
 		payload = (*buf)[:0]
 	}
 	payload, err := core.AppendRequestMessage(payload, op, req)

@@ -838,9 +838,9 @@ func TestBackoff(t *testing.T) {
 }
 
 // TestCallsReuseRequestBuffers checks the request buffers' rule (see
-// Client.requests): on the client's own connections a call's encoded
-// request goes back for the next call to encode into, whole and unchanged
-// in size class; with Options.Dial none ever does.
+// Client.requests): on the client's own connections the next call encodes
+// its request into the buffer of the call before it, and both calls'
+// events are stored; with Options.Dial no buffer is ever kept.
 func TestCallsReuseRequestBuffers(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // a collection may empty the pool
 	s := startServer(t, testserver.Config{})
