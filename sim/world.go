@@ -451,8 +451,9 @@ func (w *world) handle(e *event) {
 		w.tracef("deliver conn %d -> replica %d: %s req=%d session=%d", c.id, n.idx, h.Type.String(), h.Request, h.ClientID)
 		w.hashBytes(e.frame)
 		// Production IO prepares a client frame on the connection's
-		// goroutine (replica.PrepareRequest); half the frames here take
-		// that path, so that both are run.
+		// goroutine while its replica leads (replica.PrepareRequest);
+		// half the frames here take that path, on any replica (a hint
+		// may be stale), so that every path is run.
 		p := slices.Clone(payload)
 		var prepared []byte
 		if w.rng.IntN(2) == 0 {
