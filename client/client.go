@@ -47,7 +47,9 @@ type Client struct {
 	// replica's loop), so with Options.Dial every call encodes afresh. A
 	// 10,000-event batch is 1.28 MB: allocated for each call, it cost the
 	// load generator more than encoding it (zeroing new memory, and
-	// handing it back to the system between calls).
+	// handing it back to the system between calls). Reuse is the pool's
+	// best effort: a collection empties it, and a buffer put back on one
+	// processor is not always found from another.
 	requests sync.Pool
 }
 
