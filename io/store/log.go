@@ -240,9 +240,9 @@ type segment struct {
 	terms   []termRun // runs of equal term, ascending start
 	size    int64     // end of the last record, counting bytes still in the write buffer
 	f       *os.File  // the active segment's write handle, or a lazily opened read handle
-	// uncached: the active segment's pages below this offset have been
-	// dropped from the page cache once durable (see "The page cache").
-	uncached int64
+	// advisedTo: the active segment's pages below this offset have been
+	// advised out of the page cache once durable (see "The page cache").
+	advisedTo int64
 }
 
 func (s *segment) count() uint64 { return uint64(len(s.offsets)) }
@@ -993,16 +993,24 @@ func (l *Log) syncActive() error {
 // pageSize is the size of the page cache's pages.
 var pageSize = int64(os.Getpagesize())
 
+// redropBytes is how far before the end of the range it last advised
+// dropDurable advises again. The page cache may hold a file's pages in
+// folios of up to 2 MiB (x86-64, 4 KiB pages), and the kernel keeps a
+// folio that reaches outside the range advised: the folio that held the
+// last, partly written page goes once a later call covers it whole.
+const redropBytes = 2 << 20
+
 // dropDurable drops the active segment's durable whole pages from the page
 // cache (see "The page cache"). The page the last record ends in stays:
 // the next records are written into it, and the kernel would read it back
 // from the disk to complete it.
 func (l *Log) dropDurable(s *segment) {
 	to := l.syncedSize &^ (pageSize - 1)
-	if to > s.uncached {
-		dropCached(l.w, s.uncached, to-s.uncached)
+	if to > s.advisedTo {
+		from := max(s.advisedTo-redropBytes, 0)
+		dropCached(l.w, from, to-from)
 	}
-	s.uncached = to // lower too, after a cut
+	s.advisedTo = to // lower too, after a cut
 }
 
 // Sync makes everything appended so far durable: it writes out the buffer,
