@@ -99,7 +99,9 @@
 // ran 8% faster and a 3-replica cluster's 6% (medians of five and six
 // alternated pairs; less, 2.5%, once earlier runs had freed many cached
 // pages: see the README). The last, partly written page stays, since the
-// next records complete it. Snapshots are dropped once fsynced too.
+// next records complete it, and with it the rest of the folio (up to
+// 2 MiB) the kernel keeps it in, until a later fsync covers that whole
+// (see redropBytes). Snapshots are dropped once fsynced too.
 //
 // # Running out of space
 //
