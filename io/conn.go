@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geoevent/geoevent/core"
-	"github.com/geoevent/geoevent/replica"
 )
 
 const (
@@ -316,13 +315,10 @@ func (s *Server) read(c *conn) {
 			break
 		}
 		// A leader's log entry of a batch (a copy, with the per-event
-		// geometry) is made here, on this connection's goroutine, rather
-		// than on the loop, which every request shares. A follower
-		// forwards the frame as it came (leading is a hint: the loop
-		// copes with a frame prepared or not).
+		// geometry) is made here, on this connection's goroutine.
 		var prepared []byte
-		if kind == evFrame && s.disk.leading.Load() {
-			prepared = replica.PrepareRequest(h, payload)
+		if kind == evFrame {
+			prepared = s.prepare(h, payload)
 		}
 		select {
 		case s.events <- netEvent{kind: kind, c: c, h: h, payload: payload, prepared: prepared}:

@@ -88,7 +88,7 @@ type disk struct {
 	// inCluster: the replica has peers, and waits for space a while only:
 	// waitLeading when it leads, waitFollowing else. leading says whether
 	// it leads (the loop keeps it up to date; connections' readers read
-	// it too, to prepare a leader's batches: see Server.read).
+	// it too, to prepare a leader's batches: see Server.prepare).
 	inCluster                  bool
 	waitLeading, waitFollowing time.Duration
 	leading                    atomic.Bool

@@ -8,7 +8,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geoevent/geoevent/core"
-	"github.com/geoevent/geoevent/replica"
 )
 
 // ErrLocalConnClosed is the error of an exchange on a LocalConn that was
@@ -74,12 +73,8 @@ func (lc *LocalConn) Exchange(ctx context.Context, h core.Header, payload []byte
 		return core.Header{}, nil, core.Errorf(core.MalformedRequest, "a frame payload of %d bytes exceeds %d", len(payload), core.MaxFramePayload)
 	}
 	s := lc.s
-	var prepared []byte // as Server.read does, on the caller's goroutine
-	if s.disk.leading.Load() {
-		prepared = replica.PrepareRequest(h, payload)
-	}
 	select {
-	case s.events <- netEvent{kind: evLocalFrame, c: lc.c, h: h, payload: payload, prepared: prepared}:
+	case s.events <- netEvent{kind: evLocalFrame, c: lc.c, h: h, payload: payload, prepared: s.prepare(h, payload)}:
 	case <-s.loopDone:
 		lc.broken = true
 		return core.Header{}, nil, ErrServerClosed

@@ -443,28 +443,39 @@ func (s *Server) logStatus() {
 	s.disk.leading.Store(st.Role == replica.Leader)
 }
 
+// prepare runs replica.PrepareRequest on a client frame while the replica
+// leads (a hint: the loop copes with a frame prepared or not), on the
+// caller's goroutine rather than the loop, which every request shares. A
+// follower forwards the frame as it came.
+func (s *Server) prepare(h core.Header, payload []byte) []byte {
+	if !s.disk.leading.Load() {
+		return nil
+	}
+	return replica.PrepareRequest(h, payload)
+}
+
+// clientFrame hands a client frame (from a connection or a LocalConn) to
+// the replica, prepared if it was, unless its connection is dead.
+func (s *Server) clientFrame(ev netEvent) {
+	switch c := ev.c; {
+	case c.dead:
+	case ev.prepared != nil:
+		s.r.ReceivePrepared(c.id, ev.h, ev.payload, ev.prepared)
+	default:
+		s.r.Receive(c.id, ev.h, ev.payload)
+	}
+}
+
 func (s *Server) handle(ev netEvent) {
 	c := ev.c
 	switch ev.kind {
 	case evOpened:
 		s.conns[c.id] = c
 	case evFrame:
-		switch {
-		case c.dead:
-		case ev.prepared != nil:
-			s.r.ReceivePrepared(c.id, ev.h, ev.payload, ev.prepared)
-		default:
-			s.r.Receive(c.id, ev.h, ev.payload)
-		}
+		s.clientFrame(ev)
 		c.ack <- struct{}{} // never blocks: the reader has at most readAhead frames unacked
 	case evLocalFrame:
-		switch {
-		case c.dead:
-		case ev.prepared != nil:
-			s.r.ReceivePrepared(c.id, ev.h, ev.payload, ev.prepared)
-		default:
-			s.r.Receive(c.id, ev.h, ev.payload)
-		}
+		s.clientFrame(ev)
 	case evPeerFrame:
 		if !c.dead {
 			s.peerFrame(ev.h, ev.payload)
