@@ -35,6 +35,23 @@ type diskOp struct {
 	encode      func(w stdio.Writer) error // opSnapshot: writes its bytes (it may run again when a write is tried again)
 	to          uint64                     // opRead: the last index to read
 	maxBytes    int                        // opRead
+	merged      int                        // opSync: the earlier Syncs its fsync answers too
+}
+
+// syncFollows reports whether ops holds a Sync with only appends and hard
+// states before it, which one fsync after them all makes durable together
+// with whatever was queued before.
+func syncFollows(ops []diskOp) bool {
+	for i := range ops {
+		switch ops[i].kind {
+		case opSync:
+			return true
+		case opAppend, opHardState:
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // writeBytes is the encode of an opSnapshot whose bytes are in memory.
@@ -45,13 +62,14 @@ func writeBytes(data []byte) func(w stdio.Writer) error {
 	}
 }
 
-// completion is the disk goroutine's answer to the loop: Synced(index),
-// SnapshotSaved(index), LogRead(index, entries), or a failure that stops
-// the server.
+// completion is the disk goroutine's answer to the loop: Synced(index)
+// syncs times, SnapshotSaved(index), LogRead(index, entries), or a failure
+// that stops the server.
 type completion struct {
 	snapshot bool // SnapshotSaved
 	read     bool // LogRead; else Synced
 	index    uint64
+	syncs    int // Synced: how many Syncs one fsync answered
 	entries  []core.LogEntry
 	err      error
 }
@@ -202,7 +220,18 @@ func (d *disk) run() {
 			<-d.wake
 			continue
 		}
+		merged := 0 // Syncs of this batch answered by a later one's fsync
 		for i := range batch {
+			if !failed && batch[i].kind == opSync {
+				if syncFollows(batch[i+1:]) {
+					// Group commit: one fsync, the last one's, answers
+					// every Sync the replica queued while the one before
+					// was in flight.
+					merged++
+					continue
+				}
+				batch[i].merged, merged = merged, 0
+			}
 			if !failed {
 				op := &batch[i]
 				first := true
@@ -333,7 +362,7 @@ func (d *disk) do(op *diskOp) error {
 			}
 			d.pendingHS = nil
 		}
-		d.report(completion{index: d.log.LastIndex()})
+		d.report(completion{index: d.log.LastIndex(), syncs: 1 + op.merged})
 	case opSnapshot:
 		if !snapshotReplacesLog(d.log, op.index, op.term) {
 			d.snaps <- *op // written beside the log; opSnapshotWritten follows

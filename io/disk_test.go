@@ -28,13 +28,20 @@ type testDisk struct {
 
 func startDisk(t *testing.T, dir string, lastSnap uint64) *testDisk {
 	t.Helper()
+	td := newTestDisk(t, dir, lastSnap)
+	go td.d.run()
+	return td
+}
+
+// newTestDisk is startDisk without the start: the caller runs td.d.run.
+func newTestDisk(t *testing.T, dir string, lastSnap uint64) *testDisk {
+	t.Helper()
 	log, _, err := store.OpenLog(dir, store.LogOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	td := &testDisk{t: t, stopped: make(chan struct{})}
 	td.d = newDisk(dir, log, lastSnap, td.stopped, zap.NewNop())
-	go td.d.run()
 	t.Cleanup(td.close)
 	return td
 }
@@ -145,6 +152,38 @@ func (td *testDisk) read(from, to uint64, maxBytes int) []uint64 {
 		got = append(got, e.Index)
 	}
 	return got
+}
+
+// Group commit: the Syncs queued while the disk goroutine was busy (here:
+// before it started) are answered by one fsync, after every append and
+// hard state queued with them, in one completion that counts them; a
+// request of another kind between them separates the groups. What they
+// covered is durable.
+func TestDiskOneFsyncAnswersTheSyncsQueuedTogether(t *testing.T) {
+	dir := t.TempDir()
+	td := newTestDisk(t, dir, 0)
+	for i := uint64(1); i <= 3; i++ {
+		td.append(i, i, 1)
+		td.d.push(diskOp{kind: opSync})
+	}
+	td.d.push(diskOp{kind: opHardState, hs: core.HardState{Term: 1, Vote: 0, Commit: 3}})
+	td.d.push(diskOp{kind: opSync})
+	td.d.push(diskOp{kind: opRead, index: 1, to: 4, maxBytes: 1 << 20})
+	td.d.push(diskOp{kind: opSync})
+	td.append(4, 4, 1)
+	td.d.push(diskOp{kind: opSync})
+	go td.d.run()
+	for _, want := range []completion{{index: 3, syncs: 4}, {read: true, index: 1}, {index: 4, syncs: 2}} {
+		c := td.await()
+		if c.err != nil || c.read != want.read || c.snapshot || c.index != want.index || c.syncs != want.syncs {
+			t.Fatalf("got %+v, want %+v", c, want)
+		}
+	}
+	td.close()
+	rec, last := recoverDir(t, dir)
+	if last != 4 || rec.HardState.Commit != 3 || rec.HardState.Term != 1 {
+		t.Fatalf("recovered up to %d with hard state %+v", last, rec.HardState)
+	}
 }
 
 // Reading the log back sees appends not yet synced, stops at maxBytes,

@@ -11,9 +11,13 @@
 //     Replica.Err; a replica that failed stops the server.
 //   - The disk goroutine performs AppendLog, SaveHardState, Sync and
 //     SaveSnapshot against package store, in the order the replica asked,
-//     and reports Synced and SnapshotSaved back to the loop. Its queue is
-//     unbounded but small in practice: the replica keeps at most one Sync in
-//     flight (group commit). A write that fails for want of space is tried
+//     and reports Synced and SnapshotSaved back to the loop. It does group
+//     commit: the replica asks for a Sync after each input that wrote,
+//     without waiting for the one in flight, and the disk goroutine makes
+//     one fsync serve every Sync queued while it was busy, right after the
+//     fsync before, with no round trip through the loop. Its queue is
+//     bounded by the replica's (MaxPendingEntries: entries wait to be
+//     applied until synced). A write that fails for want of space is tried
 //     again until there is space (the replica meanwhile sees a disk that
 //     does not answer: no acknowledgements, reads go on); in a cluster of
 //     several for 2 s (a leader) or 10 s (a follower) at most, then it

@@ -407,7 +407,9 @@ func (s *Server) loop(ctx context.Context) error {
 			case c.read:
 				s.r.LogRead(c.index, c.entries)
 			default:
-				s.r.Synced(c.index)
+				for range c.syncs {
+					s.r.Synced(c.index)
+				}
 			}
 		case answer := <-s.besideDone:
 			answer()

@@ -27,14 +27,19 @@ import (
 //     to equal the current leader's: entries up to commit always are; an
 //     append from the leader extends it. A follower acknowledges
 //     min(durable, verified), never an entry it merely has.
-//   - Group commit: at most one Sync is in flight. Entries appended while
-//     it is in flight wait in queued and go to storage together, with one
-//     Sync, when it completes. syncUpTo is what the Sync in flight covers;
-//     a truncation lowers it, so a Sync that completes after its entries
-//     were replaced never makes the replacements look durable.
+//   - Entries go to storage as they are appended, each flush with a Sync
+//     of its own, however many Syncs are in flight: storage answers them
+//     in order, and may make one fsync serve every Sync queued behind the
+//     one in flight (group commit is storage's: package io does it).
+//     syncs holds the Syncs in flight, oldest first, each with what it
+//     covers (upTo); a truncation lowers upTo, so a Sync that completes
+//     after its entries were replaced never makes the replacements look
+//     durable. queued is empty between inputs: it only gathers the entries
+//     of one input for one AppendLog.
 //   - Messages that must not leave before the hard state is durable (a
 //     granted vote, a candidate's vote requests) wait in afterHS until the
-//     Sync that covers the hard state completes.
+//     next flush, then with the Sync it issues, and leave when it
+//     completes.
 type raftLog struct {
 	base, baseTerm uint64
 	log            []core.LogEntry
@@ -46,18 +51,30 @@ type raftLog struct {
 	verified       uint64
 	dropped        uint64
 
-	queued   []core.LogEntry
-	syncing  bool
-	syncUpTo uint64
-	hsDirty  bool
-	afterHS  []outMsg // wait for the next Sync
-	syncMsgs []outMsg // wait for the Sync in flight
+	queued  []core.LogEntry
+	syncs   []syncInFlight // oldest first
+	hsDirty bool
+	afterHS []outMsg // wait for the next Sync
 
 	sinceSnapshot uint64    // entries applied since the last snapshot
 	bytesSince    uint64    // their bytes
 	lastSnapBytes uint64    // size of the last snapshot
 	snapRecords   uint64    // the state's RecordBytes at the last snapshot
 	encoding      *encoding // the snapshot being encoded, if any
+}
+
+// syncInFlight is a Sync storage has not answered yet: the last index it
+// covers and the messages to send once it completes.
+type syncInFlight struct {
+	upTo uint64
+	msgs []outMsg
+}
+
+// lowerSyncs makes every Sync in flight cover no entry beyond index.
+func (l *raftLog) lowerSyncs(index uint64) {
+	for i := range l.syncs {
+		l.syncs[i].upTo = min(l.syncs[i].upTo, index)
+	}
 }
 
 // outMsg is a message to send later.
@@ -104,7 +121,7 @@ func (l *raftLog) truncateFrom(index uint64) {
 	l.log = l.log[:index-l.base-1]
 	l.lastIndex = index - 1
 	l.durable = min(l.durable, index-1)
-	l.syncUpTo = min(l.syncUpTo, index-1)
+	l.lowerSyncs(index - 1)
 	l.verified = min(l.verified, index-1)
 	n := 0
 	for n < len(l.queued) && l.queued[n].Index < index {
@@ -136,10 +153,11 @@ func (r *Replica) sendAfterHardState(to uint32, m message) {
 	r.afterHS = append(r.afterHS, outMsg{to, m})
 }
 
-// flush hands queued writes to storage with one Sync unless a Sync is
-// already in flight (then they wait for it: group commit).
+// flush hands the queued writes and hard state to storage with a Sync,
+// whether or not other Syncs are in flight: storage, not the replica,
+// decides how many fsyncs they take (core.IO.Sync).
 func (r *Replica) flush() {
-	if r.syncing || (len(r.queued) == 0 && !r.hsDirty && len(r.afterHS) == 0) {
+	if len(r.queued) == 0 && !r.hsDirty && len(r.afterHS) == 0 {
 		return
 	}
 	if len(r.queued) > 0 {
@@ -147,28 +165,28 @@ func (r *Replica) flush() {
 		r.queued = nil
 	}
 	r.io.Sync()
-	r.syncing, r.syncUpTo, r.hsDirty = true, r.lastIndex, false
-	r.syncMsgs, r.afterHS = r.afterHS, nil
+	r.syncs = append(r.syncs, syncInFlight{upTo: r.lastIndex, msgs: r.afterHS})
+	r.hsDirty, r.afterHS = false, nil
 }
 
-// Synced is storage's answer to Sync: the log is durable through index.
+// Synced is storage's answer to the oldest Sync in flight: the log is
+// durable through index.
 func (r *Replica) Synced(index uint64) {
-	r.syncing = false
-	if r.failed != nil {
+	if r.failed != nil || len(r.syncs) == 0 {
 		return
 	}
-	r.durable = max(r.durable, min(index, r.syncUpTo, r.lastIndex))
-	msgs := r.syncMsgs
-	r.syncMsgs = nil
-	for _, m := range msgs {
+	s := r.syncs[0]
+	r.syncs[0] = syncInFlight{}
+	r.syncs = r.syncs[1:]
+	if len(r.syncs) == 0 {
+		r.syncs = r.syncs[:0:0] // the next flush starts an array afresh
+	}
+	r.durable = max(r.durable, min(index, s.upTo, r.lastIndex))
+	for _, m := range s.msgs {
 		r.sendPeer(m.to, &m.msg)
 	}
 	switch r.role {
 	case Leader:
-		// The entries queued meanwhile go to disk first: their write and
-		// fsync then overlap the applying of those just made durable,
-		// instead of waiting for it.
-		r.flush()
 		r.advanceCommit()
 	case Follower:
 		r.acknowledge()
@@ -201,13 +219,12 @@ func (r *Replica) applyCommitted() {
 	r.maybeSnapshot()
 }
 
-// maybeSnapshot begins the periodic snapshot when one is due, none is
-// being taken, and storage has been handed every entry up to the applied
-// index (a follower may apply entries that wait in queued for the Sync in
-// flight): the snapshot then never replaces storage's log
-// (core.IO.WriteSnapshot).
+// maybeSnapshot begins the periodic snapshot when one is due and none is
+// being taken. Storage has then been handed every entry up to the applied
+// index (every input that appends flushes before it applies), so the
+// snapshot never replaces storage's log (core.IO.WriteSnapshot).
 func (r *Replica) maybeSnapshot() {
-	if r.snapshotDue() && r.encoding == nil && (len(r.queued) == 0 || r.queued[0].Index > r.applied) {
+	if r.snapshotDue() && r.encoding == nil {
 		r.writeSnapshot()
 	}
 }

@@ -110,25 +110,26 @@ func TestRetryWhileInFlightIsAnsweredOnce(t *testing.T) {
 	}
 }
 
-func TestGroupCommit(t *testing.T) {
+// Every write goes to storage at once, with a Sync of its own, however
+// many Syncs are in flight (storage may answer them all with one fsync:
+// package io's group commit), and is answered only once a Sync that covers
+// it completes: storage that made more durable does not let the replica
+// answer writes that a later Sync covers.
+func TestWritesSyncWithoutWaitingForTheSyncInFlight(t *testing.T) {
 	n := newNode(t, Config{})
 	var sessions []uint64
 	for c := core.ConnID(1); c <= 50; c++ {
 		sessions = append(sessions, n.register(c))
 	}
-	n.send(1, sessions[0], 1, core.OpInsert, insertReq(ev(1, 1, 1))) // starts a Sync
-	for i, s := range sessions[1:] {
-		n.send(core.ConnID(i+2), s, 1, core.OpInsert, insertReq(ev(uint64(i+2), 1, 1)))
+	for i, s := range sessions {
+		n.send(core.ConnID(i+1), s, 1, core.OpInsert, insertReq(ev(uint64(i+1), 1, 1)))
 	}
-	if n.io.syncs != 1 {
-		t.Fatalf("%d syncs in flight, want 1", n.io.syncs)
+	if n.io.syncs != 50 || len(n.io.written) != 50 {
+		t.Fatalf("%d syncs in flight and %d entries written, want 50 of each", n.io.syncs, len(n.io.written))
 	}
-	n.r.Synced(n.io.completeSync()) // the first; the 49 queued go out together
-	if n.io.syncs != 1 || len(n.io.written) != 49 {
-		t.Fatalf("after the first sync: %d syncs, %d entries written", n.io.syncs, len(n.io.written))
-	}
+	n.r.Synced(n.io.completeSync()) // makes all 50 durable, but answers the first Sync only
 	if len(n.replies(1)) != 1 || len(n.replies(2)) != 0 {
-		t.Fatal("only the first write is durable, so only it may be answered")
+		t.Fatal("the first Sync covers only the first write, so only it may be answered")
 	}
 	n.settle()
 	for c := core.ConnID(2); c <= 50; c++ {

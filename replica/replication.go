@@ -421,7 +421,7 @@ func (r *Replica) receiveAppend(m *message) {
 		r.flush() // written and fsynced while the committed entries are applied
 	}
 	r.applyCommitted()
-	if !r.syncing {
+	if len(r.syncs) == 0 {
 		r.acknowledge()
 		r.checkRepaired()
 	}
@@ -584,7 +584,7 @@ func (r *Replica) SnapshotDecoded(index uint64) {
 	r.dropWaitersFrom(r.applied + 1)
 	r.resetLog(index, term)
 	r.queued = nil
-	r.syncUpTo = min(r.syncUpTo, index)
+	r.lowerSyncs(index)
 	r.sinceSnapshot, r.bytesSince, r.lastSnapBytes = 0, 0, uint64(len(data))
 	r.snapRecords = r.sm.RecordBytes()
 	r.lastTS = max(r.lastTS, r.lastOpTS)
