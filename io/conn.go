@@ -2,6 +2,7 @@ package io
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	stdio "io"
 	"net"
@@ -18,11 +19,18 @@ const (
 	initialFrameBuffer   = 64 << 10 // a connection's reused frame buffer
 	maxReusedFrameBuffer = 2 << 20  // larger frames get a buffer of their own each time (a 10,000-event batch fits)
 
-	// readAhead is how many frames a connection's reader may have handed
+	// readAhead is how many events a connection's reader may have handed
 	// to the loop without the loop being done with them: with two, the
 	// next frame is read while the loop handles one, so a connection that
 	// carries many sessions' large batches keeps the loop busy.
 	readAhead = 2
+
+	// batchedFrameBytes bounds the frames that ride along with a
+	// connection's event (netEvent.more): the complete frames that one
+	// read from the socket brought in behind the first, copied out of the
+	// read buffer. Many sessions' small requests on one connection then
+	// cost the loop one wake-up, not one each.
+	batchedFrameBytes = 64 << 10
 )
 
 // sendQueue is a connection's bounded queue of outgoing frames, filled by
@@ -184,10 +192,18 @@ const (
 
 // netEvent is an input from the network to the loop. One channel carries
 // all kinds, so that a connection's opened event precedes its frames and
-// its frames precede its closed event.
+// its frames precede its closed event. A frame event may carry more frames
+// of the same kind from the same connection, to be handled after the
+// first, in order; the loop acks the event once.
 type netEvent struct {
-	kind     netEventKind
-	c        *conn
+	kind netEventKind
+	c    *conn
+	netFrame
+	more []netFrame // alias the reader's buffers until the loop acks
+}
+
+// netFrame is one frame of a netEvent.
+type netFrame struct {
 	h        core.Header
 	payload  []byte // aliases the reader's buffer until the loop acks
 	prepared []byte // what replica.PrepareRequest made of a client frame, if anything
@@ -263,7 +279,11 @@ func (s *Server) untrack(c *conn) {
 func (s *Server) read(c *conn) {
 	defer s.wg.Done()
 	br := bufio.NewReaderSize(c.nc, readBufferSize)
-	var bufs [readAhead][]byte
+	var (
+		bufs  [readAhead][]byte     // each event's first frame
+		extra [readAhead][]byte     // the frames batched behind it, back to back
+		more  [readAhead][]netFrame // and their headers
+	)
 	for i := range bufs {
 		bufs[i] = make([]byte, initialFrameBuffer)
 	}
@@ -314,17 +334,21 @@ func (s *Server) read(c *conn) {
 		if err != nil {
 			break
 		}
-		// A leader's log entry of a batch (a copy, with the per-event
-		// geometry) is made here, on this connection's goroutine.
-		var prepared []byte
-		if kind == evFrame {
-			prepared = s.prepare(h, payload)
-		}
+		ev := netEvent{kind: kind, c: c, netFrame: s.netFrame(kind, h, payload)}
+		// The frames that arrived with this one go with it; a bad one
+		// among them closes the connection once the good ones before it
+		// are handed over.
+		var batchErr error
+		ev.more, extra[i], batchErr = s.readBuffered(br, kind, from, more[i][:0], extra[i][:0])
+		more[i] = ev.more
 		select {
-		case s.events <- netEvent{kind: kind, c: c, h: h, payload: payload, prepared: prepared}:
+		case s.events <- ev:
 			unacked++
 		case <-s.loopDone:
 			err = net.ErrClosed
+		}
+		if err == nil {
+			err = batchErr
 		}
 		if err != nil {
 			break
@@ -357,6 +381,54 @@ func (s *Server) read(c *conn) {
 	case s.events <- netEvent{kind: evClosed, c: c}:
 	case <-s.loopDone:
 	}
+}
+
+// netFrame makes a frame of kind (evFrame or evPeerFrame) from its header
+// and payload. A leader's log entry of a client's batch (a copy, with the
+// per-event geometry) is made here, on the connection's goroutine.
+func (s *Server) netFrame(kind netEventKind, h core.Header, payload []byte) netFrame {
+	f := netFrame{h: h, payload: payload}
+	if kind == evFrame {
+		f.prepared = s.prepare(h, payload)
+	}
+	return f
+}
+
+// readBuffered takes from br the complete frames it already holds, as long
+// as they fit in buf's capacity (batchedFrameBytes at first), copies them
+// into buf and appends them to frames. They must be of kind: client frames
+// (evFrame) or, on a connection that opened with a peer hello, replica
+// from's frames (evPeerFrame). It returns the frames and buf, and an error
+// for a bad frame, after the good ones before it.
+func (s *Server) readBuffered(br *bufio.Reader, kind netEventKind, from uint32, frames []netFrame, buf []byte) ([]netFrame, []byte, error) {
+	if cap(buf) < batchedFrameBytes {
+		buf = make([]byte, 0, batchedFrameBytes)
+	}
+	for br.Buffered() >= core.FrameLengthSize {
+		b, _ := br.Peek(core.FrameLengthSize)
+		n := core.FrameLengthSize + int(binary.LittleEndian.Uint32(b))
+		if n > br.Buffered() || n > cap(buf)-len(buf) {
+			break // not all here, or no room: read on its own (which checks its length)
+		}
+		b, _ = br.Peek(n)
+		start := len(buf)
+		buf = append(buf, b...)
+		_, _ = br.Discard(n)
+		h, payload, _, err := core.DecodeFrame(buf[start:])
+		if err == nil {
+			switch {
+			case kind == evPeerFrame:
+				err = checkPeerFrame(from, h)
+			case h.Type.Replica():
+				err = peerRefusedf("a replica-to-replica frame (type %d) on a connection that did not open with a peer hello", h.Type)
+			}
+		}
+		if err != nil {
+			return frames, buf, err
+		}
+		frames = append(frames, s.netFrame(kind, h, payload))
+	}
+	return frames, buf, nil
 }
 
 // write sends c's queued frames, all that are queued with one write

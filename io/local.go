@@ -74,7 +74,7 @@ func (lc *LocalConn) Exchange(ctx context.Context, h core.Header, payload []byte
 	}
 	s := lc.s
 	select {
-	case s.events <- netEvent{kind: evLocalFrame, c: lc.c, h: h, payload: payload, prepared: s.prepare(h, payload)}:
+	case s.events <- netEvent{kind: evLocalFrame, c: lc.c, netFrame: s.netFrame(evFrame, h, payload)}:
 	case <-s.loopDone:
 		lc.broken = true
 		return core.Header{}, nil, ErrServerClosed

@@ -456,15 +456,15 @@ func (s *Server) prepare(h core.Header, payload []byte) []byte {
 	return replica.PrepareRequest(h, payload)
 }
 
-// clientFrame hands a client frame (from a connection or a LocalConn) to
-// the replica, prepared if it was, unless its connection is dead.
-func (s *Server) clientFrame(ev netEvent) {
-	switch c := ev.c; {
+// clientFrame hands a client frame of c (a connection or a LocalConn) to
+// the replica, prepared if it was, unless c is dead.
+func (s *Server) clientFrame(c *conn, f netFrame) {
+	switch {
 	case c.dead:
-	case ev.prepared != nil:
-		s.r.ReceivePrepared(c.id, ev.h, ev.payload, ev.prepared)
+	case f.prepared != nil:
+		s.r.ReceivePrepared(c.id, f.h, f.payload, f.prepared)
 	default:
-		s.r.Receive(c.id, ev.h, ev.payload)
+		s.r.Receive(c.id, f.h, f.payload)
 	}
 }
 
@@ -474,13 +474,19 @@ func (s *Server) handle(ev netEvent) {
 	case evOpened:
 		s.conns[c.id] = c
 	case evFrame:
-		s.clientFrame(ev)
-		c.ack <- struct{}{} // never blocks: the reader has at most readAhead frames unacked
+		s.clientFrame(c, ev.netFrame)
+		for _, f := range ev.more {
+			s.clientFrame(c, f)
+		}
+		c.ack <- struct{}{} // never blocks: the reader has at most readAhead events unacked
 	case evLocalFrame:
-		s.clientFrame(ev)
+		s.clientFrame(c, ev.netFrame)
 	case evPeerFrame:
 		if !c.dead {
 			s.peerFrame(ev.h, ev.payload)
+			for _, f := range ev.more {
+				s.peerFrame(f.h, f.payload)
+			}
 		}
 		c.ack <- struct{}{}
 	case evClosed:

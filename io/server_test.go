@@ -638,3 +638,103 @@ func TestCloseRightAfterAClientLeaves(t *testing.T) {
 		}
 	}
 }
+
+// Frames that arrive together (one write of many sessions' requests, as a
+// client that shares its connection sends them) reach the loop together
+// (netEvent.more) and are each answered: small ones batched behind the
+// first, large ones read on their own. A bad frame among them closes the
+// connection after the good ones before it are answered.
+func TestFramesArrivingTogetherAreEachAnswered(t *testing.T) {
+	s := serve(t, formatDir(t), Options{})
+	c := dial(t, s.Addr())
+	const n = 40
+	var burst []byte
+	for k := 1; k <= n; k++ {
+		burst = core.AppendFrame(burst, core.Header{Request: uint32(k), Type: core.MsgRegister}, core.AppendRegister(nil, testCluster))
+	}
+	if _, err := c.nc.Write(burst); err != nil {
+		t.Fatal(err)
+	}
+	sessions := map[uint32]uint64{} // by register nonce
+	for range n {
+		h, p := c.recv()
+		id, err := core.DecodeRegisterReply(p)
+		if h.Type != core.MsgRegisterReply || err != nil {
+			t.Fatalf("register: got %v: %s", h.Type, errText(p))
+		}
+		sessions[h.Request] = id
+	}
+	if len(sessions) != n {
+		t.Fatalf("%d sessions for %d registers", len(sessions), n)
+	}
+
+	// Session k inserts k events; the first of them 1,000 (a 128 KB
+	// frame, more than the batch's room).
+	burst = burst[:0]
+	next := 0
+	for k := 1; k <= n; k++ {
+		count := k
+		if k == 1 {
+			count = 1000
+		}
+		var evs []core.GeoEvent
+		for range count {
+			evs = append(evs, event(next))
+			next++
+		}
+		p, err := core.AppendRequestMessage(nil, core.OpInsert, &core.InsertRequest{Events: evs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		burst = core.AppendFrame(burst, core.Header{ClientID: sessions[uint32(k)], Request: 1, Type: core.MsgRequest}, p)
+	}
+	if _, err := c.nc.Write(burst); err != nil {
+		t.Fatal(err)
+	}
+	answered := map[uint64]bool{}
+	for range n {
+		h, p := c.recv()
+		_, v, opErr, err := core.DecodeReplyMessage(p)
+		if h.Type != core.MsgReply || err != nil || opErr != nil || !v.(*core.InsertReply).Committed {
+			t.Fatalf("insert of session %d: %v %v %v %s", h.ClientID, h.Type, err, opErr, errText(p))
+		}
+		answered[h.ClientID] = true
+	}
+	if len(answered) != n {
+		t.Fatalf("%d sessions answered, want %d", len(answered), n)
+	}
+	c.session = sessions[1]
+	c.req = 1
+	for _, i := range []int{0, 999, 1000, next - 1} {
+		c.checkLatest(i)
+	}
+
+	// Two inserts, then a frame whose checksum fails: the connection
+	// closes (its replies may be lost), but the inserts were handed over.
+	burst = burst[:0]
+	for k := 2; k <= 3; k++ {
+		p, err := core.AppendRequestMessage(nil, core.OpInsert, &core.InsertRequest{Events: []core.GeoEvent{event(next + k)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		burst = core.AppendFrame(burst, core.Header{ClientID: sessions[uint32(k)], Request: 2, Type: core.MsgRequest}, p)
+	}
+	burst = core.AppendFrame(burst, core.Header{ClientID: sessions[5], Request: 2, Type: core.MsgRequest}, []byte{1, 2, 3})
+	burst[len(burst)-1] ^= 1
+	if _, err := c.nc.Write(burst); err != nil {
+		t.Fatal(err)
+	}
+	c.expectClosed()
+	other := dial(t, s.Addr())
+	other.register(testCluster)
+	for k := 2; k <= 3; k++ {
+		deadline := time.Now().Add(10 * time.Second)
+		for !other.latest(next + k).Found {
+			if time.Now().After(deadline) {
+				t.Fatalf("the insert of session %d, before the bad frame, was not applied", k)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	s.stop(t)
+}
