@@ -444,12 +444,25 @@ func (s *Server) write(c *conn) {
 		err := s.writeFrames(c.nc, frames)
 		spare = frames[:0]
 		if err != nil {
-			s.log.Debug("write failed; closing the connection", zap.Uint64("conn", uint64(c.id)), zap.Error(err))
+			s.log.Debug("write failed; resetting the connection", zap.Uint64("conn", uint64(c.id)), zap.Error(err))
 			c.q.close()
-			c.nc.Close() // the reader sees it and reports the close to the loop
+			abort(c.nc) // the reader sees it and reports the close to the loop
 			return
 		}
 	}
+}
+
+// abort closes a client's connection that this server gives up on because
+// the client does not read (its replies pile up, or a write timed out)
+// with a reset rather than the orderly close: the kernel then drops what
+// the connection still had to send instead of holding it, for a client
+// that reads slowly if at all, until the connection times out. The client
+// sees the reset at once, rather than after what was queued for it.
+func abort(nc net.Conn) {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	nc.Close()
 }
 
 // writeFrames writes frames to nc with one write (writev), under the write

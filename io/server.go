@@ -546,8 +546,8 @@ func (rio replicaIO) SendClient(id core.ConnID, frame []byte) {
 	if c.q.push(frame) == queueFull {
 		c.dead = true
 		c.q.close()
-		c.nc.Close() // the reader reports the close
-		s.log.Warn("closing a connection whose client does not read its replies",
+		abort(c.nc) // the reader reports the close
+		s.log.Warn("resetting a connection whose client does not read its replies",
 			zap.Uint64("conn", uint64(id)), zap.Stringer("remote", c.nc.RemoteAddr()))
 	}
 }
