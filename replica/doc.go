@@ -20,7 +20,7 @@
 // # Files
 //
 //	replica.go      the client path: sessions, dedupe, applying, executing
-//	log.go          the in-memory log, group commit, durability, taking snapshots
+//	log.go          the in-memory log, the Syncs in flight, durability, taking snapshots
 //	                (periodic ones encoded straight into storage)
 //	raft.go         roles, terms, elections (pre-vote, check-quorum)
 //	replication.go  the leader's appends and snapshots, the follower's side
