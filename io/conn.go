@@ -395,13 +395,13 @@ func (s *Server) netFrame(kind netEventKind, h core.Header, payload []byte) netF
 }
 
 // readBuffered takes from br the complete frames it already holds, as long
-// as they fit in buf's capacity (batchedFrameBytes at first), copies them
-// into buf and appends them to frames. They must be of kind: client frames
+// as they fit in buf's capacity (batchedFrameBytes when it has none), copies
+// them into buf and appends them to frames. They must be of kind: client frames
 // (evFrame) or, on a connection that opened with a peer hello, replica
 // from's frames (evPeerFrame). It returns the frames and buf, and an error
 // for a bad frame, after the good ones before it.
 func (s *Server) readBuffered(br *bufio.Reader, kind netEventKind, from uint32, frames []netFrame, buf []byte) ([]netFrame, []byte, error) {
-	if cap(buf) < batchedFrameBytes {
+	if cap(buf) == 0 {
 		buf = make([]byte, 0, batchedFrameBytes)
 	}
 	for br.Buffered() >= core.FrameLengthSize {
