@@ -37,6 +37,16 @@ type readFrame struct {
 	payload string
 }
 
+// readClientFrame reads one frame as a client connection's reader does:
+// a replica-to-replica frame is an error.
+func readClientFrame(br *bufio.Reader, buf []byte) (readFrame, error) {
+	h, p, err := core.ReadFrame(br, buf)
+	if err == nil && h.Type.Replica() {
+		err = errors.New("a replica frame")
+	}
+	return readFrame{h, string(p)}, err
+}
+
 // FuzzReadBuffered: a connection's reader, which hands the loop each frame
 // it reads together with the complete frames buffered behind it
 // (Server.readBuffered), gets the same frames in the same order as reading
@@ -69,16 +79,11 @@ func FuzzReadBuffered(f *testing.F) {
 		var want []readFrame
 		br.Reset(&chunkedReader{data: stream})
 		var wantErr error
-		for {
-			h, p, err := core.ReadFrame(br, nil)
-			if err == nil && h.Type.Replica() {
-				err = errors.New("a replica frame")
+		for wantErr == nil {
+			var fr readFrame
+			if fr, wantErr = readClientFrame(br, nil); wantErr == nil {
+				want = append(want, fr)
 			}
-			if err != nil {
-				wantErr = err
-				break
-			}
-			want = append(want, readFrame{h, string(p)})
 		}
 
 		// As the reader does: a frame, then those buffered behind it.
@@ -86,23 +91,19 @@ func FuzzReadBuffered(f *testing.F) {
 		br.Reset(&chunkedReader{data: stream, sizes: sizes})
 		var gotErr error
 		for gotErr == nil {
-			h, p, err := core.ReadFrame(br, buf)
-			if err == nil && h.Type.Replica() {
-				err = errors.New("a replica frame")
-			}
-			if err != nil {
-				gotErr = err
+			var fr readFrame
+			if fr, gotErr = readClientFrame(br, buf); gotErr != nil {
 				break
 			}
-			got = append(got, readFrame{h, string(p)})
-			more, _, err := s.readBuffered(br, evFrame, 0, nil, room[:0])
+			got = append(got, fr)
+			var more []netFrame
+			more, _, gotErr = s.readBuffered(br, evFrame, 0, nil, room[:0])
 			for _, m := range more {
 				if m.prepared != nil {
 					t.Fatal("a follower's reader prepared a frame")
 				}
 				got = append(got, readFrame{m.h, string(m.payload)})
 			}
-			gotErr = err
 		}
 
 		if len(got) != len(want) {
