@@ -317,19 +317,18 @@ func (s *Server) read(c *conn) {
 			bufs[i] = make([]byte, min(max(size, 2*cap(bufs[i])), maxReusedFrameBuffer))
 		}
 		kind := evFrame
-		switch {
-		case isPeer:
-			err = checkPeerFrame(from, h)
+		if isPeer {
 			kind = evPeerFrame
-		case first && h.Type == MsgPeerHello:
+		}
+		if first && h.Type == MsgPeerHello {
 			if from, err = s.checkPeerHello(h, payload); err == nil {
 				isPeer = true
 				s.log.Debug("replica connection opened", zap.Uint64("conn", uint64(c.id)),
 					zap.Uint32("peer", from), zap.Stringer("remote", c.nc.RemoteAddr()))
 				continue
 			}
-		case h.Type.Replica():
-			err = peerRefusedf("a replica-to-replica frame (type %d) on a connection that did not open with a peer hello", h.Type)
+		} else {
+			err = checkFrame(kind, from, h)
 		}
 		if err != nil {
 			break
@@ -394,6 +393,19 @@ func (s *Server) netFrame(kind netEventKind, h core.Header, payload []byte) netF
 	return f
 }
 
+// checkFrame checks a frame's type against its connection's kind: on a
+// connection that opened with a peer hello (evPeerFrame) only replica
+// from's messages, on a client's (evFrame) no replica-to-replica message.
+func checkFrame(kind netEventKind, from uint32, h core.Header) error {
+	switch {
+	case kind == evPeerFrame:
+		return checkPeerFrame(from, h)
+	case h.Type.Replica():
+		return peerRefusedf("a replica-to-replica frame (type %d) on a connection that did not open with a peer hello", h.Type)
+	}
+	return nil
+}
+
 // readBuffered takes from br the complete frames it already holds, as long
 // as they fit in buf's capacity (batchedFrameBytes when it has none), copies
 // them into buf and appends them to frames. They must be of kind: client frames
@@ -416,12 +428,7 @@ func (s *Server) readBuffered(br *bufio.Reader, kind netEventKind, from uint32, 
 		_, _ = br.Discard(n)
 		h, payload, _, err := core.DecodeFrame(buf[start:])
 		if err == nil {
-			switch {
-			case kind == evPeerFrame:
-				err = checkPeerFrame(from, h)
-			case h.Type.Replica():
-				err = peerRefusedf("a replica-to-replica frame (type %d) on a connection that did not open with a peer hello", h.Type)
-			}
+			err = checkFrame(kind, from, h)
 		}
 		if err != nil {
 			return frames, buf, err
