@@ -477,15 +477,13 @@ func (r *Replica) receiveRequest(to dest, h core.Header, payload, prepared []byt
 	// The entry's header, then the request right after it: one buffer (a
 	// batch is over a megabyte).
 	head := entry{kind: kindOperation, session: h.ClientID, request: h.Request, op: op}
-	var data []byte
-	switch {
-	case prepared != nil:
-		data = prepared
+	data := prepared // a batch's entry, when the connection made it
+	if batch {
+		if data == nil {
+			data = batchEntry(payload)
+		}
 		head.putHeader(data)
-	case batch:
-		data = batchEntry(payload)
-		head.putHeader(data)
-	default:
+	} else {
 		data = head.appendTo(make([]byte, 0, entryHeaderSize+len(payload)+64))
 		var err error
 		if data, err = core.AppendRequest(data, op, req); err != nil {
