@@ -995,11 +995,13 @@ func (l *Log) syncActive() error {
 // pageSize is the size of the page cache's pages.
 var pageSize = int64(os.Getpagesize())
 
-// redropBytes is how far before the end of the range it last advised
-// dropDurable advises again. The page cache may hold a file's pages in
-// folios of up to 2 MiB (x86-64, 4 KiB pages), and the kernel keeps a
-// folio that reaches outside the range advised: the folio that held the
-// last, partly written page goes once a later call covers it whole.
+// redropBytes is the largest folio: the page cache may hold a file's pages
+// in folios of up to 2 MiB (x86-64, 4 KiB pages), each aligned to its size
+// in the file, and the kernel keeps a folio that reaches outside the range
+// advised. So dropDurable advises again from the start of the redropBytes
+// block that holds the end of the range it last advised: the folio that
+// held the last, partly written page goes once a later call covers it
+// whole.
 const redropBytes = 2 << 20
 
 // dropDurable drops the active segment's durable whole pages from the page
@@ -1009,7 +1011,7 @@ const redropBytes = 2 << 20
 func (l *Log) dropDurable(s *segment) {
 	to := l.syncedSize &^ (pageSize - 1)
 	if to > s.advisedTo {
-		from := max(s.advisedTo-redropBytes, 0)
+		from := s.advisedTo &^ (redropBytes - 1)
 		dropCached(l.w, from, to-from)
 	}
 	s.advisedTo = to // lower too, after a cut
