@@ -4,7 +4,7 @@ import "testing"
 
 func TestParseFlags(t *testing.T) {
 	cfg, err := parseFlags([]string{"--cluster", "1", "--op", "mixed", "--mix", "upsert=3,radius=1"})
-	if err != nil || cfg.mix["upsert"] != 3 || cfg.mix["radius"] != 1 {
+	if err != nil || cfg.mix["upsert"] != 3 || cfg.mix["radius"] != 1 || cfg.procs != 1 {
 		t.Fatalf("%+v %v", cfg, err)
 	}
 	for _, bad := range [][]string{
@@ -12,6 +12,7 @@ func TestParseFlags(t *testing.T) {
 		{"--cluster", "1", "--op", "nope"},
 		{"--cluster", "1", "--op", "mixed", "--mix", "upsert"},
 		{"--cluster", "1", "--batch", "0"},
+		{"--cluster", "1", "--procs", "-1"},
 		{"--http", "http://127.0.0.1:8080", "--http-client", "curl"},
 	} {
 		if _, err := parseFlags(bad); err == nil {
