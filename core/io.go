@@ -66,10 +66,11 @@ type IO interface {
 	// Synced input.
 	SaveHardState(hs HardState)
 	// Sync asks storage to make everything queued durable. It is answered
-	// by one Synced input carrying the last log index made durable. It may
-	// be called while earlier Syncs are in flight: each gets its Synced,
-	// in the order asked, and storage may answer several with one fsync
-	// (group commit) made after everything queued before the last of them.
+	// by a Synced input carrying the last log index made durable. It may
+	// be called while earlier Syncs are in flight: they are answered in the
+	// order asked, and storage may answer several with one fsync (group
+	// commit) made after everything queued before the last of them, and
+	// with one Synced input that says how many it answers.
 	Sync()
 
 	// ReadLog reads back, from storage, entries from index from to index

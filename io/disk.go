@@ -62,8 +62,8 @@ func writeBytes(data []byte) func(w stdio.Writer) error {
 	}
 }
 
-// completion is the disk goroutine's answer to the loop: Synced(index)
-// syncs times, SnapshotSaved(index), LogRead(index, entries), or a failure
+// completion is the disk goroutine's answer to the loop: Synced(index,
+// syncs), SnapshotSaved(index), LogRead(index, entries), or a failure
 // that stops the server.
 type completion struct {
 	snapshot bool // SnapshotSaved

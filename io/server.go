@@ -407,9 +407,7 @@ func (s *Server) loop(ctx context.Context) error {
 			case c.read:
 				s.r.LogRead(c.index, c.entries)
 			default:
-				for range c.syncs {
-					s.r.Synced(c.index)
-				}
+				s.r.Synced(c.index, c.syncs)
 			}
 		case answer := <-s.besideDone:
 			answer()

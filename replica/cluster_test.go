@@ -124,7 +124,7 @@ func (c *cluster) step() {
 			}
 			for cn.io.syncs > 0 && !cn.io.holdSyncs {
 				busy = true
-				cn.r.Synced(cn.io.completeSync())
+				cn.r.Synced(cn.io.completeSync(), 1)
 			}
 			if !cn.io.holdBeside && cn.io.completeBeside(cn.r) {
 				busy = true
@@ -764,7 +764,7 @@ func TestSnapshotKeepsLaterEntries(t *testing.T) {
 	}
 	deliver(m)
 	for c.nodes[fi].io.syncs > 0 {
-		f.Synced(c.nodes[fi].io.completeSync())
+		f.Synced(c.nodes[fi].io.completeSync(), 1)
 	}
 	last := f.Status().LastIndex
 	if last != lr.lastIndex || f.Status().Commit+2 > last {

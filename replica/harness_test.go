@@ -199,7 +199,7 @@ func newNode(t *testing.T, cfg Config) *node {
 func (n *node) settle() {
 	for n.io.syncs > 0 || len(n.io.beside) > 0 {
 		for n.io.syncs > 0 {
-			n.r.Synced(n.io.completeSync())
+			n.r.Synced(n.io.completeSync(), 1)
 		}
 		n.io.completeBeside(n.r)
 	}

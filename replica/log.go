@@ -169,21 +169,28 @@ func (r *Replica) flush() {
 	r.hsDirty, r.afterHS = false, nil
 }
 
-// Synced is storage's answer to the oldest Sync in flight: the log is
-// durable through index.
-func (r *Replica) Synced(index uint64) {
-	if r.failed != nil || len(r.syncs) == 0 {
+// Synced is storage's answer to the syncs oldest Syncs in flight (one
+// fsync may answer several): the log is durable through index. Answering
+// them together applies their entries together, and a follower
+// acknowledges them with one message.
+func (r *Replica) Synced(index uint64, syncs int) {
+	n := min(syncs, len(r.syncs))
+	if r.failed != nil || n <= 0 {
 		return
 	}
-	s := r.syncs[0]
-	r.syncs[0] = syncInFlight{}
-	r.syncs = r.syncs[1:]
+	var upTo uint64
+	for i := range n {
+		s := r.syncs[i]
+		r.syncs[i] = syncInFlight{}
+		upTo = max(upTo, s.upTo)
+		r.durable = max(r.durable, min(index, upTo, r.lastIndex))
+		for _, m := range s.msgs {
+			r.sendPeer(m.to, &m.msg)
+		}
+	}
+	r.syncs = r.syncs[n:]
 	if len(r.syncs) == 0 {
 		r.syncs = r.syncs[:0:0] // the next flush starts an array afresh
-	}
-	r.durable = max(r.durable, min(index, s.upTo, r.lastIndex))
-	for _, m := range s.msgs {
-		r.sendPeer(m.to, &m.msg)
 	}
 	switch r.role {
 	case Leader:

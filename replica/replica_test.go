@@ -127,7 +127,7 @@ func TestWritesSyncWithoutWaitingForTheSyncInFlight(t *testing.T) {
 	if n.io.syncs != 50 || len(n.io.written) != 50 {
 		t.Fatalf("%d syncs in flight and %d entries written, want 50 of each", n.io.syncs, len(n.io.written))
 	}
-	n.r.Synced(n.io.completeSync()) // makes all 50 durable, but answers the first Sync only
+	n.r.Synced(n.io.completeSync(), 1) // makes all 50 durable, but answers the first Sync only
 	if len(n.replies(1)) != 1 || len(n.replies(2)) != 0 {
 		t.Fatal("the first Sync covers only the first write, so only it may be answered")
 	}
@@ -136,6 +136,43 @@ func TestWritesSyncWithoutWaitingForTheSyncInFlight(t *testing.T) {
 		if rs := n.replies(c); len(rs) != 1 || rs[0].err != nil {
 			t.Fatalf("conn %d: %+v", c, rs)
 		}
+	}
+}
+
+// One Synced may answer several Syncs (storage served them with one
+// fsync): every write they cover is answered then, and a count larger than
+// the Syncs in flight answers those there are.
+func TestOneSyncedAnswersTheSyncsItCounts(t *testing.T) {
+	n := newNode(t, Config{})
+	var sessions []uint64
+	for c := core.ConnID(1); c <= 50; c++ {
+		sessions = append(sessions, n.register(c))
+	}
+	for i, s := range sessions {
+		n.send(core.ConnID(i+1), s, 1, core.OpUpsert, insertReq(ev(uint64(i+1), 1, 1)))
+	}
+	idx := n.io.completeSync()
+	n.io.syncs -= 29 // the one fsync served 30 Syncs
+	n.r.Synced(idx, 30)
+	for c := core.ConnID(1); c <= 50; c++ {
+		want := 0
+		if c <= 30 {
+			want = 1
+		}
+		if rs := n.replies(c); len(rs) != want || (want == 1 && rs[0].err != nil) {
+			t.Fatalf("conn %d after 30 Syncs answered: %+v", c, rs)
+		}
+	}
+	n.io.syncs = 0
+	n.r.Synced(idx, 100) // the 20 left, not 100
+	for c := core.ConnID(31); c <= 50; c++ {
+		if rs := n.replies(c); len(rs) != 1 || rs[0].err != nil {
+			t.Fatalf("conn %d after the rest: %+v", c, rs)
+		}
+	}
+	n.r.Synced(idx, 1) // none in flight: nothing happens
+	if err := n.r.Err(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -13,7 +13,10 @@ import (
 // Durable state survives a crash. Writes queue in pending, in the order the
 // replica issued them; a Sync covers what is pending when it is called and
 // completes some ticks later, making that durable, and is then answered
-// with Synced. A crash keeps a random prefix of the pending log writes (a
+// with Synced. Syncs that complete at the same tick are answered together,
+// with one Synced, as production storage's group commit answers the Syncs
+// one fsync served (unless a snapshot is being written, which a Sync asked
+// after it must not overtake). A crash keeps a random prefix of the pending log writes (a
 // torn tail) and, independently, a random prefix of the pending hard-state
 // saves (the hard state is its own atomically replaced file), and nothing
 // else.
@@ -45,6 +48,10 @@ type disk struct {
 	syncs      []pendingSync
 	snaps      []*snapshotFile // SaveSnapshot calls not yet completed
 	lastSyncAt int64
+	// answeredEarly counts the Syncs answered together with an earlier one
+	// whose own completion events are still to come: those events do
+	// nothing.
+	answeredEarly int
 
 	durableCommit   uint64 // the largest durable HardState.Commit
 	reportedDurable uint64 // the largest index answered with Synced
@@ -61,7 +68,8 @@ type diskOp struct {
 }
 
 type pendingSync struct {
-	ops int // pending[:ops] become durable
+	ops int   // pending[:ops] become durable
+	at  int64 // when it completes
 }
 
 type snapshotFile struct {
@@ -127,7 +135,7 @@ func (d *disk) sync() {
 		at = max(at, d.snaps[k-1].at) // after the snapshots asked before it
 	}
 	d.lastSyncAt = at
-	d.syncs = append(d.syncs, pendingSync{ops: len(d.pending)})
+	d.syncs = append(d.syncs, pendingSync{ops: len(d.pending), at: at})
 	w.schedule(at, &event{kind: evSynced, node: d.n, epoch: d.n.epoch})
 	w.tracef("disk %d sync of %d writes, done at %d", d.n.idx, len(d.pending), at)
 }
@@ -187,9 +195,14 @@ func (d *disk) readLog(from, to uint64, maxBytes int) []core.LogEntry {
 
 // completeSync makes the oldest Sync's writes durable and returns the last
 // durable log index.
-func (d *disk) completeSync() uint64 {
-	s := d.syncs[0]
-	d.syncs = d.syncs[1:]
+func (d *disk) completeSync() (index uint64, syncs int) {
+	syncs = 1
+	for syncs < len(d.syncs) && d.syncs[syncs].at <= d.n.w.now && len(d.snaps) == 0 {
+		syncs++
+	}
+	d.answeredEarly += syncs - 1
+	s := d.syncs[syncs-1]
+	d.syncs = d.syncs[syncs:]
 	for _, op := range d.pending[:s.ops] {
 		if !d.persist(op, len(op.entries)) {
 			d.n.w.fail("disk: replica %d log would have a gap after entry %d", d.n.idx, d.lastDurable())
@@ -201,7 +214,7 @@ func (d *disk) completeSync() uint64 {
 	}
 	idx := d.lastDurable()
 	d.reportedDurable = max(d.reportedDurable, idx)
-	return idx
+	return idx, syncs
 }
 
 // persist makes op durable; for an append only its first n entries. It
@@ -324,7 +337,7 @@ func (d *disk) crash() {
 	}
 	w.tracef("disk %d crash: %d of %d pending entries and %d of %d hard states survive; %d synced entries forgotten (bug)",
 		d.n.idx, kept, total, keptHard, hards, lost)
-	d.pending, d.syncs, d.snaps = nil, nil, nil
+	d.pending, d.syncs, d.snaps, d.answeredEarly = nil, nil, nil, 0
 	d.volLast = d.lastDurable()
 	d.reportedDurable = d.lastDurable()
 	d.lastSyncAt = 0

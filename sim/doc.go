@@ -82,8 +82,10 @@
 //
 // Disk (one per replica). AppendLog and SaveHardState queue writes in
 // order; Sync covers what is queued and completes after a random latency,
-// answered by Synced(last durable index); SaveSnapshot completes after a
-// random latency, answered by SnapshotSaved, and then compacts the log; it
+// answered by Synced(last durable index, Syncs answered): the Syncs that
+// complete at one tick are answered together, as production storage
+// answers those one fsync served. SaveSnapshot completes after a random
+// latency, answered by SnapshotSaved, and then compacts the log; it
 // is ordered with the writes (a Sync asked after it completes after it; a
 // follower that installs its leader's snapshot beyond its log appends
 // after it). EncodeSnapshot also completes after a random latency and runs

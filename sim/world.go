@@ -483,9 +483,13 @@ func (w *world) handle(e *event) {
 		if !n.up || n.epoch != e.epoch {
 			return
 		}
-		idx := n.disk.completeSync()
-		w.tracef("disk %d synced through %d", n.idx, idx)
-		n.r.Synced(idx)
+		if n.disk.answeredEarly > 0 {
+			n.disk.answeredEarly-- // answered with an earlier Sync of the same tick
+			return
+		}
+		idx, syncs := n.disk.completeSync()
+		w.tracef("disk %d synced through %d (%d syncs)", n.idx, idx, syncs)
+		n.r.Synced(idx, syncs)
 		w.afterInput(n)
 	case evSnapshotSaved:
 		n := e.node

@@ -363,7 +363,7 @@ func (s *Server) drain() {
 	for s.io.syncs > 0 || len(s.io.snaps) > 0 || len(s.io.beside) > 0 {
 		if s.io.syncs > 0 {
 			s.io.syncs--
-			s.r.Synced(s.io.last)
+			s.r.Synced(s.io.last, 1)
 			continue
 		}
 		if len(s.io.beside) > 0 {
