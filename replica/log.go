@@ -171,8 +171,8 @@ func (r *Replica) flush() {
 
 // Synced is storage's answer to the syncs oldest Syncs in flight (one
 // fsync may answer several): the log is durable through index. Answering
-// them together applies their entries together, and a follower
-// acknowledges them with one message.
+// them together applies their entries together, so that warmWrites sees
+// the whole group, and a follower acknowledges them with one message.
 func (r *Replica) Synced(index uint64, syncs int) {
 	n := min(syncs, len(r.syncs))
 	if r.failed != nil || n <= 0 {
@@ -207,6 +207,9 @@ func (r *Replica) Synced(index uint64, syncs int) {
 // answers what waited for them, then takes a snapshot when one is due.
 func (r *Replica) applyCommitted() {
 	for r.applied < r.commit {
+		if r.applied >= r.warmedTo {
+			r.warmWrites()
+		}
 		if err := r.apply(r.entryAt(r.applied + 1)); err != nil {
 			r.failed = err
 			return
@@ -224,6 +227,45 @@ func (r *Replica) applyCommitted() {
 		r.serveReads()
 	}
 	r.maybeSnapshot()
+}
+
+// warmAhead is how many committed entries warmWrites looks ahead, and
+// warmMaxEvents the most events of a request it warms: a larger request
+// overlaps its own events' misses (the state machine prefetches a batch's
+// writes itself).
+const (
+	warmAhead     = 32
+	warmMaxEvents = 4
+)
+
+// warmWrites has the state machine load what the next committed entries'
+// writes will read (statemachine.WarmWrites), when they are small writes:
+// a batch's own writes overlap their cache misses, but the single-event
+// requests that one fsync commits would each wait for theirs. It reads
+// entries, never changes state.
+func (r *Replica) warmWrites() {
+	ids := r.warmIDs[:0]
+	last := min(r.commit, r.applied+warmAhead)
+	i := r.applied + 1
+	for ; i <= last && len(ids) < warmAhead; i++ {
+		le := r.entryAt(i)
+		e, err := decodeEntry(le.Data)
+		if err != nil || e.kind != kindOperation || (e.op != core.OpInsert && e.op != core.OpUpsert) {
+			continue
+		}
+		recs, n, ok := core.EventRecords(e.payload)
+		if !ok || n > warmMaxEvents {
+			continue
+		}
+		for j := 0; j < n; j++ {
+			ids = append(ids, core.Uint128FromLE(recs[j*core.RecordSize:])) // a record opens with its entity id
+		}
+	}
+	r.warmedTo = i - 1 // the entries looked at; the next call starts after them
+	r.warmIDs = ids
+	if len(ids) > 1 {
+		r.sm.WarmWrites(ids)
+	}
 }
 
 // maybeSnapshot begins the periodic snapshot when one is due and none is

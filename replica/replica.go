@@ -93,6 +93,9 @@ type Replica struct {
 	// batchEvents is the memory the last applied insert or upsert batch
 	// was decoded into, reused by the next.
 	batchEvents []core.GeoEvent
+	// warmIDs is warmWrites' memory; warmedTo the last entry it warmed.
+	warmIDs  []core.Uint128
+	warmedTo uint64
 
 	// Raft's persistent state (saved with SaveHardState) and role.
 	term   uint64
