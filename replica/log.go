@@ -2,6 +2,7 @@ package replica
 
 import (
 	"io"
+	"sort"
 
 	"github.com/geoevent/geoevent/core"
 	"github.com/geoevent/geoevent/statemachine"
@@ -12,15 +13,21 @@ import (
 // Invariants:
 //
 //   - base <= applied <= commit <= lastIndex, and durable <= lastIndex.
-//     log holds the entries base+1 .. lastIndex; the entry at base (the
-//     last one a snapshot covers, or 0) is gone but its term is baseTerm.
+//     The entry at base (the last one a snapshot covers, or 0) is gone but
+//     its term is baseTerm.
 //   - base <= dropped <= applied. The entries base+1 .. dropped keep their
-//     index and term but not their Data (nil), which storage holds: an
-//     applied entry gives it up once no replica will ask for it from
-//     memory (dropData), so that a batch's megabyte is garbage once
-//     applied rather than at the next snapshot. Every later entry has its
-//     Data (never empty). A leader that must send a dropped entry reads
-//     it back (readback.go).
+//     index and term but not their Data, which storage holds: an applied
+//     entry gives it up once no replica will ask for it from memory
+//     (dropData), so that a batch's megabyte is garbage once applied
+//     rather than at the next snapshot. Every later entry has its Data
+//     (never empty). A leader that must send a dropped entry reads it back
+//     (readback.go).
+//   - base+shed <= dropped. log holds the entries base+shed+1 .. lastIndex.
+//     The shed entries base+1 .. base+shed, dropped ones, keep only their
+//     terms, in shedTerms as runs (one per term, oldest first): between
+//     two snapshots a replica may apply millions of entries, and a slice
+//     of them all would grow by copying, and be scanned by the collector,
+//     for nothing but their terms.
 //   - On the leader commit <= durable: it counts itself toward a majority
 //     only with its durable copy. On a follower commit <= verified.
 //   - verified (follower) is the highest index up to which the log is known
@@ -43,6 +50,8 @@ import (
 type raftLog struct {
 	base, baseTerm uint64
 	log            []core.LogEntry
+	shed           uint64
+	shedTerms      []termRun
 	lastIndex      uint64
 	durable        uint64
 	commit         uint64
@@ -62,6 +71,14 @@ type raftLog struct {
 	snapRecords   uint64    // the state's RecordBytes at the last snapshot
 	encoding      *encoding // the snapshot being encoded, if any
 }
+
+// termRun says that the shed entries from first up to the next run's
+// first (or to the last shed entry) have term.
+type termRun struct{ first, term uint64 }
+
+// shedBatch is how many dropped entries shedDropped moves out of log at a
+// time.
+const shedBatch = 4096
 
 // syncInFlight is a Sync storage has not answered yet: the last index it
 // covers and the messages to send once it completes.
@@ -86,7 +103,7 @@ type outMsg struct {
 // resetLog empties the log, which now starts after index (of term).
 func (l *raftLog) resetLog(index, term uint64) {
 	l.base, l.baseTerm = index, term
-	l.log = nil
+	l.log, l.shed, l.shedTerms = nil, 0, nil
 	l.lastIndex, l.applied, l.commit, l.durable, l.verified, l.dropped = index, index, index, index, index, index
 	l.appliedTerm = term
 }
@@ -99,14 +116,48 @@ func (l *raftLog) termAt(index uint64) uint64 {
 		return l.baseTerm
 	case index < l.base || index > l.lastIndex:
 		return 0
+	case index < l.first():
+		return l.shedTerm(index)
 	}
-	return l.log[index-l.base-1].Term
+	return l.log[index-l.first()].Term
+}
+
+// first is the index of log[0].
+func (l *raftLog) first() uint64 { return l.base + l.shed + 1 }
+
+// shedTerm is the term of the shed entry at index.
+func (l *raftLog) shedTerm(index uint64) uint64 {
+	i := sort.Search(len(l.shedTerms), func(i int) bool { return l.shedTerms[i].first > index })
+	return l.shedTerms[i-1].term
+}
+
+// shedDropped moves the dropped entries out of log, keeping their terms,
+// once there are shedBatch of them.
+func (l *raftLog) shedDropped() {
+	f := l.first()
+	if l.dropped < f || l.dropped-f+1 < shedBatch {
+		return
+	}
+	n := l.dropped - f + 1
+	for _, e := range l.log[:n] {
+		if k := len(l.shedTerms); k == 0 || l.shedTerms[k-1].term != e.Term {
+			l.shedTerms = append(l.shedTerms, termRun{first: e.Index, term: e.Term})
+		}
+	}
+	l.log = l.log[n:] // the next append that outgrows it copies only the rest
+	l.shed += n
 }
 
 func (l *raftLog) lastTerm() uint64 { return l.termAt(l.lastIndex) }
 
-// entry returns the entry at index, which the log holds.
-func (l *raftLog) entryAt(index uint64) core.LogEntry { return l.log[index-l.base-1] }
+// entryAt returns the entry at index (base < index <= lastIndex); a shed
+// one without its Data, as any dropped one.
+func (l *raftLog) entryAt(index uint64) core.LogEntry {
+	if index < l.first() {
+		return core.LogEntry{Index: index, Term: l.shedTerm(index)}
+	}
+	return l.log[index-l.first()]
+}
 
 // appendLocal adds an entry at lastIndex+1 to the log and to the writes
 // queued for storage.
@@ -118,7 +169,7 @@ func (l *raftLog) appendLocal(e core.LogEntry) {
 
 // truncateFrom discards the entries from index on (index > commit).
 func (l *raftLog) truncateFrom(index uint64) {
-	l.log = l.log[:index-l.base-1]
+	l.log = l.log[:index-l.first()] // index > commit >= dropped: never a shed entry
 	l.lastIndex = index - 1
 	l.durable = min(l.durable, index-1)
 	l.lowerSyncs(index - 1)
@@ -136,7 +187,21 @@ func (l *raftLog) compactTo(index uint64) {
 		return
 	}
 	l.baseTerm = l.termAt(index)
-	l.log = append([]core.LogEntry(nil), l.log[index-l.base:]...)
+	switch f := l.first(); {
+	case index >= f:
+		l.log = append([]core.LogEntry(nil), l.log[index-f+1:]...)
+		l.shed, l.shedTerms = 0, nil
+	case index+1 == f: // every shed entry goes
+		l.shed, l.shedTerms = 0, nil
+	default:
+		// Some shed entries stay: keep the runs from the one holding
+		// index+1 on, that one starting at index+1.
+		l.shed -= index - l.base
+		i := sort.Search(len(l.shedTerms), func(i int) bool { return l.shedTerms[i].first > index+1 })
+		runs := append([]termRun(nil), l.shedTerms[i-1:]...)
+		runs[0].first = index + 1
+		l.shedTerms = runs
+	}
 	l.base = index
 	l.dropped = max(l.dropped, index)
 }

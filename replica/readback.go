@@ -50,8 +50,9 @@ func (r *Replica) dropData() {
 	}
 	for r.dropped < upTo {
 		r.dropped++
-		r.log[r.dropped-r.base-1].Data = nil
+		r.log[r.dropped-r.first()].Data = nil
 	}
+	r.shedDropped()
 	if k := len(r.rb.entries); k > 0 && r.role == Leader {
 		// Released once every follower is past them.
 		last, needed := r.rb.entries[k-1].Index, false
