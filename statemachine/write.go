@@ -112,36 +112,28 @@ func (sm *StateMachine) write(opTS uint64, events []core.GeoEvent, upsert bool) 
 // writeAhead is how many events of a batch prefetchWrites reads ahead.
 const writeAhead = 64
 
-// prefetchWrites loads what writing evs will read first: each entity id's
-// entry in the id index, then each stored entity (and its ext). Each pass
-// is a run of independent loads, so the processor overlaps their cache
-// misses; the writes that follow find them in cache. The sum only keeps
-// the compiler from dropping the loads.
+// prefetchWrites loads what writing evs (at most writeAhead of them) will
+// read first, through WarmWrites.
 func (sm *StateMachine) prefetchWrites(evs []core.GeoEvent) {
-	var sum uint64
-	for i := range evs {
-		sum += sm.ids.touch(evs[i].EntityID)
+	var ids [writeAhead]core.Uint128
+	n := min(len(evs), writeAhead)
+	for i := range n {
+		ids[i] = evs[i].EntityID
 	}
-	for i := range evs {
-		if slot, ok := sm.ids.get(evs[i].EntityID); ok {
-			e, x := sm.store.pair(slot)
-			sum += e.id.Lo
-			if x != nil {
-				sum += uint64(x.hist)
-			}
-		}
-	}
-	sm.touchSink = sum
+	sm.WarmWrites(ids[:n])
 }
 
 // WarmWrites loads what writing events with these entity ids will read
-// first, as a batch's own writes do for its next events (prefetchWrites),
-// for a caller about to apply several small writes one after another (a
-// replica applying many single-event requests that one fsync committed):
-// their cache misses then overlap instead of each write waiting for its
-// own. It changes nothing, so calling it or not leaves every reply and the
-// state the same. ids holds at most writeAhead ids a call; the rest are
-// ignored.
+// first: each id's entry in the id index, then each stored entity (and its
+// ext). Each pass is a run of independent loads, so the processor overlaps
+// their cache misses, and the writes that follow find them in cache. A
+// batch's writes call it for their next events (prefetchWrites); a caller
+// about to apply several small writes one after another (a replica
+// applying the single-event requests that one fsync committed) calls it
+// for all of them. It changes nothing, so calling it or not leaves every
+// reply and the state the same. ids holds at most writeAhead ids a call;
+// the rest are ignored. The sum only keeps the compiler from dropping the
+// loads.
 func (sm *StateMachine) WarmWrites(ids []core.Uint128) {
 	ids = ids[:min(len(ids), writeAhead)]
 	var sum uint64
