@@ -244,14 +244,15 @@ func (r *Replica) Synced(index uint64, syncs int) {
 		return
 	}
 	var upTo uint64
-	for i := range n {
-		s := r.syncs[i]
-		r.syncs[i] = syncInFlight{}
+	for _, s := range r.syncs[:n] {
 		upTo = max(upTo, s.upTo)
-		r.durable = max(r.durable, min(index, upTo, r.lastIndex))
-		for _, m := range s.msgs {
+	}
+	r.durable = max(r.durable, min(index, upTo, r.lastIndex))
+	for i := range n {
+		for _, m := range r.syncs[i].msgs {
 			r.sendPeer(m.to, &m.msg)
 		}
+		r.syncs[i] = syncInFlight{}
 	}
 	r.syncs = r.syncs[n:]
 	if len(r.syncs) == 0 {

@@ -110,20 +110,27 @@ func TestRetryWhileInFlightIsAnsweredOnce(t *testing.T) {
 	}
 }
 
-// Every write goes to storage at once, with a Sync of its own, however
-// many Syncs are in flight (storage may answer them all with one fsync:
-// package io's group commit), and is answered only once a Sync that covers
-// it completes: storage that made more durable does not let the replica
-// answer writes that a later Sync covers.
-func TestWritesSyncWithoutWaitingForTheSyncInFlight(t *testing.T) {
+// fiftyWrites registers sessions on connections 1..50 and sends one
+// single-event write (op) on each, leaving every write's Sync in flight.
+func fiftyWrites(t *testing.T, op core.Operation) *node {
 	n := newNode(t, Config{})
 	var sessions []uint64
 	for c := core.ConnID(1); c <= 50; c++ {
 		sessions = append(sessions, n.register(c))
 	}
 	for i, s := range sessions {
-		n.send(core.ConnID(i+1), s, 1, core.OpInsert, insertReq(ev(uint64(i+1), 1, 1)))
+		n.send(core.ConnID(i+1), s, 1, op, insertReq(ev(uint64(i+1), 1, 1)))
 	}
+	return n
+}
+
+// Every write goes to storage at once, with a Sync of its own, however
+// many Syncs are in flight (storage may answer them all with one fsync:
+// package io's group commit), and is answered only once a Sync that covers
+// it completes: storage that made more durable does not let the replica
+// answer writes that a later Sync covers.
+func TestWritesSyncWithoutWaitingForTheSyncInFlight(t *testing.T) {
+	n := fiftyWrites(t, core.OpInsert)
 	if n.io.syncs != 50 || len(n.io.written) != 50 {
 		t.Fatalf("%d syncs in flight and %d entries written, want 50 of each", n.io.syncs, len(n.io.written))
 	}
@@ -143,14 +150,7 @@ func TestWritesSyncWithoutWaitingForTheSyncInFlight(t *testing.T) {
 // fsync): every write they cover is answered then, and a count larger than
 // the Syncs in flight answers those there are.
 func TestOneSyncedAnswersTheSyncsItCounts(t *testing.T) {
-	n := newNode(t, Config{})
-	var sessions []uint64
-	for c := core.ConnID(1); c <= 50; c++ {
-		sessions = append(sessions, n.register(c))
-	}
-	for i, s := range sessions {
-		n.send(core.ConnID(i+1), s, 1, core.OpUpsert, insertReq(ev(uint64(i+1), 1, 1)))
-	}
+	n := fiftyWrites(t, core.OpUpsert)
 	idx := n.io.completeSync()
 	n.io.syncs -= 29 // the one fsync served 30 Syncs
 	n.r.Synced(idx, 30)

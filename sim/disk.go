@@ -16,10 +16,10 @@ import (
 // with Synced. Syncs that complete at the same tick are answered together,
 // with one Synced, as production storage's group commit answers the Syncs
 // one fsync served (unless a snapshot is being written, which a Sync asked
-// after it must not overtake). A crash keeps a random prefix of the pending log writes (a
-// torn tail) and, independently, a random prefix of the pending hard-state
-// saves (the hard state is its own atomically replaced file), and nothing
-// else.
+// after it must not overtake). A crash keeps a random prefix of the
+// pending log writes (a torn tail) and, independently, a random prefix of
+// the pending hard-state saves (the hard state is its own atomically
+// replaced file), and nothing else.
 //
 // Snapshots are written in the order of the other writes, as production
 // storage does: a SaveSnapshot completes after a random latency, a Sync
