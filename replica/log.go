@@ -52,6 +52,7 @@ type raftLog struct {
 	log            []core.LogEntry
 	shed           uint64
 	shedTerms      []termRun
+	shedBatch      uint64 // how many dropped entries shedDropped moves out of log at a time (Config.ShedBatch)
 	lastIndex      uint64
 	durable        uint64
 	commit         uint64
@@ -75,10 +76,6 @@ type raftLog struct {
 // termRun says that the shed entries from first up to the next run's
 // first (or to the last shed entry) have term.
 type termRun struct{ first, term uint64 }
-
-// shedBatch is how many dropped entries shedDropped moves out of log at a
-// time.
-const shedBatch = 4096
 
 // syncInFlight is a Sync storage has not answered yet: the last index it
 // covers and the messages to send once it completes.
@@ -135,7 +132,7 @@ func (l *raftLog) shedTerm(index uint64) uint64 {
 // once there are shedBatch of them.
 func (l *raftLog) shedDropped() {
 	f := l.first()
-	if l.dropped < f || l.dropped-f+1 < shedBatch {
+	if l.dropped < f || l.dropped-f+1 < l.shedBatch {
 		return
 	}
 	n := l.dropped - f + 1

@@ -15,7 +15,7 @@ import (
 // entryAt returns the entry (with its Data unless dropped).
 func TestLogTermsAgainstAModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		var l raftLog
+		l := raftLog{shedBatch: rapid.SampledFrom([]uint64{1, 3, 64, 4096}).Draw(t, "shedBatch")}
 		var model []uint64 // model[i] is the term of index i+1; indices up to base are gone
 		term := uint64(1)
 		data := []byte{1}
@@ -51,7 +51,7 @@ func TestLogTermsAgainstAModel(t *testing.T) {
 				}
 				n := rapid.IntRange(1, 50).Draw(t, "n")
 				if rapid.Bool().Draw(t, "long") {
-					n += shedBatch
+					n += int(l.shedBatch)
 				}
 				for range n {
 					idx := l.lastIndex + 1

@@ -32,6 +32,12 @@ type Config struct {
 	SnapshotMinBytes uint64 // default 256 MiB
 	SnapshotEvery    uint64
 
+	// ShedBatch is how many applied entries that gave up their data the
+	// in-memory log lets go of at a time, keeping only their terms
+	// (default 4,096). The simulator sets it small, so that its short runs
+	// shed as a long-running server does.
+	ShedBatch uint64
+
 	// Raft timing. A follower that hears nothing from a leader for a
 	// random time in [ElectionTimeoutNS, 2*ElectionTimeoutNS) starts an
 	// election (after a pre-vote); a leader sends heartbeats every
@@ -47,6 +53,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxPendingEntries <= 0 {
 		c.MaxPendingEntries = 4_096
+	}
+	if c.ShedBatch == 0 {
+		c.ShedBatch = 4096
 	}
 	if c.SnapshotMinBytes == 0 {
 		c.SnapshotMinBytes = 256 << 20
@@ -196,6 +205,7 @@ func New(cfg Config, io core.IO, clock core.Clock, rng core.Rand, rec Recovered)
 		leader:   NoLeader,
 		role:     Follower,
 	}
+	r.shedBatch = cfg.ShedBatch
 	r.lastCleanupNS = r.startNS
 	r.raftClock, r.lastTickNS = r.startNS, r.startNS
 	if rec.Snapshot != nil {

@@ -101,6 +101,7 @@ type runConfig struct {
 	maxPending        int
 	snapshotEvery     uint64
 	snapshotMinBytes  uint64
+	shedBatch         uint64
 	cleanupEveryNS    uint64
 	electionTimeoutNS uint64
 	heartbeatNS       uint64
@@ -154,8 +155,10 @@ func newRunConfig(r *rand.Rand, opts Options) runConfig {
 		snapshotEvery: pick(r, uint64(0), 0, 40, 7),
 		// With snapshotEvery 0, snapshots go by bytes applied.
 		snapshotMinBytes: pick(r, uint64(0), 4<<10, 64<<10),
-		cleanupEveryNS:   pick(r, uint64(0), 1_000_000_000, 300_000_000),
-		clockRealBase:    1_700_000_000_000_000_000 + r.Uint64N(365*24*3600)*1_000_000_000,
+		// Small enough that runs of a few thousand entries shed.
+		shedBatch:      pick(r, uint64(1), 16, 256),
+		cleanupEveryNS: pick(r, uint64(0), 1_000_000_000, 300_000_000),
+		clockRealBase:  1_700_000_000_000_000_000 + r.Uint64N(365*24*3600)*1_000_000_000,
 
 		requestTimeout:   pick(r, int64(200), 400, 800),
 		newConnOnTimeout: pick(r, 0, 0.3),
@@ -279,7 +282,7 @@ func (c runConfig) String() string {
 		fmt.Fprintf(&b, "damage/crash=%.2f ", c.damagePerCrash)
 		fmt.Fprintf(&b, "readfail=%.2f ", c.readFail)
 	}
-	fmt.Fprintf(&b, "replica(sessions=%d pending=%d snapEvery=%d snapBytes=%d cleanupNS=%d) client(timeout=%d reconnect<=%d think<=%d new=%.3f) ttl=%.2f invalid=%.2f",
-		c.maxSessions, c.maxPending, c.snapshotEvery, c.snapshotMinBytes, c.cleanupEveryNS, c.requestTimeout, c.reconnectMax, c.thinkMax, c.newInstance, c.ttlShare, c.invalidShare)
+	fmt.Fprintf(&b, "replica(sessions=%d pending=%d snapEvery=%d snapBytes=%d shed=%d cleanupNS=%d) client(timeout=%d reconnect<=%d think<=%d new=%.3f) ttl=%.2f invalid=%.2f",
+		c.maxSessions, c.maxPending, c.snapshotEvery, c.snapshotMinBytes, c.shedBatch, c.cleanupEveryNS, c.requestTimeout, c.reconnectMax, c.thinkMax, c.newInstance, c.ttlShare, c.invalidShare)
 	return b.String()
 }

@@ -262,6 +262,7 @@ func newWorld(seed int64, ticks int64, opts Options) *world {
 			MaxPendingEntries: w.cfg.maxPending,
 			SnapshotEvery:     w.cfg.snapshotEvery,
 			SnapshotMinBytes:  w.cfg.snapshotMinBytes,
+			ShedBatch:         w.cfg.shedBatch,
 			CleanupEveryNS:    w.cfg.cleanupEveryNS,
 			ElectionTimeoutNS: w.cfg.electionTimeoutNS,
 			HeartbeatNS:       w.cfg.heartbeatNS,
