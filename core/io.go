@@ -48,6 +48,16 @@ type IO interface {
 	// retries. The frame is queued as it is: the caller must not modify it
 	// afterwards.
 	SendClient(conn ConnID, frame []byte)
+	// SendReply is SendClient for a frame that the caller keeps no
+	// reference to: once it is written, IO may hand its memory out again
+	// from ReplyBuffer. (A reply cached for a retry goes by SendClient.)
+	SendReply(conn ConnID, frame []byte)
+	// ReplyBuffer returns an empty buffer to encode a frame for SendReply
+	// into: the memory of a frame written before when IO has one, else
+	// nil (append allocates). Query replies run to tens of kilobytes, and
+	// fresh memory for each costs the loop its allocation and clearing and
+	// the process a collection every few hundred megabytes.
+	ReplyBuffer() []byte
 	// SendPeer queues one frame (a replica-to-replica message, type
 	// 64..127, whose header's client id is the sender's replica index) for
 	// replica `to`, given as one or more pieces that are its bytes back to

@@ -51,6 +51,11 @@ type sendQueue struct {
 	// for that while it reads.
 	hardBytes int
 	lastTake  time.Time
+	// reusable are the frames queued whose memory may serve again once
+	// written (pushFrame); written, those the writer took with its last
+	// poll, which only the writer reads.
+	reusable [][]byte
+	written  [][]byte
 }
 
 // clientQueueSlack is how many times SendQueueBytes a client connection's
@@ -74,7 +79,15 @@ const (
 // maxFrames frames, or f would take it over maxBytes (over hardBytes, or
 // over maxBytes when the writer has taken nothing for drainGrace). An empty
 // queue always takes a frame, however large.
-func (q *sendQueue) push(f ...[]byte) pushResult {
+func (q *sendQueue) push(f ...[]byte) pushResult { return q.pushPieces(f, false) }
+
+// pushFrame queues the one-piece frame f as push does; when reuse is set,
+// the writer hands its memory back to the server once it is written.
+func (q *sendQueue) pushFrame(f []byte, reuse bool) pushResult {
+	return q.pushPieces([][]byte{f}, reuse)
+}
+
+func (q *sendQueue) pushPieces(f [][]byte, reuse bool) pushResult {
 	size := 0
 	for _, p := range f {
 		size += len(p)
@@ -89,6 +102,9 @@ func (q *sendQueue) push(f ...[]byte) pushResult {
 		return queueFull
 	}
 	q.frames = append(q.frames, f...)
+	if reuse {
+		q.reusable = append(q.reusable, f[0])
+	}
 	q.count++
 	q.bytes += size
 	q.mu.Unlock()
@@ -136,6 +152,7 @@ func (q *sendQueue) poll(spare [][]byte) (frames [][]byte, ok bool) {
 		return nil, true
 	}
 	frames, q.frames, q.count, q.bytes = q.frames, spare[:0], 0, 0
+	q.written, q.reusable = q.reusable, q.written[:0]
 	if q.hardBytes > q.maxBytes {
 		q.lastTake = time.Now()
 	}
@@ -449,6 +466,10 @@ func (s *Server) write(c *conn) {
 			return
 		}
 		err := s.writeFrames(c.nc, frames)
+		for i, b := range c.q.written {
+			s.reuseReply(b)
+			c.q.written[i] = nil
+		}
 		spare = frames[:0]
 		if err != nil {
 			s.log.Debug("write failed; resetting the connection", zap.Uint64("conn", uint64(c.id)), zap.Error(err))

@@ -106,6 +106,10 @@ type Server struct {
 	// (tests observe the transport by replacing it before Run).
 	peerFrame func(h core.Header, payload []byte)
 
+	// replyBufs holds the memory of written replies (core.IO.SendReply)
+	// for the loop to encode replies into again (core.IO.ReplyBuffer).
+	replyBufs chan []byte
+
 	besideDone chan func()    // the answers of work done beside the loop, for the loop to run
 	loopDone   chan struct{}  // closed when the loop has exited (or never will run)
 	stop       chan struct{}  // closed by Close
@@ -171,6 +175,7 @@ func Open(dir string, opts Options) (s *Server, err error) {
 		events:     make(chan netEvent, 256),
 		conns:      make(map[core.ConnID]*conn),
 		status:     replica.Status{Leader: replica.NoLeader},
+		replyBufs:  make(chan []byte, reusedReplies),
 		besideDone: make(chan func(), 1),
 		loopDone:   make(chan struct{}),
 		stop:       make(chan struct{}),
@@ -531,8 +536,43 @@ type replicaIO struct{ s *Server }
 
 var _ core.IO = replicaIO{}
 
-func (rio replicaIO) SendClient(id core.ConnID, frame []byte) {
-	s := rio.s
+func (rio replicaIO) SendClient(id core.ConnID, frame []byte) { rio.s.sendClient(id, frame, false) }
+
+// SendReply queues frame as SendClient does; once the connection's writer
+// has written it, its memory goes back to the server's spare reply buffers.
+// (An in-process connection's owner keeps what it is sent.)
+func (rio replicaIO) SendReply(id core.ConnID, frame []byte) { rio.s.sendClient(id, frame, true) }
+
+func (rio replicaIO) ReplyBuffer() []byte {
+	select {
+	case b := <-rio.s.replyBufs:
+		return b
+	default:
+		return nil
+	}
+}
+
+const (
+	// reusedReplies bounds the spare reply buffers the server keeps, and
+	// maxReusedReply the size of one: a rare megabyte result gets fresh
+	// memory rather than staying held.
+	reusedReplies  = 256
+	maxReusedReply = 64 << 10
+)
+
+// reuseReply hands b, written, back to the spare reply buffers, unless
+// they are full or b is too large to keep.
+func (s *Server) reuseReply(b []byte) {
+	if cap(b) > maxReusedReply {
+		return
+	}
+	select {
+	case s.replyBufs <- b[:0]:
+	default:
+	}
+}
+
+func (s *Server) sendClient(id core.ConnID, frame []byte, reuse bool) {
 	c := s.conns[id]
 	if c == nil || c.dead {
 		return // closed: the client retries
@@ -541,7 +581,7 @@ func (rio replicaIO) SendClient(id core.ConnID, frame []byte) {
 		s.sendLocal(c, frame)
 		return
 	}
-	if c.q.push(frame) == queueFull {
+	if c.q.pushFrame(frame, reuse) == queueFull {
 		c.dead = true
 		c.q.close()
 		abort(c.nc) // the reader reports the close

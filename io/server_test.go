@@ -738,3 +738,53 @@ func TestFramesArrivingTogetherAreEachAnswered(t *testing.T) {
 	}
 	s.stop(t)
 }
+
+// TestRepliesLendTheirMemoryOnlyOnceWritten: the memory of a read's reply
+// (core.IO.SendReply) comes back to the loop once the connection's writer
+// has written it, and later replies are encoded into it; a write's reply,
+// which its session keeps for a retry, never does. A retry of the write
+// after many reads then still gets its reply intact.
+func TestRepliesLendTheirMemoryOnlyOnceWritten(t *testing.T) {
+	s := serve(t, formatDir(t), Options{})
+	c := dial(t, s.Addr())
+	c.register(testCluster)
+	const n = 50
+	var evs []core.GeoEvent
+	for i := range n {
+		evs = append(evs, event(i))
+	}
+	insertPayload, err := core.AppendRequestMessage(nil, core.OpInsert, &core.InsertRequest{Events: evs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.req++
+	insertReq := c.req
+	c.send(core.Header{ClientID: c.session, Request: insertReq, Type: core.MsgRequest}, insertPayload)
+	h, first := c.recv()
+	if h.Type != core.MsgReply {
+		t.Fatalf("insert: %v: %s", h.Type, errText(first))
+	}
+	first = bytes.Clone(first)
+	for round := range 3 {
+		for i := range n {
+			c.checkLatest(i)
+		}
+		if round == 0 {
+			// The writer hands a reply's memory back just after writing it,
+			// which may be after the client has read it.
+			deadline := time.Now().Add(5 * time.Second)
+			for len(s.replyBufs) == 0 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			if len(s.replyBufs) == 0 {
+				t.Fatal("no written reply's memory came back")
+			}
+		}
+	}
+	// The retry is answered from the session's cache.
+	c.send(core.Header{ClientID: c.session, Request: insertReq, Type: core.MsgRequest}, insertPayload)
+	h, again := c.recv()
+	if h.Type != core.MsgReply || h.Request != insertReq || !bytes.Equal(again, first) {
+		t.Fatalf("retried insert: %v request %d, %d bytes, want the first reply's %d", h.Type, h.Request, len(again), len(first))
+	}
+}

@@ -52,6 +52,9 @@ func (m *memIO) SendClient(conn core.ConnID, frame []byte) {
 	m.sent[conn] = append(m.sent[conn], slices.Clone(frame))
 }
 
+func (m *memIO) SendReply(conn core.ConnID, frame []byte) { m.SendClient(conn, frame) }
+func (m *memIO) ReplyBuffer() []byte                      { return nil }
+
 func (m *memIO) SendPeer(to uint32, frame ...[]byte) {}
 
 func testRand() core.Rand { return rand.New(rand.NewPCG(1, 2)) }

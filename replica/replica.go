@@ -536,20 +536,29 @@ func (r *Replica) rewait(h core.Header, to dest) {
 	}
 }
 
+// reply answers a request whose reply no session keeps (a read, a local
+// operation, a request refused before it was logged).
 func (r *Replica) reply(to dest, h core.Header, op core.Operation, reply any, err error) {
-	frame, _, encErr := replyFrame(h, op, reply, err)
+	frame, _, encErr := replyFrame(r.io.ReplyBuffer(), h, op, reply, err)
 	if encErr != nil {
 		r.sendError(to, h, core.InternalError, "encoding the reply: %v", encErr)
+		return
+	}
+	if to.via == r.self {
+		r.io.SendReply(to.conn, frame) // nothing keeps it: its memory may serve again
 		return
 	}
 	r.sendFrame(to, frame)
 }
 
-// replyFrame encodes op's reply straight into a frame answering h (a query
-// result can be a megabyte: no second copy) and returns the frame and its
-// payload, which aliases it.
-func replyFrame(h core.Header, op core.Operation, reply any, opErr error) (frame, payload []byte, err error) {
-	b, start := core.BeginFrame(make([]byte, 0, 512))
+// replyFrame encodes op's reply straight into a frame answering h, appended
+// to buf[:0] (a query result can be a megabyte: no second copy), and
+// returns the frame and its payload, which aliases it.
+func replyFrame(buf []byte, h core.Header, op core.Operation, reply any, opErr error) (frame, payload []byte, err error) {
+	if cap(buf) < 512 {
+		buf = make([]byte, 0, 512)
+	}
+	b, start := core.BeginFrame(buf[:0])
 	if b, err = core.AppendReplyMessage(b, op, reply, opErr); err != nil {
 		return nil, nil, err
 	}
@@ -623,7 +632,7 @@ func (r *Replica) apply(le core.LogEntry) error {
 		if e.session == 0 && e.op == core.OpCleanupExpired && opErr == nil {
 			r.cleanupBacklog = reply.(core.CleanupReply).Scanned >= core.DefaultCleanupLimit
 		}
-		frame, payload, err := replyFrame(core.Header{ClientID: w.h.ClientID, Request: w.h.Request}, e.op, reply, opErr)
+		frame, payload, err := replyFrame(nil, core.Header{ClientID: w.h.ClientID, Request: w.h.Request}, e.op, reply, opErr)
 		if err != nil {
 			return fmt.Errorf("encoding the reply of log entry %d: %w", le.Index, err)
 		}

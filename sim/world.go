@@ -87,6 +87,9 @@ type node struct {
 	rand  *rand.Rand // the replica's own seeded source (election jitter)
 	cfg   replica.Config
 	conns []*conn // open connections, in opening order
+	// spareReply is the memory of the last frame sent with SendReply,
+	// poisoned, for ReplyBuffer to hand out again.
+	spareReply []byte
 
 	// For the checkers on the replicas (convergence.go).
 	noted                   bool   // a digest was noted in this incarnation,
@@ -102,6 +105,24 @@ type node struct {
 type nodeIO struct{ n *node }
 
 func (io nodeIO) SendClient(c core.ConnID, frame []byte) { io.n.w.fromReplica(io.n, c, frame) }
+
+// SendReply sends a copy of frame and poisons frame itself, which the
+// replica promised not to keep, before ReplyBuffer hands its memory out
+// again: a replica that kept a reply sent this way (say, cached for a
+// retry) would answer with garbage, which the clients' checks catch.
+func (io nodeIO) SendReply(c core.ConnID, frame []byte) {
+	io.SendClient(c, bytes.Clone(frame))
+	for i := range frame {
+		frame[i] = 0xa5
+	}
+	io.n.spareReply = frame[:0]
+}
+
+func (io nodeIO) ReplyBuffer() []byte {
+	b := io.n.spareReply
+	io.n.spareReply = nil
+	return b
+}
 func (io nodeIO) SendPeer(to uint32, frame ...[]byte) {
 	io.n.w.sendPeer(io.n, to, bytes.Join(frame, nil))
 }

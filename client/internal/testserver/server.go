@@ -434,6 +434,8 @@ type memIO struct {
 }
 
 func (m *memIO) SendClient(id core.ConnID, frame []byte) { m.s.send(id, frame) }
+func (m *memIO) SendReply(id core.ConnID, frame []byte)  { m.s.send(id, frame) }
+func (m *memIO) ReplyBuffer() []byte                     { return nil }
 func (m *memIO) SendPeer(uint32, ...[]byte)              {} // a cluster of one
 
 func (m *memIO) AppendLog(entries []core.LogEntry) {
