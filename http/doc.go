@@ -104,8 +104,10 @@
 // [ClientBackend] keeps DefaultPoolSize (64) sessions, so concurrent HTTP
 // requests do not queue behind one session; each session registers once,
 // numbers its requests and retries as the Go client does (the replica
-// deduplicates a resent write), and the replica packs concurrent writes
-// into shared log entries and fsyncs.
+// deduplicates a resent write). Each request is a log entry of its own,
+// with its own results, but concurrent requests share their writes to the
+// log and their fsyncs: storage makes one fsync serve every Sync queued
+// while the one before it ran (group commit, package io).
 //
 // # Serving
 //
