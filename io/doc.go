@@ -49,9 +49,12 @@
 //     connection to one frame in the loop's queue). A bad frame (length,
 //     checksum, version, type) closes the connection. A writer drains its
 //     connection's bounded send queue, writing every frame queued so far
-//     with one writev. SendClient never blocks the loop: when a
-//     connection's queue is full (a client that does not read), the
-//     connection is closed.
+//     with one writev, and then hands the memory of the replies sent
+//     with SendReply (which nothing else keeps) back to the server's
+//     spare reply buffers, where ReplyBuffer finds it for the next
+//     replies. SendClient never blocks the loop: when a connection's
+//     queue is full (a client that does not read), the connection is
+//     closed.
 //   - In-process client connections (Server.DialLocal, a LocalConn: the
 //     HTTP gateway's) have no goroutine of their own: the caller's
 //     Exchange puts the frame on the loop's channel, as a reader does, and
