@@ -106,6 +106,14 @@ type Server struct {
 	// (tests observe the transport by replacing it before Run).
 	peerFrame func(h core.Header, payload []byte)
 
+	// replay is the log recovered after the snapshot, which the replica
+	// applies before it answers clients (loop-owned; to is 0 once it has).
+	replay struct {
+		to      uint64 // the last recovered entry's index
+		entries int
+		start   time.Time
+	}
+
 	// replyBufs holds the memory of written replies (core.IO.SendReply)
 	// for the loop to encode replies into again (core.IO.ReplyBuffer).
 	replyBufs chan []byte
@@ -197,6 +205,9 @@ func Open(dir string, opts Options) (s *Server, err error) {
 		return nil, fmt.Errorf("start the replica on what %s holds: %w", dir, err)
 	}
 	s.peerFrame = s.r.ReceivePeer
+	if n := len(rec.Entries); n > 0 {
+		s.replay.to, s.replay.entries = rec.Entries[n-1].Index, n
+	}
 	go s.disk.run()
 	lg.Info("listening", zap.String("cluster", info.Cluster.String()), zap.Stringer("address", ln.Addr()),
 		zap.Uint32("replica_count", info.ReplicaCount), zap.String("data", dir))
@@ -394,6 +405,11 @@ func (s *Server) loop(ctx context.Context) error {
 	tick := time.NewTicker(s.opts.TickInterval)
 	defer tick.Stop()
 	s.logStatus()
+	if s.replay.to > 0 {
+		s.replay.start = time.Now()
+		s.log.Info("applying the log recovered after the snapshot",
+			zap.Int("entries", s.replay.entries), zap.Uint64("last_index", s.replay.to))
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -424,6 +440,11 @@ func (s *Server) loop(ctx context.Context) error {
 			return fmt.Errorf("replica: %w", err)
 		}
 		s.logStatus()
+		if s.replay.to > 0 && s.r.Status().Applied >= s.replay.to {
+			s.log.Info("applied the recovered log", zap.Int("entries", s.replay.entries),
+				zap.Duration("took", time.Since(s.replay.start).Round(time.Millisecond)))
+			s.replay.to = 0
+		}
 	}
 }
 

@@ -274,6 +274,8 @@ func TestRecoveryFromSnapshotAndLog(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "log-00000000000000000001.seg")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the first segment was not compacted away: %v", err)
 	}
+	obs, logs := observer.New(zap.InfoLevel)
+	opts.Logger = zap.New(obs)
 	s = serve(t, dir, opts)
 	c = dial(t, s.Addr())
 	c.register(testCluster)
@@ -281,6 +283,15 @@ func TestRecoveryFromSnapshotAndLog(t *testing.T) {
 		c.checkLatest(i)
 	}
 	s.stop(t)
+	// The entries after the snapshot are replayed, and the log says so,
+	// before and after.
+	before := logs.FilterMessage("applying the log recovered after the snapshot").All()
+	if len(before) != 1 || before[0].ContextMap()["entries"].(int64) < 1 {
+		t.Fatalf("no replay announced: %v", before)
+	}
+	if after := logs.FilterMessage("applied the recovered log").All(); len(after) != 1 || after[0].ContextMap()["entries"] != before[0].ContextMap()["entries"] {
+		t.Fatalf("replay: announced %v, done %v", before, after)
+	}
 }
 
 func TestTornTailIsTruncatedAndLogged(t *testing.T) {
