@@ -112,6 +112,7 @@ type Server struct {
 		to      uint64 // the last recovered entry's index
 		entries int
 		start   time.Time
+		logged  time.Time // the last progress line
 	}
 
 	// replyBufs holds the memory of written replies (core.IO.SendReply)
@@ -407,15 +408,25 @@ func (s *Server) loop(ctx context.Context) error {
 	s.logStatus()
 	if s.replay.to > 0 {
 		s.replay.start = time.Now()
+		s.replay.logged = s.replay.start
 		s.log.Info("applying the log recovered after the snapshot",
 			zap.Int("entries", s.replay.entries), zap.Uint64("last_index", s.replay.to))
 	}
 	for {
+		// While committed entries wait to be applied (a restart's recovered
+		// log), applying the next part is one more input, ready at once:
+		// the select takes it in turn with the others.
+		var backlog <-chan struct{}
+		if s.r.Backlog() {
+			backlog = alwaysReady
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-s.stop:
 			return nil
+		case <-backlog:
+			s.r.ApplyMore()
 		case ev := <-s.events:
 			s.handle(ev)
 		case c := <-s.disk.done:
@@ -440,11 +451,32 @@ func (s *Server) loop(ctx context.Context) error {
 			return fmt.Errorf("replica: %w", err)
 		}
 		s.logStatus()
-		if s.replay.to > 0 && s.r.Status().Applied >= s.replay.to {
-			s.log.Info("applied the recovered log", zap.Int("entries", s.replay.entries),
-				zap.Duration("took", time.Since(s.replay.start).Round(time.Millisecond)))
-			s.replay.to = 0
+		if s.replay.to > 0 {
+			s.logReplay()
 		}
+	}
+}
+
+// alwaysReady is a closed channel: a select case on it is always ready.
+var alwaysReady = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// replayProgressEvery is how often the server logs how far it has applied
+// the log recovered after the snapshot.
+const replayProgressEvery = 5 * time.Second
+
+// logReplay logs that the replica has applied the log recovered after the
+// snapshot, once it has, and how far it has got every
+// replayProgressEvery until then.
+func (s *Server) logReplay() {
+	applied := s.r.Status().Applied
+	switch {
+	case applied >= s.replay.to:
+		s.log.Info("applied the recovered log", zap.Int("entries", s.replay.entries),
+			zap.Duration("took", time.Since(s.replay.start).Round(time.Millisecond)))
+		s.replay.to = 0
+	case time.Since(s.replay.logged) >= replayProgressEvery:
+		s.replay.logged = time.Now()
+		s.log.Info("applying the recovered log", zap.Uint64("applied", applied), zap.Uint64("last_index", s.replay.to))
 	}
 }
 

@@ -258,14 +258,8 @@ func TestRecoveryFromSnapshotAndLog(t *testing.T) {
 	dir := formatDir(t)
 	opts := Options{SegmentBytes: 512}
 	opts.Replica.SnapshotEvery = 5
-	s := serve(t, dir, opts)
-	c := dial(t, s.Addr())
-	c.register(testCluster)
 	const n = 40
-	for i := range n {
-		c.insert(event(i))
-	}
-	s.stop(t)
+	writeAndStop(t, dir, opts, n)
 
 	snaps, _ := filepath.Glob(filepath.Join(dir, "snapshot-*.snap"))
 	if len(snaps) == 0 || len(snaps) > 2 {
@@ -274,20 +268,57 @@ func TestRecoveryFromSnapshotAndLog(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "log-00000000000000000001.seg")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the first segment was not compacted away: %v", err)
 	}
-	obs, logs := observer.New(zap.InfoLevel)
-	opts.Logger = zap.New(obs)
-	s = serve(t, dir, opts)
-	c = dial(t, s.Addr())
+	checkAndStop(t, dir, opts, n)
+}
+
+// writeAndStop serves dir with opts, inserts events 0..n-1 (one request
+// each) and stops the server.
+func writeAndStop(t *testing.T, dir string, opts Options, n int) {
+	t.Helper()
+	withClient(t, dir, opts, func(c *rawClient) {
+		for i := range n {
+			c.insert(event(i))
+		}
+	})
+}
+
+// checkAndStop serves dir with opts, checks that events 0..n-1 are the
+// latest positions, and stops the server.
+func checkAndStop(t *testing.T, dir string, opts Options, n int) {
+	t.Helper()
+	withClient(t, dir, opts, func(c *rawClient) {
+		for i := range n {
+			c.checkLatest(i)
+		}
+	})
+}
+
+// withClient serves dir with opts, runs f with a registered client and
+// stops the server.
+func withClient(t *testing.T, dir string, opts Options, f func(c *rawClient)) {
+	t.Helper()
+	s := serve(t, dir, opts)
+	c := dial(t, s.Addr())
 	c.register(testCluster)
-	for i := range n {
-		c.checkLatest(i)
-	}
+	f(c)
 	s.stop(t)
-	// The entries after the snapshot are replayed, and the log says so,
-	// before and after.
+}
+
+// TestRecoveredLogIsAppliedInParts: a restart's recovered log (here the
+// whole of it: no snapshot) is applied a few entries per loop input
+// (MaxApplyEntries), every write is there afterwards, and the log says
+// when the replay starts and when it is done.
+func TestRecoveredLogIsAppliedInParts(t *testing.T) {
+	dir := formatDir(t)
+	const n = 40
+	writeAndStop(t, dir, Options{}, n)
+	obs, logs := observer.New(zap.InfoLevel)
+	opts := Options{Logger: zap.New(obs)}
+	opts.Replica.MaxApplyEntries = 3
+	checkAndStop(t, dir, opts, n)
 	before := logs.FilterMessage("applying the log recovered after the snapshot").All()
-	if len(before) != 1 || before[0].ContextMap()["entries"].(int64) < 1 {
-		t.Fatalf("no replay announced: %v", before)
+	if len(before) != 1 || before[0].ContextMap()["entries"].(int64) < n {
+		t.Fatalf("replay announced: %v, want one line for at least %d entries", before, n)
 	}
 	if after := logs.FilterMessage("applied the recovered log").All(); len(after) != 1 || after[0].ContextMap()["entries"] != before[0].ContextMap()["entries"] {
 		t.Fatalf("replay: announced %v, done %v", before, after)

@@ -129,6 +129,10 @@ func (c *cluster) step() {
 			if !cn.io.holdBeside && cn.io.completeBeside(cn.r) {
 				busy = true
 			}
+			for cn.r.Backlog() {
+				busy = true
+				cn.r.ApplyMore()
+			}
 			for len(cn.io.saved) > 0 {
 				busy = true
 				idx := cn.io.saved[0]

@@ -9,7 +9,9 @@
 // a storage completion ([Replica.Synced], [Replica.SnapshotSaved],
 // [Replica.LogRead]), a
 // snapshot encoded or decoded away from it ([Replica.SnapshotEncoded],
-// [Replica.SnapshotDecoded]) — and
+// [Replica.SnapshotDecoded]), the next part of a backlog of committed
+// entries ([Replica.ApplyMore], while [Replica.Backlog] says there is
+// one: an input applies at most Config.MaxApplyEntries) — and
 // everything it does to the world goes through the [core.IO] it was given.
 // It never blocks, never starts a goroutine, never reads a clock but the
 // [core.Clock] it was given and never draws randomness but from the

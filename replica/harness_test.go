@@ -198,13 +198,17 @@ func newNode(t *testing.T, cfg Config) *node {
 	return n
 }
 
-// settle completes Syncs and snapshot encodings until none is in flight.
+// settle completes Syncs and snapshot encodings until none is in flight,
+// and has the replica apply its backlog.
 func (n *node) settle() {
-	for n.io.syncs > 0 || len(n.io.beside) > 0 {
+	for n.io.syncs > 0 || len(n.io.beside) > 0 || n.r.Backlog() {
 		for n.io.syncs > 0 {
 			n.r.Synced(n.io.completeSync(), 1)
 		}
 		n.io.completeBeside(n.r)
+		for n.r.Backlog() {
+			n.r.ApplyMore()
+		}
 	}
 }
 

@@ -266,17 +266,22 @@ func (r *Replica) Synced(index uint64, syncs int) {
 	r.maybeSnapshot()
 }
 
-// applyCommitted applies the committed entries not yet applied, then
-// answers what waited for them, then takes a snapshot when one is due.
+// applyCommitted applies the committed entries not yet applied, up to
+// Config.MaxApplyEntries of them or maxApplyBytes of their data (the rest
+// wait for ApplyMore: see Backlog), then answers what waited for them,
+// then takes a snapshot when one is due.
 func (r *Replica) applyCommitted() {
-	for r.applied < r.commit {
+	n, size := 0, 0
+	for r.applied < r.commit && n < r.cfg.MaxApplyEntries && size < maxApplyBytes {
 		if r.applied >= r.warmedTo {
 			r.warmWrites()
 		}
-		if err := r.apply(r.entryAt(r.applied + 1)); err != nil {
+		le := r.entryAt(r.applied + 1)
+		if err := r.apply(le); err != nil {
 			r.failed = err
 			return
 		}
+		n, size = n+1, size+len(le.Data)
 	}
 	r.dropData()
 	if r.role == Leader {
@@ -291,6 +296,11 @@ func (r *Replica) applyCommitted() {
 	}
 	r.maybeSnapshot()
 }
+
+// maxApplyBytes bounds the entries' data one input applies (see
+// Config.MaxApplyEntries): 64 MiB is about 50 of the largest batches, a few
+// hundred milliseconds of work.
+const maxApplyBytes = 64 << 20
 
 // warmAhead is how many committed entries warmWrites looks ahead, and
 // warmMaxEvents the most events of a request it warms: a larger request

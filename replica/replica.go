@@ -32,6 +32,13 @@ type Config struct {
 	SnapshotMinBytes uint64 // default 256 MiB
 	SnapshotEvery    uint64
 
+	// MaxApplyEntries bounds the committed entries one input applies
+	// (default 4,096; a byte bound of maxApplyBytes holds as well): a long
+	// backlog, such as the log a restart recovers, is applied a part per
+	// input, with the driver's ticks and messages in between, the driver
+	// calling ApplyMore while Backlog says so. The simulator sets it small.
+	MaxApplyEntries int
+
 	// ShedBatch is how many applied entries that gave up their data the
 	// in-memory log lets go of at a time, keeping only their terms
 	// (default 4,096). The simulator sets it small, so that its short runs
@@ -53,6 +60,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxPendingEntries <= 0 {
 		c.MaxPendingEntries = 4_096
+	}
+	if c.MaxApplyEntries <= 0 {
+		c.MaxApplyEntries = 4096
 	}
 	if c.ShedBatch == 0 {
 		c.ShedBatch = 4096
@@ -260,6 +270,20 @@ func New(cfg Config, io core.IO, clock core.Clock, rng core.Rand, rec Recovered)
 
 // Err is the reason the replica stopped, or nil while it runs.
 func (r *Replica) Err() error { return r.failed }
+
+// Backlog reports whether committed entries wait to be applied because the
+// inputs that committed them each applied only their part
+// (Config.MaxApplyEntries). The driver then calls ApplyMore, taking the
+// other inputs that are ready first or in turn.
+func (r *Replica) Backlog() bool { return r.failed == nil && r.applied < r.commit }
+
+// ApplyMore is the input that applies the next part of the backlog.
+func (r *Replica) ApplyMore() {
+	if r.failed != nil {
+		return
+	}
+	r.applyCommitted()
+}
 
 // AppliedIndex is the index of the last entry applied.
 func (r *Replica) AppliedIndex() uint64 { return r.applied }

@@ -112,10 +112,15 @@ func TestRetryWhileInFlightIsAnsweredOnce(t *testing.T) {
 
 // fiftyWrites registers sessions on connections 1..50 and sends one
 // single-event write (op) on each, leaving every write's Sync in flight.
-func fiftyWrites(t *testing.T, op core.Operation) *node {
-	n := newNode(t, Config{})
+func fiftyWrites(t *testing.T, op core.Operation) *node { return writes(t, Config{}, 50, op) }
+
+// writes starts a replica with cfg, registers sessions on connections
+// 1..k and sends one single-event write (op) of entity c on each conn c,
+// without settling.
+func writes(t *testing.T, cfg Config, k int, op core.Operation) *node {
+	n := newNode(t, cfg)
 	var sessions []uint64
-	for c := core.ConnID(1); c <= 50; c++ {
+	for c := core.ConnID(1); c <= core.ConnID(k); c++ {
 		sessions = append(sessions, n.register(c))
 	}
 	for i, s := range sessions {
@@ -191,14 +196,7 @@ func TestSessionEviction(t *testing.T) {
 }
 
 func TestBackpressure(t *testing.T) {
-	n := newNode(t, Config{MaxPendingEntries: 3})
-	var sessions []uint64
-	for c := core.ConnID(1); c <= 5; c++ {
-		sessions = append(sessions, n.register(c))
-	}
-	for i, s := range sessions {
-		n.send(core.ConnID(i+1), s, 1, core.OpInsert, insertReq(ev(uint64(i+1), 1, 1)))
-	}
+	n := writes(t, Config{MaxPendingEntries: 3}, 5, core.OpInsert)
 	busy := 0
 	for c := core.ConnID(1); c <= 5; c++ {
 		for _, rp := range n.replies(c) {
@@ -553,5 +551,42 @@ func TestSingleReplicaDropsAppliedData(t *testing.T) {
 	n.restart()
 	if n.r.Digest() != before {
 		t.Fatal("a restart recovers another state")
+	}
+}
+
+// With MaxApplyEntries set, an input applies that many committed entries
+// and leaves the rest as a backlog (Backlog), which ApplyMore applies a
+// part at a time, answering each write as it is applied, in log order.
+func TestBacklogIsAppliedAPartPerInput(t *testing.T) {
+	n := writes(t, Config{MaxApplyEntries: 7}, 20, core.OpInsert)
+	idx := n.io.completeSync()
+	n.io.syncs = 0
+	n.r.Synced(idx, 20) // all 20 committed at once
+	// The writes are answered in log order: part p answers those of
+	// conns 7p+1 .. 7p+7.
+	answered := func(part int) (k int) {
+		for c := core.ConnID(1); c <= 20; c++ {
+			rs := n.replies(c)
+			switch {
+			case len(rs) == 1 && rs[0].err == nil && (int(c)-1)/7 == part:
+				k++
+			case len(rs) != 0:
+				t.Fatalf("part %d: conn %d: %+v", part, c, rs)
+			}
+		}
+		return k
+	}
+	done := 0
+	for part, want := range []int{7, 14, 20} {
+		if done += answered(part); done != want {
+			t.Fatalf("%d writes answered, want %d", done, want)
+		}
+		if backlog := want < 20; n.r.Backlog() != backlog {
+			t.Fatalf("after %d answered: Backlog() = %v", want, !backlog)
+		}
+		n.r.ApplyMore()
+	}
+	if st := n.r.Status(); st.Applied != st.Commit {
+		t.Fatalf("applied %d of %d", st.Applied, st.Commit)
 	}
 }

@@ -102,6 +102,7 @@ type runConfig struct {
 	snapshotEvery     uint64
 	snapshotMinBytes  uint64
 	shedBatch         uint64
+	maxApply          int
 	cleanupEveryNS    uint64
 	electionTimeoutNS uint64
 	heartbeatNS       uint64
@@ -156,7 +157,10 @@ func newRunConfig(r *rand.Rand, opts Options) runConfig {
 		// With snapshotEvery 0, snapshots go by bytes applied.
 		snapshotMinBytes: pick(r, uint64(0), 4<<10, 64<<10),
 		// Small enough that runs of a few thousand entries shed.
-		shedBatch:      pick(r, uint64(1), 16, 256),
+		shedBatch: pick(r, uint64(1), 16, 256),
+		// Small enough that a restart's backlog, and sometimes a group of
+		// writes, is applied in parts.
+		maxApply:       pick(r, 1, 5, 4096),
 		cleanupEveryNS: pick(r, uint64(0), 1_000_000_000, 300_000_000),
 		clockRealBase:  1_700_000_000_000_000_000 + r.Uint64N(365*24*3600)*1_000_000_000,
 
@@ -282,7 +286,7 @@ func (c runConfig) String() string {
 		fmt.Fprintf(&b, "damage/crash=%.2f ", c.damagePerCrash)
 		fmt.Fprintf(&b, "readfail=%.2f ", c.readFail)
 	}
-	fmt.Fprintf(&b, "replica(sessions=%d pending=%d snapEvery=%d snapBytes=%d shed=%d cleanupNS=%d) client(timeout=%d reconnect<=%d think<=%d new=%.3f) ttl=%.2f invalid=%.2f",
-		c.maxSessions, c.maxPending, c.snapshotEvery, c.snapshotMinBytes, c.shedBatch, c.cleanupEveryNS, c.requestTimeout, c.reconnectMax, c.thinkMax, c.newInstance, c.ttlShare, c.invalidShare)
+	fmt.Fprintf(&b, "replica(sessions=%d pending=%d snapEvery=%d snapBytes=%d shed=%d apply=%d cleanupNS=%d) client(timeout=%d reconnect<=%d think<=%d new=%.3f) ttl=%.2f invalid=%.2f",
+		c.maxSessions, c.maxPending, c.snapshotEvery, c.snapshotMinBytes, c.shedBatch, c.maxApply, c.cleanupEveryNS, c.requestTimeout, c.reconnectMax, c.thinkMax, c.newInstance, c.ttlShare, c.invalidShare)
 	return b.String()
 }

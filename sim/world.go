@@ -32,6 +32,7 @@ const (
 	evRestart                         // a crashed replica starts again
 	evToPeer                          // a frame from a replica reaches another one
 	evBeside                          // work a replica had done beside it completes
+	evApplyMore                       // a replica with a backlog of committed entries applies the next part
 )
 
 type event struct {
@@ -87,6 +88,8 @@ type node struct {
 	rand  *rand.Rand // the replica's own seeded source (election jitter)
 	cfg   replica.Config
 	conns []*conn // open connections, in opening order
+	// applyDue is set while an evApplyMore for this incarnation waits.
+	applyDue bool
 	// spareReply is the memory of the last frame sent with SendReply,
 	// poisoned, for ReplyBuffer to hand out again.
 	spareReply []byte
@@ -284,6 +287,7 @@ func newWorld(seed int64, ticks int64, opts Options) *world {
 			SnapshotEvery:     w.cfg.snapshotEvery,
 			SnapshotMinBytes:  w.cfg.snapshotMinBytes,
 			ShedBatch:         w.cfg.shedBatch,
+			MaxApplyEntries:   w.cfg.maxApply,
 			CleanupEveryNS:    w.cfg.cleanupEveryNS,
 			ElectionTimeoutNS: w.cfg.electionTimeoutNS,
 			HeartbeatNS:       w.cfg.heartbeatNS,
@@ -455,6 +459,17 @@ func (w *world) afterInput(n *node) {
 		n.snapNote = false
 		w.noteDigest(n, "snapshot")
 	}
+	w.scheduleApply(n)
+}
+
+// scheduleApply has a replica with a backlog of committed entries apply
+// the next part in the same tick, after the events already due (as the
+// production loop takes it in turn with what is ready).
+func (w *world) scheduleApply(n *node) {
+	if n.up && !n.applyDue && n.r.Backlog() {
+		n.applyDue = true
+		w.schedule(w.now, &event{kind: evApplyMore, node: n, epoch: n.epoch})
+	}
 }
 
 func (w *world) handle(e *event) {
@@ -537,6 +552,15 @@ func (w *world) handle(e *event) {
 		w.tracef("replica %d: work beside it completes", n.idx)
 		e.beside(n.r)
 		w.afterInput(n)
+	case evApplyMore:
+		n := e.node
+		if !n.up || n.epoch != e.epoch {
+			return
+		}
+		n.applyDue = false
+		w.tracef("replica %d applies more of its backlog", n.idx)
+		n.r.ApplyMore()
+		w.afterInput(n)
 	}
 }
 
@@ -549,11 +573,12 @@ func (w *world) start(n *node) {
 		w.fail("replica %d does not start on its recovered storage (snapshot %d, %d entries): %v", n.idx, rec.SnapshotIndex, len(rec.Entries), err)
 		return
 	}
-	n.r, n.up = r, true
+	n.r, n.up, n.applyDue = r, true, false
 	n.noted, n.snapNote, n.lastApplied, n.lastCommit = false, false, 0, 0
 	n.lastRole, n.lastTerm, n.lastLeader = 0, 0, 0
 	w.tracef("replica %d starts (epoch %d): term %d, snapshot %d, %d entries, repairing %v", n.idx, n.epoch, rec.HardState.Term, rec.SnapshotIndex, len(rec.Entries), rec.HardState.Repairing)
 	w.noteDigest(n, "start")
+	w.scheduleApply(n)
 }
 
 func (w *world) crash(n *node) {

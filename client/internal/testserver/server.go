@@ -360,7 +360,11 @@ func (s *Server) handle(m inbound) {
 // drain completes storage requests the replica made; it runs outside the
 // replica's IO callbacks.
 func (s *Server) drain() {
-	for s.io.syncs > 0 || len(s.io.snaps) > 0 || len(s.io.beside) > 0 {
+	for s.io.syncs > 0 || len(s.io.snaps) > 0 || len(s.io.beside) > 0 || s.r.Backlog() {
+		if s.r.Backlog() {
+			s.r.ApplyMore()
+			continue
+		}
 		if s.io.syncs > 0 {
 			s.io.syncs--
 			s.r.Synced(s.io.last, 1)
