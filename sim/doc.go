@@ -43,6 +43,17 @@
 // election timeouts of 150, 200 or 300 ms and heartbeats every 20, 30 or
 // 50 ms, drawn from the seed.
 //
+// The replicas' other settings are drawn too (config.go): the bound on
+// pending entries, snapshots every 7 or 40 entries or by bytes, how many
+// applied entries the in-memory log sheds at a time (1, 16 or 256, so that
+// short runs shed as a long-lived server does), and how many committed
+// entries one input applies (1, 5 or 4,096): a backlog is applied a part
+// per evApplyMore event, in the tick it arose, as the production loop
+// takes ApplyMore in turn with its other inputs. A reply the replica sends
+// with SendReply reaches the client as a copy, and its memory is poisoned
+// and handed out again by ReplyBuffer, so a replica that kept such a reply
+// would answer with garbage.
+//
 // Clocks. Each replica's clock runs at its own rate, up to 0, 50 or
 // 200 ppm (drawn from the seed) fast or slow, and its realtime starts up to
 // 0, 1 or 10 ms after the others'; its monotonic clock starts at a base of
