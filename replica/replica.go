@@ -277,12 +277,14 @@ func (r *Replica) Err() error { return r.failed }
 // other inputs that are ready first or in turn.
 func (r *Replica) Backlog() bool { return r.failed == nil && r.applied < r.commit }
 
-// ApplyMore is the input that applies the next part of the backlog.
+// ApplyMore is the input that applies the next part of the backlog. Like
+// every input, it leaves nothing queued for storage (flush).
 func (r *Replica) ApplyMore() {
 	if r.failed != nil {
 		return
 	}
 	r.applyCommitted()
+	r.flush()
 }
 
 // AppliedIndex is the index of the last entry applied.
