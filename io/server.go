@@ -468,7 +468,7 @@ const replayProgressEvery = 5 * time.Second
 // snapshot, once it has, and how far it has got every
 // replayProgressEvery until then.
 func (s *Server) logReplay() {
-	applied := s.r.Status().Applied
+	applied := s.r.AppliedIndex()
 	switch {
 	case applied >= s.replay.to:
 		s.log.Info("applied the recovered log", zap.Int("entries", s.replay.entries),

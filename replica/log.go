@@ -52,7 +52,6 @@ type raftLog struct {
 	log            []core.LogEntry
 	shed           uint64
 	shedTerms      []termRun
-	shedBatch      uint64 // how many dropped entries shedDropped moves out of log at a time (Config.ShedBatch)
 	lastIndex      uint64
 	durable        uint64
 	commit         uint64
@@ -129,10 +128,10 @@ func (l *raftLog) shedTerm(index uint64) uint64 {
 }
 
 // shedDropped moves the dropped entries out of log, keeping their terms,
-// once there are shedBatch of them.
-func (l *raftLog) shedDropped() {
+// once there are batch of them (Config.ShedBatch).
+func (l *raftLog) shedDropped(batch uint64) {
 	f := l.first()
-	if l.dropped < f || l.dropped-f+1 < l.shedBatch {
+	if l.dropped < f || l.dropped-f+1 < batch {
 		return
 	}
 	n := l.dropped - f + 1

@@ -15,7 +15,8 @@ import (
 // entryAt returns the entry (with its Data unless dropped).
 func TestLogTermsAgainstAModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		l := raftLog{shedBatch: rapid.SampledFrom([]uint64{1, 3, 64, 4096}).Draw(t, "shedBatch")}
+		var l raftLog
+		batch := rapid.SampledFrom([]uint64{1, 3, 64, 4096}).Draw(t, "shedBatch")
 		var model []uint64 // model[i] is the term of index i+1; indices up to base are gone
 		term := uint64(1)
 		data := []byte{1}
@@ -51,7 +52,7 @@ func TestLogTermsAgainstAModel(t *testing.T) {
 				}
 				n := rapid.IntRange(1, 50).Draw(t, "n")
 				if rapid.Bool().Draw(t, "long") {
-					n += int(l.shedBatch)
+					n += int(batch)
 				}
 				for range n {
 					idx := l.lastIndex + 1
@@ -68,7 +69,7 @@ func TestLogTermsAgainstAModel(t *testing.T) {
 						l.dropped++
 						l.log[l.dropped-l.first()].Data = nil
 					}
-					l.shedDropped()
+					l.shedDropped(batch)
 					check("drop")
 				}
 			case 2: // truncate above the commit index
@@ -85,7 +86,7 @@ func TestLogTermsAgainstAModel(t *testing.T) {
 					check("compact")
 				}
 			case 4: // shed again: nothing changes that can be seen
-				l.shedDropped()
+				l.shedDropped(batch)
 				check("shed")
 			case 5: // reset (a snapshot installed past the log)
 				if rapid.IntRange(0, 9).Draw(t, "reset") == 0 {

@@ -52,7 +52,7 @@ func (r *Replica) dropData() {
 		r.dropped++
 		r.log[r.dropped-r.first()].Data = nil
 	}
-	r.shedDropped()
+	r.shedDropped(r.cfg.ShedBatch)
 	if k := len(r.rb.entries); k > 0 && r.role == Leader {
 		// Released once every follower is past them.
 		last, needed := r.rb.entries[k-1].Index, false

@@ -215,7 +215,6 @@ func New(cfg Config, io core.IO, clock core.Clock, rng core.Rand, rec Recovered)
 		leader:   NoLeader,
 		role:     Follower,
 	}
-	r.shedBatch = cfg.ShedBatch
 	r.lastCleanupNS = r.startNS
 	r.raftClock, r.lastTickNS = r.startNS, r.startNS
 	if rec.Snapshot != nil {
