@@ -103,6 +103,15 @@
 // 2 MiB) the kernel keeps it in, until a later fsync covers that whole
 // (see redropBytes). Snapshots are dropped once fsynced too.
 //
+// # Waiting for fdatasync
+//
+// The package is synchronous: Sync returns once the data is durable. But on
+// Linux its fdatasyncs wait without holding a Go processor (P): they are
+// submitted by AIO and their completion read from an eventfd through Go's
+// poller (sync_linux.go), so that while the disk goroutine waits, the event
+// loop and the connections' goroutines run, even with GOMAXPROCS=1. Where
+// AIO is unavailable it makes the plain call.
+//
 // # Running out of space
 //
 // A write that fails for want of space (ENOSPC, EDQUOT) leaves the log
