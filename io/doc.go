@@ -15,7 +15,10 @@
 //     commit: the replica asks for a Sync after each input that wrote,
 //     without waiting for the one in flight, and the disk goroutine makes
 //     one fsync serve every Sync queued while it was busy, right after the
-//     fsync before, with no round trip through the loop. Its queue is
+//     fsync before, with no round trip through the loop. While an fsync
+//     runs it holds no Go processor (package store waits for it through
+//     the kernel's asynchronous IO on Linux), so a server on one processor
+//     (GOMAXPROCS=1) runs the loop meanwhile. Its queue is
 //     bounded by the replica's (MaxPendingEntries: entries wait to be
 //     applied until synced). A write that fails for want of space is tried
 //     again until there is space (the replica meanwhile sees a disk that
