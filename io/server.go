@@ -6,6 +6,7 @@ import (
 	"fmt"
 	stdio "io"
 	"net"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -211,7 +212,8 @@ func Open(dir string, opts Options) (s *Server, err error) {
 	}
 	go s.disk.run()
 	lg.Info("listening", zap.String("cluster", info.Cluster.String()), zap.Stringer("address", ln.Addr()),
-		zap.Uint32("replica_count", info.ReplicaCount), zap.String("data", dir))
+		zap.Uint32("replica_count", info.ReplicaCount), zap.String("data", dir),
+		zap.Int("processors", runtime.GOMAXPROCS(0))) // GOMAXPROCS: see the README's "Running the server next to its clients"
 	return s, nil
 }
 

@@ -230,6 +230,7 @@ func TestFormatStartStopRestart(t *testing.T) {
 	}
 
 	addr := freeAddr(t)
+	t.Setenv("GOMAXPROCS", "1") // the child's: its log says how many processors it runs on
 	srv := startChild(t, "start", "--data", dir, "--addresses", addr)
 	c := dial(t, srv, addr)
 	c.register(cluster)
@@ -237,11 +238,18 @@ func TestFormatStartStopRestart(t *testing.T) {
 	c.checkLatest()
 	srv.stop(syscall.SIGTERM)
 	// start logs JSON, one object a line.
+	processors := any(nil)
 	for _, line := range strings.Split(strings.TrimSpace(srv.stderr.String()), "\n") {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil || m["msg"] == nil {
 			t.Fatalf("not a JSON log line: %q", line)
 		}
+		if m["msg"] == "listening" {
+			processors = m["processors"]
+		}
+	}
+	if processors != 1.0 {
+		t.Fatalf("the listening line gives processors %v, want 1 (GOMAXPROCS=1):\n%s", processors, srv.stderr)
 	}
 
 	srv = startChild(t, "start", "--data", dir, "--addresses", addr, "--http", "127.0.0.1:0")
