@@ -238,7 +238,7 @@ func TestFormatStartStopRestart(t *testing.T) {
 	c.checkLatest()
 	srv.stop(syscall.SIGTERM)
 	// start logs JSON, one object a line.
-	processors := any(nil)
+	var processors any
 	for _, line := range strings.Split(strings.TrimSpace(srv.stderr.String()), "\n") {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil || m["msg"] == nil {

@@ -19,10 +19,12 @@ import (
 // processor for the whole call, until the runtime's monitor thread takes
 // it back, which can be never for a short call: with one processor
 // (GOMAXPROCS=1), a runtime trace of single-event HTTP upserts showed no
-// other goroutine running during any of 2,372 fdatasyncs (p50 295 µs), so
-// the server did nothing for three quarters of the time. Where AIO is not
-// available (an old kernel, a file system without it, aio-max-nr reached),
-// fdatasync falls back to the plain call, for good.
+// other goroutine running during any of 2,372 fdatasyncs (p50 295 µs).
+//
+// Where AIO is unavailable it makes the plain call: for good once an AIO
+// context cannot be made (a kernel without AIO, aio-max-nr reached; see
+// aioBroken), and for that call alone when io_submit refuses the request
+// (a file the kernel cannot sync that way).
 func fdatasync(f *os.File) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
