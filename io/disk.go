@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	stdio "io"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -130,6 +131,8 @@ type disk struct {
 	haveSaved bool
 	lastSnap  uint64 // index of the newest snapshot on disk (0: none)
 	closeErr  error  // the log's Close, once exited
+
+	plainSyncs error // store.PlainSyncs when last logged
 
 	snaps       chan diskOp   // to the snapshot writer
 	snapsExited chan struct{} // closed when the snapshot writer has returned
@@ -349,6 +352,7 @@ func (d *disk) do(op *diskOp) error {
 		if err := d.log.Sync(); err != nil {
 			return err
 		}
+		d.notePlainSyncs(store.PlainSyncs())
 		d.forgetUnsynced()
 		if hs := d.pendingHS; hs != nil {
 			if !d.haveSaved || *hs != d.savedHS {
@@ -454,4 +458,27 @@ func (d *disk) append(entries []core.LogEntry) error {
 		se[i] = store.Entry{Index: e.Index, Term: e.Term, Data: e.Data}
 	}
 	return d.log.Append(se)
+}
+
+// notePlainSyncs logs when storage's fsyncs go from AIO to the plain call
+// or back, given store.PlainSyncs. On the plain call each fsync holds a Go
+// processor while the disk works: a server on one processor
+// (GOMAXPROCS=1) stops meanwhile, which is worth a warning; on more, the
+// others go on.
+func (d *disk) notePlainSyncs(why error) {
+	if why == d.plainSyncs {
+		return
+	}
+	d.plainSyncs = why
+	if why == nil {
+		d.logger.Info("fsyncs wait by asynchronous IO again, holding no processor")
+		return
+	}
+	procs := runtime.GOMAXPROCS(0)
+	log := d.logger.Info
+	if procs == 1 {
+		log = d.logger.Warn
+	}
+	log("fsyncs make the plain fdatasync, which holds a processor while the disk works: with one processor, the server stops during each",
+		zap.Error(why), zap.Int("processors", procs))
 }

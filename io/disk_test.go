@@ -6,6 +6,7 @@ import (
 	stdio "io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/geoevent/geoevent/core"
 	"github.com/geoevent/geoevent/io/store"
@@ -489,5 +491,37 @@ func TestDiskInAClusterGivesUpWaitingForSpace(t *testing.T) {
 			t.Fatalf("leading %v: gave up after %v, want about %v", leading, waited, limit)
 		}
 		td.close()
+	}
+}
+
+// TestDiskLogsWhenFsyncsChangeHowTheyWait: the disk logs once when
+// storage's fsyncs go to the plain call, at warning level on one processor
+// (where the server stops during each), not again for the same reason,
+// and once when they go back to AIO.
+func TestDiskLogsWhenFsyncsChangeHowTheyWait(t *testing.T) {
+	for _, procs := range []int{1, 2} {
+		func() {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			obs, logs := observer.New(zap.InfoLevel)
+			d := &disk{logger: zap.New(obs)}
+			short := errors.New("asynchronous fdatasync unavailable: io_setup: resource temporarily unavailable")
+			for _, why := range []error{nil, short, short, short, nil, nil} {
+				d.notePlainSyncs(why)
+			}
+			got := logs.AllUntimed()
+			if len(got) != 2 {
+				t.Fatalf("%d processors: %d log lines, want 2: %v", procs, len(got), got)
+			}
+			want := zap.InfoLevel
+			if procs == 1 {
+				want = zap.WarnLevel
+			}
+			if got[0].Level != want || got[0].ContextMap()["error"] != short.Error() {
+				t.Errorf("%d processors: %v %q %v, want level %v with the reason", procs, got[0].Level, got[0].Message, got[0].ContextMap(), want)
+			}
+			if got[1].Level != zap.InfoLevel || !strings.Contains(got[1].Message, "again") {
+				t.Errorf("%d processors: then %v %q, want the return to AIO", procs, got[1].Level, got[1].Message)
+			}
+		}()
 	}
 }

@@ -18,7 +18,8 @@
 //     fsync before, with no round trip through the loop. While an fsync
 //     runs it holds no Go processor (package store waits for it through
 //     the kernel's asynchronous IO on Linux), so a server on one processor
-//     (GOMAXPROCS=1) runs the loop meanwhile. Its queue is
+//     (GOMAXPROCS=1) runs the loop meanwhile; where that is unavailable
+//     (store.PlainSyncs), it logs so, and again when it is back. Its queue is
 //     bounded by the replica's (MaxPendingEntries: entries wait to be
 //     applied until synced). A write that fails for want of space is tried
 //     again until there is space (the replica meanwhile sees a disk that

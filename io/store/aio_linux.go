@@ -59,45 +59,43 @@ const (
 )
 
 // aioFdatasync fdatasyncs fd by AIO and waits for it without holding a
-// processor. It returns errAIOUnavailable when the request was not started:
-// the AIO context could not be made (aioBroken is then set), or io_submit
-// refused the request. Any other error is the fdatasync's.
-func aioFdatasync(fd uintptr) error {
+// processor. When the request was not started, started is false and err
+// an *aioError: the AIO context could not be made, or io_submit refused
+// the request. Otherwise err is the fdatasync's.
+func aioFdatasync(fd uintptr) (started bool, err error) {
 	var a *aioSyncer
 	select {
 	case a = <-aioSyncers:
 	default:
-		var err error
-		if a, err = newAIOSyncer(); err != nil {
-			aioBroken.Store(true)
-			return errAIOUnavailable
+		if a, err = setupAIO(); err != nil {
+			return false, err
 		}
 	}
-	err, started := a.fdatasync(fd)
+	err, started = a.fdatasync(fd)
 	if started && err != nil {
 		a.close() // the request's fate is unknown: do not reuse its context
-		return err
+		return true, err
 	}
 	select {
 	case aioSyncers <- a:
 	default:
 		a.close()
 	}
-	if !started {
-		return errAIOUnavailable
-	}
-	return nil
+	return started, err
 }
+
+// setupAIO is newAIOSyncer; tests make it fail.
+var setupAIO = newAIOSyncer
 
 func newAIOSyncer() (*aioSyncer, error) {
 	var ctx uintptr
 	if _, _, e := syscall.Syscall(syscall.SYS_IO_SETUP, 1, uintptr(unsafe.Pointer(&ctx)), 0); e != 0 {
-		return nil, e
+		return nil, &aioError{"io_setup", e}
 	}
 	fd, _, e := syscall.Syscall(syscall.SYS_EVENTFD2, 0, syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if e != 0 {
 		syscall.Syscall(syscall.SYS_IO_DESTROY, ctx, 0, 0)
-		return nil, e
+		return nil, &aioError{"eventfd2", e}
 	}
 	return &aioSyncer{ctx: ctx, ev: os.NewFile(fd, "aio-eventfd"), evFD: uint32(fd)}, nil
 }
@@ -108,12 +106,12 @@ func (a *aioSyncer) close() {
 }
 
 // fdatasync submits the request and waits for its completion; started is
-// false when io_submit refused it.
+// false when io_submit refused it (err is then an *aioError).
 func (a *aioSyncer) fdatasync(fd uintptr) (err error, started bool) {
 	a.cb = iocb{opcode: iocbCmdFdsync, fd: uint32(fd), flags: iocbFlagResfd, resfd: a.evFD}
 	p := &a.cb
 	if _, _, e := syscall.Syscall(syscall.SYS_IO_SUBMIT, a.ctx, 1, uintptr(unsafe.Pointer(&p))); e != 0 {
-		return e, false
+		return &aioError{"io_submit", e}, false
 	}
 	var ev [1]ioEvent
 	for {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -48,8 +49,8 @@ func TestAIOFdatasync(t *testing.T) {
 		if _, err := f.WriteAt(make([]byte, 4096), int64(i)*4096); err != nil {
 			t.Fatal(err)
 		}
-		if err := aioFdatasync(f.Fd()); err != nil {
-			t.Fatalf("sync %d: %v", i, err)
+		if started, err := aioFdatasync(f.Fd()); !started || err != nil {
+			t.Fatalf("sync %d: started %v, %v", i, started, err)
 		}
 	}
 	if n := len(aioSyncers); n != free {
@@ -62,34 +63,135 @@ func TestAIOFdatasync(t *testing.T) {
 	}
 	defer r.Close()
 	defer w.Close()
-	if err := aioFdatasync(w.Fd()); !errors.Is(err, errAIOUnavailable) {
-		t.Fatalf("AIO fdatasync of a pipe: %v, want errAIOUnavailable", err)
-	}
-	if aioBroken.Load() {
-		t.Fatal("a refused request turned AIO off for good")
+	started, err := aioFdatasync(w.Fd())
+	var ae *aioError
+	if started || !errors.As(err, &ae) || ae.call != "io_submit" {
+		t.Fatalf("AIO fdatasync of a pipe: started %v, %v; want an io_submit refusal", started, err)
 	}
 	err = fdatasync(w)
 	if !errors.Is(err, syscall.EINVAL) {
 		t.Fatalf("fdatasync of a pipe: %v, want EINVAL from the plain call", err)
 	}
+	if why := PlainSyncs(); why != nil {
+		t.Fatalf("a file that cannot be synced at all turned AIO off: %v", why)
+	}
 }
 
-// TestFdatasyncFallsBackToThePlainCall: once AIO is off, fdatasync still
-// syncs.
-func TestFdatasyncFallsBackToThePlainCall(t *testing.T) {
-	aioBroken.Store(true)
-	t.Cleanup(func() { aioBroken.Store(false) })
-	f := tempFile(t)
+// withAIOSetup makes setupAIO fail with errno (0: the real one again) and
+// gives the test its own clock and a state with AIO on; it counts the
+// calls to setupAIO.
+func withAIOSetup(t *testing.T, errno *syscall.Errno, clock *time.Time) (calls *int) {
+	t.Helper()
+	calls = new(int)
+	setupAIO = func() (*aioSyncer, error) {
+		*calls++
+		if *errno != 0 {
+			return nil, &aioError{"io_setup", *errno}
+		}
+		return newAIOSyncer()
+	}
+	now = func() time.Time { return *clock }
+	aioOff.Store(nil)
+	// Empty the free contexts, so that every sync asks setupAIO for one.
+	for len(aioSyncers) > 0 {
+		(<-aioSyncers).close()
+	}
+	t.Cleanup(func() { setupAIO, now = newAIOSyncer, time.Now; aioOff.Store(nil) })
+	return calls
+}
+
+// syncOK writes to f and fdatasyncs it, which must succeed whichever call
+// it makes.
+func syncOK(t *testing.T, f *os.File) {
+	t.Helper()
 	if _, err := f.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
 	if err := fdatasync(f); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestFdatasyncRetriesAIOAfterAShortage: when no AIO context can be had
+// for a while (io_setup's EAGAIN: the system's aio-max-nr reached),
+// fdatasync makes the plain call, says why, and tries AIO again only after
+// aioRetryDelay; once AIO works, PlainSyncs is nil again.
+func TestFdatasyncRetriesAIOAfterAShortage(t *testing.T) {
+	aioOrSkip(t)
+	errno := syscall.EAGAIN
+	clock := time.Unix(1e9, 0)
+	calls := withAIOSetup(t, &errno, &clock)
+	f := tempFile(t)
+	syncOK(t, f)
+	why := PlainSyncs()
+	if why == nil || !errors.Is(why, syscall.EAGAIN) || !strings.Contains(why.Error(), "io_setup") {
+		t.Fatalf("PlainSyncs after io_setup's EAGAIN: %v", why)
+	}
+	clock = clock.Add(aioRetryDelay - time.Millisecond)
+	syncOK(t, f)
+	if *calls != 1 {
+		t.Fatalf("%d io_setups before the retry delay was over, want 1", *calls)
+	}
+	clock = clock.Add(time.Millisecond)
+	syncOK(t, f) // tries again, and is short again
+	if *calls != 2 {
+		t.Fatalf("%d io_setups once the delay was over, want 2", *calls)
+	}
+	if again := PlainSyncs(); again != why {
+		t.Fatalf("the same shortage gave a new reason %v (was %v): a caller would log it again", again, why)
+	}
+	errno = 0
+	clock = clock.Add(aioRetryDelay)
+	syncOK(t, f)
+	if why := PlainSyncs(); why != nil || *calls != 3 {
+		t.Fatalf("once AIO contexts are to be had: PlainSyncs %v after %d io_setups, want nil after 3", why, *calls)
+	}
+}
+
+// TestFdatasyncFallsBackToThePlainCall: on a kernel without AIO (ENOSYS)
+// fdatasync makes the plain call for good, which still syncs and still
+// reports a failure.
+func TestFdatasyncFallsBackToThePlainCall(t *testing.T) {
+	errno := syscall.ENOSYS
+	clock := time.Unix(1e9, 0)
+	calls := withAIOSetup(t, &errno, &clock)
+	f := tempFile(t)
+	syncOK(t, f)
+	clock = clock.Add(100 * aioRetryDelay)
+	syncOK(t, f)
+	if *calls != 1 || !errors.Is(PlainSyncs(), syscall.ENOSYS) {
+		t.Fatalf("without AIO: %d io_setups, PlainSyncs %v; want 1 and ENOSYS", *calls, PlainSyncs())
+	}
 	g := tempFile(t)
 	g.Close()
 	if err := fdatasync(g); err == nil {
 		t.Fatal("fdatasync of a closed file succeeded")
+	}
+}
+
+// TestAIOVerdict: what a refused AIO fdatasync means for the later ones.
+func TestAIOVerdict(t *testing.T) {
+	for _, c := range []struct {
+		refused        error
+		plainOK        bool
+		retry, forGood bool
+	}{
+		{&aioError{"io_setup", syscall.EAGAIN}, true, true, false},
+		{&aioError{"io_setup", syscall.ENOMEM}, true, true, false},
+		{&aioError{"eventfd2", syscall.EMFILE}, true, true, false},
+		{&aioError{"io_submit", syscall.EAGAIN}, true, true, false},
+		{&aioError{"io_setup", syscall.ENOSYS}, true, false, true},
+		{&aioError{"io_setup", syscall.EPERM}, false, false, true},
+		{&aioError{"io_submit", syscall.EINVAL}, true, false, true},   // Linux before 4.18
+		{&aioError{"io_submit", syscall.EINVAL}, false, false, false}, // a pipe
+		{&aioError{"io_submit", syscall.EBADF}, false, false, false},
+		{errors.New("no AIO request layout for this architecture"), true, false, true},
+	} {
+		retry, forGood := aioVerdict(c.refused, c.plainOK)
+		if retry != c.retry || forGood != c.forGood {
+			t.Errorf("aioVerdict(%v, plain call ok %v) = retry %v, for good %v; want %v, %v",
+				c.refused, c.plainOK, retry, forGood, c.retry, c.forGood)
+		}
 	}
 }
 

@@ -110,7 +110,10 @@
 // submitted by AIO and their completion read from an eventfd through Go's
 // poller (sync_linux.go), so that while the disk goroutine waits, the event
 // loop and the connections' goroutines run, even with GOMAXPROCS=1. Where
-// AIO is unavailable it makes the plain call.
+// AIO is unavailable it makes the plain call, and PlainSyncs says why: for
+// good on a kernel without it, for ten seconds at a time while the system
+// is short of AIO contexts (aio-max-nr reached), after which it tries
+// again.
 //
 // # Running out of space
 //
