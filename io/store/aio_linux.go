@@ -71,7 +71,7 @@ func aioFdatasync(fd uintptr) (started bool, err error) {
 			return false, err
 		}
 	}
-	err, started = a.fdatasync(fd)
+	started, err = a.fdatasync(fd)
 	if started && err != nil {
 		a.close() // the request's fate is unknown: do not reuse its context
 		return true, err
@@ -107,11 +107,11 @@ func (a *aioSyncer) close() {
 
 // fdatasync submits the request and waits for its completion; started is
 // false when io_submit refused it (err is then an *aioError).
-func (a *aioSyncer) fdatasync(fd uintptr) (err error, started bool) {
+func (a *aioSyncer) fdatasync(fd uintptr) (started bool, err error) {
 	a.cb = iocb{opcode: iocbCmdFdsync, fd: uint32(fd), flags: iocbFlagResfd, resfd: a.evFD}
 	p := &a.cb
 	if _, _, e := syscall.Syscall(syscall.SYS_IO_SUBMIT, a.ctx, 1, uintptr(unsafe.Pointer(&p))); e != 0 {
-		return &aioError{"io_submit", e}, false
+		return false, &aioError{"io_submit", e}
 	}
 	var ev [1]ioEvent
 	for {
@@ -119,19 +119,19 @@ func (a *aioSyncer) fdatasync(fd uintptr) (err error, started bool) {
 		// in the poller until there is one.
 		var b [8]byte
 		if _, err := a.ev.Read(b[:]); err != nil {
-			return err, true
+			return true, err
 		}
 		n, _, e := syscall.Syscall6(syscall.SYS_IO_GETEVENTS, a.ctx, 0, 1, uintptr(unsafe.Pointer(&ev[0])), 0, 0)
 		if e == syscall.EINTR || (e == 0 && n == 0) {
 			continue
 		}
 		if e != 0 {
-			return e, true
+			return true, e
 		}
 		break
 	}
 	if ev[0].res < 0 {
-		return syscall.Errno(-ev[0].res), true
+		return true, syscall.Errno(-ev[0].res)
 	}
-	return nil, true
+	return true, nil
 }

@@ -103,8 +103,9 @@ func (e *aioError) Error() string { return e.call + ": " + e.errno.Error() }
 func (e *aioError) Unwrap() error { return e.errno }
 
 // noteAIORefusal records that an AIO fdatasync was not started, for the
-// reason refused (an *aioError, or errNoAIO), while the state was off;
-// plainOK says whether the plain call then synced the file.
+// reason refused (an *aioError, or errNoAIO); off is aioOff as the
+// fdatasync found it (nil, or a retry whose time had come), and plainOK
+// says whether the plain call then synced the file.
 func noteAIORefusal(off *plainSyncs, refused error, plainOK bool) {
 	retry, forGood := aioVerdict(refused, plainOK)
 	if !retry && !forGood {
