@@ -29,7 +29,12 @@ type cluster struct {
 
 func newCluster(t *testing.T, n int) *cluster {
 	t.Helper()
-	const id = "00000000-0000-0000-0000-0000c1057e20"
+	return newClusterWithID(t, "00000000-0000-0000-0000-0000c1057e20", n)
+}
+
+// newClusterWithID formats n replicas of the cluster id (a UUID).
+func newClusterWithID(t *testing.T, id string, n int) *cluster {
+	t.Helper()
 	c := &cluster{t: t, id: clusterID(t, id), procs: make([]*child, n)}
 	for i := range n {
 		c.addrs = append(c.addrs, freeAddr(t))

@@ -56,7 +56,7 @@ func TestREADMEExamples(t *testing.T) {
 type readmeStep struct {
 	command  string // without the "$ "
 	method   string
-	url      string // as written: host localhost:8080
+	url      string // as written: host:port/path
 	headers  []string
 	body     string
 	hasBody  bool
@@ -91,6 +91,9 @@ func parseTranscript(readme string) ([]readmeStep, error) {
 		s, err := parseCurl(strings.TrimPrefix(lines[0], "$ "))
 		if err != nil {
 			return nil, err
+		}
+		if !strings.HasPrefix(s.url, "localhost:8080/") {
+			return nil, fmt.Errorf("%s: the URL is not on localhost:8080", s.command)
 		}
 		s.output = strings.Join(lines[1:], "\n")
 		steps = append(steps, s)
@@ -142,8 +145,8 @@ func parseCurl(command string) (readmeStep, error) {
 			return s, err
 		}
 	}
-	if !strings.HasPrefix(s.url, "localhost:8080/") {
-		return s, fmt.Errorf("%s: the URL is not on localhost:8080", command)
+	if !strings.Contains(s.url, "/") {
+		return s, fmt.Errorf("%s: the URL has no path", command)
 	}
 	if s.method == "" {
 		s.method = "GET"
@@ -188,10 +191,17 @@ func shellWords(line string) ([]string, error) {
 	return words, nil
 }
 
-// run sends the step's request to the server at httpAddr and returns what
-// curl would print: the body, then the -w format with the status.
+// host is the host and port the step's URL names.
+func (s readmeStep) host() string {
+	h, _, _ := strings.Cut(s.url, "/")
+	return h
+}
+
+// run sends the step's request to the server at httpAddr, in place of the
+// host its URL names, and returns what curl would print: the body, then
+// the -w format with the status.
 func (s readmeStep) run(hc *http.Client, httpAddr string) (string, error) {
-	url := "http://" + httpAddr + strings.TrimPrefix(s.url, "localhost:8080")
+	url := "http://" + httpAddr + strings.TrimPrefix(s.url, s.host())
 	var body io.Reader
 	if s.hasBody {
 		body = strings.NewReader(s.body)
