@@ -68,9 +68,11 @@
 //     client loses precision: today's timestamps are strings
 //     ("1767225600000000000"), small group ids are numbers. 32- and 16-bit
 //     fields are always numbers.
-//   - group_id is a uint64. Form A shows it as an int64, so a negative
-//     group_id is read as its two's complement (-1 is
-//     18446744073709551615); it is always rendered unsigned.
+//   - group_id is a uint64, and Form A shows it as an int64, its two's
+//     complement (18446744073709551615 is -1 in Form A): a request takes
+//     0 to 2^64-1 in Form B and -2^63 to 2^63-1 in Form A (108
+//     INVALID_ARGUMENT outside), and a response shows it in the
+//     response's form.
 //   - Degrees (Form A) are JSON numbers converted exactly from their
 //     decimal text: the value times 10^9, rounded half away from zero to an
 //     integer number of nanodegrees, with no binary floating point on the
@@ -130,7 +132,8 @@
 // # Errors and statuses
 //
 // Every code keeps the HTTP status of core's code table (400, 404, 500,
-// 503, 504). Backend failures map as follows: a *core.Error keeps its code
+// 503, 504), but for 3 ENTITY_NOT_FOUND from /ttl/*, which is 400: SPEC.md
+// keeps 404 for the entity lookup. Backend failures map as follows: a *core.Error keeps its code
 // (101 is named INVALID_RADIUS for radius queries, 300
 // QUERY_RESULT_TOO_LARGE for queries: the binary protocol carries only the
 // number); the request timeout (DefaultRequestTimeout, 30 s) or the

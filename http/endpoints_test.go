@@ -253,11 +253,14 @@ func TestEndpointsFormA(t *testing.T) {
 	expectOK(t, r, "upsert A")
 	checkKeys(t, "upsert A result", get(r.body, "results", 0), "index", "result", "id", "timestamp_ns")
 
-	// GET /entity/{id}?form=a; group_id -1 is 2^64-1, rendered unsigned.
+	// GET /entity/{id}?form=a; group_id -1 is 2^64-1, shown as an int64
+	// in Form A, unsigned in Form B.
 	r = e.req("GET", "/entity/"+truck+"?form=a", nil)
 	expectOK(t, r, "getLatest A")
 	checkEventKeys(t, "getLatest A", get(r.body, "event"), false)
-	eq(t, "group_id", get(r.body, "event", "group_id"), `"18446744073709551615"`)
+	eq(t, "group_id", get(r.body, "event", "group_id"), "-1")
+	r = e.req("GET", "/entity/"+truck, nil)
+	eq(t, "group_id Form B", get(r.body, "event", "group_id"), `"18446744073709551615"`)
 	// Unknown: 404 with the GetLatestResponse shape and the error fields.
 	r = e.req("GET", "/entity/"+newID()+"?form=a", nil)
 	if r.status != 404 {
@@ -316,7 +319,7 @@ func TestEndpointsFormA(t *testing.T) {
 	r = e.req("POST", "/ttl/extend?form=a", map[string]any{"entity_id": truck, "extend_by_seconds": 1})
 	expectErr(t, r, "ttl extend A without TTL", "a", 400, 106, "NO_TTL_SET")
 	r = e.req("POST", "/ttl/set?form=a", map[string]any{"entity_id": newID(), "ttl_seconds": 1})
-	expectErr(t, r, "ttl set A unknown", "a", 404, 3, "ENTITY_NOT_FOUND")
+	expectErr(t, r, "ttl set A unknown", "a", 400, 3, "ENTITY_NOT_FOUND")
 	r = e.req("POST", "/ttl/set?form=a", map[string]any{"entity_id": truck, "ttl_seconds": 100})
 	expectOK(t, r, "ttl set A")
 	r = e.req("GET", "/entity/"+truck+"/history?form=a&until_ns=1", nil)

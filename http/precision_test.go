@@ -3,7 +3,9 @@ package http_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -43,12 +45,13 @@ func jsSafe(raw []byte) string {
 func TestPrecision(t *testing.T) {
 	e := newEnv(t)
 	big, safe, unsafe, neg := newID(), newID(), newID(), newID()
-	// group_id 2^63+1 as a JSON number, 2^53-1 and 2^53 as strings, -2 as an int64.
+	// group_id 2^63+1 as a JSON number, 2^53-1 and 2^53 as strings, 2^64-2
+	// (-2 as an int64) as a number.
 	body := `{"events":[
 		{"entity_id":"` + big + `","lat_nano":1,"lon_nano":1,"group_id":9223372036854775809},
 		{"entity_id":"` + safe + `","lat_nano":1,"lon_nano":2,"group_id":"9007199254740991","timestamp_ns":5},
 		{"entity_id":"` + unsafe + `","lat_nano":1,"lon_nano":3,"group_id":"9007199254740992"},
-		{"entity_id":"` + neg + `","lat_nano":1,"lon_nano":4,"group_id":-2}]}`
+		{"entity_id":"` + neg + `","lat_nano":1,"lon_nano":4,"group_id":18446744073709551614}]}`
 	r := e.req("POST", "/events", body)
 	expectOK(t, r, "insert")
 	eq(t, "client timestamp 5 id", get(r.body, "results", 1, "id"), `"`+safe+`:5"`)
@@ -56,25 +59,51 @@ func TestPrecision(t *testing.T) {
 	if _, ok := get(r.body, "results", 0, "timestamp_ns").(string); !ok {
 		t.Errorf("a server timestamp (> 2^53) is not rendered as a string: %s", r.raw)
 	}
-	for id, want := range map[string]string{
-		big: `"9223372036854775809"`, safe: "9007199254740991", unsafe: `"9007199254740992"`, neg: `"18446744073709551614"`,
+	// Form B shows group_id as a uint64, Form A as an int64.
+	for id, want := range map[string][2]string{
+		big:    {`"-9223372036854775807"`, `"9223372036854775809"`},
+		safe:   {"9007199254740991", "9007199254740991"},
+		unsafe: {`"9007199254740992"`, `"9007199254740992"`},
+		neg:    {"-2", `"18446744073709551614"`},
 	} {
-		for _, form := range []string{"a", "b"} {
+		for i, form := range []string{"a", "b"} {
 			r = e.req("GET", "/entity/"+id+"?form="+form, nil)
-			eq(t, "group_id Form "+form, get(r.body, "event", "group_id"), want)
+			eq(t, "group_id Form "+form, get(r.body, "event", "group_id"), want[i])
 		}
 	}
-	// The group filter finds 2^63+1 given as a number or a string, in
-	// both forms; -2 finds 2^64-2.
+	// The group filter finds 2^63+1 given as a number or a string: in
+	// Form B as itself, in Form A as the int64 -(2^63-1).
 	for _, q := range []string{
 		`{"center_lat_nano":1,"center_lon_nano":1,"radius_mm":100000,"group_id":9223372036854775809}`,
 		`{"center_lat_nano":1,"center_lon_nano":1,"radius_mm":100000,"group_id":"9223372036854775809"}`,
-		`{"center_lat":0.000000001,"center_lon":0.000000001,"radius_m":100,"group_id":"9223372036854775809"}`,
+		`{"center_lat":0.000000001,"center_lon":0.000000001,"radius_m":100,"group_id":"-9223372036854775807"}`,
 		`{"center_lat":0,"center_lon":0,"radius_m":100,"group_id":-9223372036854775807}`,
 	} {
 		r = e.req("POST", "/query/radius", q)
 		if evs, _ := get(r.body, "events").([]any); len(evs) != 1 || get(evs[0], "entity_id") != big {
 			t.Errorf("%s: %s", q, r.raw)
+		}
+	}
+	// Outside each form's type: 108 INVALID_ARGUMENT, at both edges.
+	for _, c := range []struct {
+		path, body string
+		ok         bool
+	}{
+		{"/query/radius", `{"center_lat":0,"center_lon":0,"radius_m":100,"group_id":9223372036854775807}`, true},
+		{"/query/radius", `{"center_lat":0,"center_lon":0,"radius_m":100,"group_id":9223372036854775808}`, false},
+		{"/query/radius", `{"center_lat":0,"center_lon":0,"radius_m":100,"group_id":-9223372036854775808}`, true},
+		{"/query/radius", `{"center_lat":0,"center_lon":0,"radius_m":100,"group_id":-9223372036854775809}`, false},
+		{"/query/radius", `{"center_lat_nano":0,"center_lon_nano":0,"radius_mm":100,"group_id":18446744073709551615}`, true},
+		{"/query/radius", `{"center_lat_nano":0,"center_lon_nano":0,"radius_mm":100,"group_id":18446744073709551616}`, false},
+		{"/query/radius", `{"center_lat_nano":0,"center_lon_nano":0,"radius_mm":100,"group_id":-1}`, false},
+		{"/events?form=a", `{"events":[{"entity_id":"` + newID() + `","lat_nano":1,"lon_nano":1,"group_id":"18446744073709551615"}]}`, false},
+		{"/events", `{"events":[{"entity_id":"` + newID() + `","lat_nano":1,"lon_nano":1,"group_id":-1}]}`, false},
+	} {
+		r = e.req("POST", c.path, c.body)
+		if c.ok {
+			expectOK(t, r, c.body)
+		} else if code := fmt.Sprint(get(r.body, "error", "code"), get(r.body, "error_code")); r.status != 400 || !strings.Contains(code, "108") {
+			t.Errorf("%s %s: %d %s, want 400 with code 108", c.path, c.body, r.status, r.raw)
 		}
 	}
 	r = e.req("POST", "/query/latest", `{"group_id":"18446744073709551614"}`)

@@ -16,7 +16,10 @@ const maxSafeInteger = 1<<53 - 1
 
 // jw appends compact JSON. Commas are placed by looking at the last byte:
 // a key or an array element that follows a value gets one.
-type jw struct{ b []byte }
+type jw struct {
+	b     []byte
+	formA bool // events show group_id as an int64 (SPEC.md, GeoEvent)
+}
 
 func (w *jw) sep() {
 	if n := len(w.b); n > 0 {
@@ -265,7 +268,11 @@ func (w *jw) event(e *core.GeoEvent, dist *uint64) {
 	b = append(b, `,"lon_nano":`...)
 	b = appendI64(b, e.LonNano)
 	b = append(b, `,"group_id":`...)
-	b = appendU64(b, e.GroupID)
+	if w.formA {
+		b = appendI64(b, int64(e.GroupID))
+	} else {
+		b = appendU64(b, e.GroupID)
+	}
 	b = append(b, `,"altitude_mm":`...)
 	b = appendInt(b, int64(e.AltitudeMM))
 	b = append(b, `,"velocity_mms":`...)

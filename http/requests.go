@@ -187,7 +187,7 @@ func parseEvent(d *doc, n int32, i int, fm form, ev *core.GeoEvent) *failure {
 			}
 			hasLon = true
 		case "group_id":
-			ev.GroupID, f = d.groupID(v, "group_id")
+			ev.GroupID, f = d.groupID(v, "group_id", fm)
 		case "altitude_mm":
 			if x, f = d.integerOf(v, "altitude_mm"); f == nil {
 				ev.AltitudeMM = int32(max(math.MinInt32, min(math.MaxInt32, x.clampI64())))
@@ -241,9 +241,9 @@ func parseEvent(d *doc, n int32, i int, fm form, ev *core.GeoEvent) *failure {
 
 // ---- paging and filters shared by the queries ----
 
-// pageField decodes limit, cursor and group_id; handled is false for any
-// other key.
-func pageField(d *doc, k, v int32, page *core.Page, group *core.GroupFilter) (handled bool, f *failure) {
+// pageField decodes limit, cursor and group_id (in form fm); handled is
+// false for any other key.
+func pageField(d *doc, k, v int32, fm form, page *core.Page, group *core.GroupFilter) (handled bool, f *failure) {
 	switch string(d.name(k)) {
 	case "limit":
 		if !d.isNull(v) {
@@ -259,7 +259,7 @@ func pageField(d *doc, k, v int32, page *core.Page, group *core.GroupFilter) (ha
 	case "group_id":
 		if !d.isNull(v) {
 			group.Set = true
-			group.ID, f = d.groupID(v, "group_id")
+			group.ID, f = d.groupID(v, "group_id", fm)
 		}
 	default:
 		return false, nil
@@ -353,7 +353,7 @@ func parseRadius(d *doc, fm form) (form, *core.RadiusQuery, *failure) {
 	}
 	d.members(0, func(k, v int32) bool {
 		var ok bool
-		if ok, f = pageField(d, k, v, &q.Page, &q.Group); ok || f != nil {
+		if ok, f = pageField(d, k, v, fm, &q.Page, &q.Group); ok || f != nil {
 			return f == nil
 		}
 		name := d.keyName(k)
@@ -480,7 +480,7 @@ func parsePolygon(d *doc, fm form) (form, *core.PolygonQuery, *failure) {
 	var f *failure
 	d.members(0, func(k, v int32) bool {
 		var ok bool
-		if ok, f = pageField(d, k, v, &q.Page, &q.Group); ok || f != nil {
+		if ok, f = pageField(d, k, v, fm, &q.Page, &q.Group); ok || f != nil {
 			return f == nil
 		}
 		switch string(d.name(k)) {
@@ -655,7 +655,7 @@ func parseLatest(d *doc, fm form) (*core.LatestQuery, []core.Uint128, *failure) 
 	var f *failure
 	d.members(0, func(k, v int32) bool {
 		var ok bool
-		if ok, f = pageField(d, k, v, &q.Page, &q.Group); ok || f != nil {
+		if ok, f = pageField(d, k, v, fm, &q.Page, &q.Group); ok || f != nil {
 			if !d.isNull(v) {
 				other = d.keyName(k)
 			}

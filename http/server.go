@@ -304,7 +304,7 @@ func (c *call) ok(f func(w *jw)) *failure { return c.respond(stdhttp.StatusOK, f
 func (c *call) respond(status int, f func(w *jw)) *failure {
 	if c.sc != nil {
 		w := &c.sc.out
-		w.b = w.b[:0]
+		w.b, w.formA = w.b[:0], c.form == formA
 		f(w)
 		w.b = append(w.b, '\n')
 		c.writeLine(status, w.b)
@@ -314,7 +314,7 @@ func (c *call) respond(status int, f func(w *jw)) *failure {
 		return nil
 	}
 	w := bufPool.Get().(*jw)
-	w.b = w.b[:0]
+	w.b, w.formA = w.b[:0], c.form == formA
 	f(w)
 	w.b = append(w.b, '\n')
 	c.writeLine(status, w.b)

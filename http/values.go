@@ -198,21 +198,24 @@ func (d *doc) uintIn(i int32, path string, lo, hi uint64, info core.CodeInfo) (u
 	return 0, fail(info, "%s: %s is outside %d to %d", path, d.textOf(i), lo, hi)
 }
 
-// groupID decodes a group_id: 0 to 2^64-1, or a negative int64, which is
-// read as its two's complement (Form A shows group_id as int64: -1 is
-// 18446744073709551615).
-func (d *doc) groupID(i int32, path string) (uint64, *failure) {
+// groupID decodes a group_id: in Form B a uint64 (0 to 2^64-1); in Form A,
+// which shows group_id as an int64, an int64, read as its two's complement
+// (-1 is 18446744073709551615).
+func (d *doc) groupID(i int32, path string, fm form) (uint64, *failure) {
 	x, f := d.integerOf(i, path)
 	if f != nil {
 		return 0, f
 	}
+	if fm == formA {
+		if v, ok := x.i64(); ok {
+			return uint64(v), nil
+		}
+		return 0, fail(core.InvalidArgument, "%s: %s is outside -9223372036854775808 to 9223372036854775807 (Form A's int64)", path, d.textOf(i))
+	}
 	if v, ok := x.u64(); ok {
 		return v, nil
 	}
-	if v, ok := x.i64(); ok {
-		return uint64(v), nil
-	}
-	return 0, fail(core.InvalidArgument, "%s: %s is outside -9223372036854775808 to 18446744073709551615", path, d.textOf(i))
+	return 0, fail(core.InvalidArgument, "%s: %s is outside 0 to 18446744073709551615 (Form B's uint64)", path, d.textOf(i))
 }
 
 // stringOf decodes a string node.
