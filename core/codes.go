@@ -25,7 +25,7 @@ var (
 	// range for per-event results, and so do our per-event additions 8, 11-14.
 	MalformedRequest     = CodeInfo{1, "MALFORMED_REQUEST", 400, false}
 	ChecksumMismatch     = CodeInfo{2, "CHECKSUM_MISMATCH", 400, false}
-	EntityNotFound       = CodeInfo{3, "ENTITY_NOT_FOUND", 404, false} // spec
+	EntityNotFound       = CodeInfo{3, "ENTITY_NOT_FOUND", 400, false} // spec; 400: SPEC.md keeps 404 for the entity lookup, whose answer the HTTP gateway builds itself
 	UnknownOperation     = CodeInfo{4, "UNKNOWN_OPERATION", 400, false}
 	EntityIDZero         = CodeInfo{7, "ENTITY_ID_MUST_NOT_BE_ZERO", 400, false} // spec, per event
 	EventExists          = CodeInfo{8, "EVENT_EXISTS", 400, false}               // per event

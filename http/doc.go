@@ -131,9 +131,9 @@
 //
 // # Errors and statuses
 //
-// Every code keeps the HTTP status of core's code table (400, 404, 500,
-// 503, 504), but for 3 ENTITY_NOT_FOUND from /ttl/*, which is 400: SPEC.md
-// keeps 404 for the entity lookup. Backend failures map as follows: a *core.Error keeps its code
+// Every code keeps the HTTP status of core's code table (400, 500, 503,
+// 504); 3 ENTITY_NOT_FOUND is 400 there (from /ttl/*), as SPEC.md keeps
+// 404 for the entity lookup, which answers it itself. Backend failures map as follows: a *core.Error keeps its code
 // (101 is named INVALID_RADIUS for radius queries, 300
 // QUERY_RESULT_TOO_LARGE for queries: the binary protocol carries only the
 // number); the request timeout (DefaultRequestTimeout, 30 s) or the

@@ -459,15 +459,6 @@ func (g *Gateway) topology(c *call) *failure {
 	})
 }
 
-// notALookup gives 3 ENTITY_NOT_FOUND the status 400: SPEC.md keeps 404
-// for the entity lookup (GET /entity/{id}) alone.
-func notALookup(f *failure) *failure {
-	if f.info.Code == core.EntityNotFound.Code {
-		f.status = stdhttp.StatusBadRequest
-	}
-	return f
-}
-
 // POST /ttl/set.
 func (g *Gateway) ttlSet(c *call) *failure {
 	id, secs, f := c.ttlRequest("ttl_seconds")
@@ -476,7 +467,7 @@ func (g *Gateway) ttlSet(c *call) *failure {
 	}
 	r, f := submit[core.TTLSetReply](c, core.OpTTLSet, &core.TTLSetRequest{EntityID: id, TTLSeconds: secs})
 	if f != nil {
-		return notALookup(f)
+		return f
 	}
 	return c.ok(func(w *jw) {
 		w.open()
@@ -496,7 +487,7 @@ func (g *Gateway) ttlExtend(c *call) *failure {
 	}
 	r, f := submit[core.TTLExtendReply](c, core.OpTTLExtend, &core.TTLExtendRequest{EntityID: id, ExtendBySeconds: secs})
 	if f != nil {
-		return notALookup(f)
+		return f
 	}
 	return c.ok(func(w *jw) {
 		w.open()
@@ -518,7 +509,7 @@ func (g *Gateway) ttlClear(c *call) *failure {
 	}
 	r, f := submit[core.TTLClearReply](c, core.OpTTLClear, &core.TTLClearRequest{EntityID: id})
 	if f != nil {
-		return notALookup(f)
+		return f
 	}
 	return c.ok(func(w *jw) {
 		w.open()
