@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,9 +46,10 @@ func TestREADMEClusterExamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	kills := 0
+	var kill *killStep
 	for _, s := range steps {
 		if s.kill != nil {
-			kills++
+			kills, kill = kills+1, s.kill
 		}
 	}
 	if kills != 1 || len(steps) < 4 {
@@ -66,39 +68,33 @@ func TestREADMEClusterExamples(t *testing.T) {
 	hc := &http.Client{Timeout: 30 * time.Second}
 	first := settledLeader(t, hc, c, -1)
 
-	// role[k] is the process that plays the README's replica k.
+	// role[k] is the process that plays the README's replica k: the
+	// first leader plays the one the README kills, the others the rest in
+	// order until the next leader is known.
 	role := make([]int, n)
-	var firstLeader int // the README's replica k that leads first
-	for _, s := range steps {
-		if s.kill != nil {
-			firstLeader = s.kill.leader
-		}
-	}
-	role[firstLeader] = first
-	for k, p := 0, 0; k < n; k++ {
-		if k == firstLeader {
+	role[kill.leader] = first
+	k := 0
+	for p := range n {
+		if p == first {
 			continue
 		}
-		if p == first {
-			p++
+		if k == kill.leader {
+			k++
 		}
-		role[k], p = p, p+1
+		role[k] = p
+		k++
 	}
 
 	outputs := make([]string, len(steps))
 	for i, s := range steps {
 		if s.kill != nil {
-			dead := role[s.kill.leader]
+			dead := role[kill.leader]
 			c.kill(dead)
 			next := settledLeader(t, hc, c, dead)
 			// Name the next leader as the README does: swap it with the
 			// follower that had its name.
-			for k := range role {
-				if role[k] == next {
-					role[k], role[s.kill.next] = role[s.kill.next], next
-					break
-				}
-			}
+			k := slices.Index(role, next)
+			role[k], role[kill.next] = role[kill.next], next
 			continue
 		}
 		k, ok := setup.replicaOfHTTP[s.host()]
@@ -118,12 +114,12 @@ func TestREADMEClusterExamples(t *testing.T) {
 	for k, p := range role {
 		readmeName[p] = k
 	}
-	want, got := newClusterNormalizer(setup.addrs, nil), newClusterNormalizer(setup.addrs, readmeName)
+	want, got := newClusterNormalizer(setup.addrs, setup.addrs, nil), newClusterNormalizer(setup.addrs, c.addrs, readmeName)
 	for i, s := range steps {
 		if s.kill != nil {
 			continue
 		}
-		w, g := want.normalize(s.output, setup.addrs), got.normalize(outputs[i], c.addrs)
+		w, g := want.normalize(s.output), got.normalize(outputs[i])
 		if w != g {
 			t.Errorf("%s\n(the README's replica k is process %v[k])\nthe README shows:\n%s\nthe server answered:\n%s\nnormalized:\n%s\nagainst:\n%s",
 				s.command, role, s.output, outputs[i], w, g)
@@ -260,8 +256,8 @@ func settledLeader(t *testing.T, hc *http.Client, c *cluster, not int) int {
 	t.Helper()
 	var last string
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		tops := make([]clusterTopology, len(c.procs)) // of the running replicas
 		leader, agreed := -1, true
-		var tops []clusterTopology
 		for i, p := range c.procs {
 			if p == nil {
 				continue
@@ -271,18 +267,13 @@ func settledLeader(t *testing.T, hc *http.Client, c *cluster, not int) int {
 				agreed, last = false, err.Error()
 				break
 			}
-			tops = append(tops, top)
-			l := top.primary()
+			tops[i] = top
 			if leader < 0 {
-				leader = l
+				leader = top.primary()
 			}
-			agreed = agreed && l == leader && l != not && l >= 0 && l < len(c.procs) && c.procs[l] != nil
+			agreed = agreed && top.primary() == leader
 		}
-		if !agreed || leader < 0 {
-			continue
-		}
-		top, err := getTopology(hc, c.http[leader])
-		if err != nil {
+		if !agreed || leader < 0 || leader == not || leader >= len(c.procs) || c.procs[leader] == nil {
 			continue
 		}
 		last = fmt.Sprint(tops)
@@ -292,7 +283,7 @@ func settledLeader(t *testing.T, hc *http.Client, c *cluster, not int) int {
 			if p == nil {
 				want = "unreachable"
 			}
-			ok = ok && top.status(i) == want
+			ok = ok && tops[leader].status(i) == want
 		}
 		if ok {
 			return leader
@@ -360,13 +351,14 @@ func (top clusterTopology) status(i int) string {
 // readmeNormalizer's.
 type clusterNormalizer struct {
 	readmeAddrs []string
+	addrs       []string // the answering replicas' addresses, in process order
 	names       []int
 	terms       map[string]string
 	ts          *readmeNormalizer
 }
 
-func newClusterNormalizer(readmeAddrs []string, names []int) *clusterNormalizer {
-	return &clusterNormalizer{readmeAddrs: readmeAddrs, names: names, terms: map[string]string{}, ts: newReadmeNormalizer()}
+func newClusterNormalizer(readmeAddrs, addrs []string, names []int) *clusterNormalizer {
+	return &clusterNormalizer{readmeAddrs: readmeAddrs, addrs: addrs, names: names, terms: map[string]string{}, ts: newReadmeNormalizer()}
 }
 
 var (
@@ -376,30 +368,31 @@ var (
 	clusterLag     = regexp.MustCompile(`"replication_lag_ms":[1-9][0-9]*`)
 )
 
-// normalize rewrites s, an answer from replicas listening on addrs.
-func (n *clusterNormalizer) normalize(s string, addrs []string) string {
+// name is the README's replica that process p plays.
+func (n *clusterNormalizer) name(p int) int {
+	if n.names == nil || p >= len(n.names) {
+		return p
+	}
+	return n.names[p]
+}
+
+// normalize rewrites s, an answer from the replicas on n.addrs.
+func (n *clusterNormalizer) normalize(s string) string {
 	rename := func(re *regexp.Regexp, format string) {
 		s = re.ReplaceAllStringFunc(s, func(m string) string {
 			p, _ := strconv.Atoi(re.FindStringSubmatch(m)[1])
-			if n.names != nil && p < len(n.names) {
-				p = n.names[p]
-			}
-			return fmt.Sprintf(format, p)
+			return fmt.Sprintf(format, n.name(p))
 		})
 	}
 	rename(clusterNodeID, `"replica-%d"`)
 	rename(clusterPrimary, `"primary_replica":%d`)
 	// Through placeholders, so that one address renamed is not renamed
 	// again as another.
-	for p, a := range addrs {
+	for p, a := range n.addrs {
 		s = strings.ReplaceAll(s, `"`+a+`"`, fmt.Sprintf("\"\x00%d\"", p))
 	}
-	for p := range addrs {
-		k := p
-		if n.names != nil {
-			k = n.names[p]
-		}
-		s = strings.ReplaceAll(s, fmt.Sprintf("\"\x00%d\"", p), `"`+n.readmeAddrs[k]+`"`)
+	for p := range n.addrs {
+		s = strings.ReplaceAll(s, fmt.Sprintf("\"\x00%d\"", p), `"`+n.readmeAddrs[n.name(p)]+`"`)
 	}
 	s = sortReplicas(s)
 	s = clusterTerm.ReplaceAllStringFunc(s, func(m string) string {
