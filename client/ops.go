@@ -128,7 +128,8 @@ func (c *Client) TTLClear(ctx context.Context, req *core.TTLClearRequest) (*core
 	return do[core.TTLClearReply](ctx, c, core.OpTTLClear, req)
 }
 
-// CleanupExpired removes expired entities. A nil req means the defaults.
+// CleanupExpired removes expired entities and older events. A nil req
+// means the defaults.
 func (c *Client) CleanupExpired(ctx context.Context, req *core.CleanupRequest) (*core.CleanupReply, error) {
 	if req == nil {
 		req = &core.CleanupRequest{}

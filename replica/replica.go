@@ -143,7 +143,7 @@ type Replica struct {
 	startNS       uint64
 	lastCleanupNS uint64
 	// cleanupBacklog: the last scheduled cleanup applied scanned its whole
-	// budget, so more expired entities may wait; the next one comes after
+	// budget, so more expired data may wait; the next one comes after
 	// cleanupBacklogEveryNS instead of CleanupEveryNS. Every replica keeps
 	// it from the entries it applies, so a new leader goes on at once.
 	cleanupBacklog bool

@@ -25,7 +25,11 @@ func (w *world) entityIndex(id core.Uint128) int {
 // A candidate of the must-see checker: an event that, once written, stays
 // in its entity's history (and stays its latest) until an operation that
 // could remove or replace it: a server-timestamped event without TTL, the
-// only event of its entity in its batch.
+// only event of its entity in its batch. Without a TTL it has no expiry of
+// its own, so it stays visible in the history once a newer event makes it
+// an older one (older events expire by their own TTL only); only the
+// entity's expiry can hide it, and only the disqualifying operations
+// below can give the entity one.
 type candidate struct {
 	w   *opRec
 	idx int
@@ -93,8 +97,10 @@ func (d *disqList) lastReturn(before int64, exclude int) int64 {
 //     returned, other than ones that returned before W was called.
 //
 // Removing or replacing X (for history): delete, upsert, TTL set or
-// extend on the entity, or a server-timestamped event with a TTL; for the
-// latest position also any server-timestamped event. Losing an
+// extend on the entity, or a server-timestamped event with a TTL (it
+// becomes the latest and sets the entity's expiry; a client-timestamped
+// one sorts before X and leaves it); for the latest position also any
+// server-timestamped event. Losing an
 // acknowledged write in a crash, or showing part of a batch, breaks it.
 func (w *world) checkMustSee() string {
 	ops := w.hist.ops

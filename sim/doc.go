@@ -246,7 +246,13 @@
 //   - Linearizability (porcupine): the history is partitioned by entity,
 //     and each entity's projection is checked against a sequential model of
 //     one entity (model.go): its events (content, timestamp bounds) and its
-//     expiry.
+//     expiry. The entity's expiry (set by its latest event's TTL, changed
+//     by /ttl/*) hides the whole entity; each older event (all but the
+//     latest) is also hidden once its own TTL has passed (its timestamp
+//     plus its ttl_seconds), whatever the entity's expiry: history reads
+//     show only the visible events, an insert gets 8 EVENT_EXISTS only on a
+//     key a visible event holds, and a write on the key of an expired
+//     older event takes its place with updated false.
 //   - Digests and convergence (above): reported after the history
 //     checkers, so that a lost write is reported where the history shows
 //     it.
@@ -274,15 +280,20 @@
 // each partition may place a multi-entity operation at its own point; the
 // atomicity of batches is what checkMustSee adds across partitions.
 // Cleanup, stats, status, topology and ping are left out: the model treats
-// removal of expired data as invisible (expired data is already invisible,
-// and writes erase it first), and counts span all entities.
+// removal of expired data as invisible (expired data, an expired entity or
+// an expired older event, is already invisible and stays so; a write
+// erases an expired entity first, and finds an expired older event absent
+// as it finds a removed one), and counts span all entities.
 //
 // Operation timestamps (which decide expiry) are assigned by the replica;
 // the model knows each operation's only within the realtime of its call and
 // return (plus a small slack), and the exact values the replies reveal.
 // Where that leaves expiry undecided, the model is nondeterministic
-// (porcupine's NondeterministicModel) and follows both cases. A write whose
-// outcome is unknown (its session expired, or it was never answered) may or
-// may not have happened: the model follows both, and an event it may have
-// written has a timestamp known only within bounds.
+// (porcupine's NondeterministicModel) and follows both cases: whether the
+// entity has expired, and whether an older event at a key a write names
+// has (a history read accepts an older event whose expiry is undecided
+// shown or not). A write whose outcome is unknown (its session expired, or
+// it was never answered) may or may not have happened: the model follows
+// both, and an event it may have written has a timestamp known only within
+// bounds.
 package sim

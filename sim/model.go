@@ -23,6 +23,21 @@ import (
 // without a timestamp, the latest one; a batch commits all or nothing; the
 // newest event sets the expiry from its TTL; the TTL operations change it.
 //
+// Every event also has an expiry of its own, its timestamp plus its TTL
+// (none without a TTL; expiryOf). It decides only for the older events
+// (all but the latest, whose visibility is the entity's): an older event
+// of a visible entity is visible at t when it has no TTL or t is before
+// its own expiry, whatever the entity's expiry was while it was the latest.
+// History reads show (and page over) the visible events only; an insert
+// fails with EVENT_EXISTS only on a key a visible event holds; a write on
+// the key of an expired older event takes its place as if it were absent
+// (updated false). Operation timestamps only grow, so an expired older
+// event stays invisible: put drops the older events that have certainly
+// expired at the write (pruneExpired), which changes nothing the model
+// accepts and keeps states that differ only in them from multiplying.
+// Cleanup, which also removes expired older events now, is left out as
+// before: it removes only what is invisible.
+//
 // The model does not know an operation's timestamp, only bounds for it
 // (pin.tLo..pin.tHi: the realtime when it was called and when it returned).
 // Timestamps the replies reveal (event timestamps, new expiries) are used
@@ -146,15 +161,15 @@ func (s mstate) maxLo() uint64 {
 	return m
 }
 
-// hasKey: does the entity hold an event at exactly client timestamp ts?
+// keyAt is the index of the event at exactly client timestamp ts, or -1.
 // (Server timestamps lie after the run's start, client ones before.)
-func (s mstate) hasKey(ts uint64) bool {
-	for _, e := range s.evs {
+func (s mstate) keyAt(ts uint64) int {
+	for i, e := range s.evs {
 		if !e.fresh && e.lo == ts {
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
 }
 
 func expiryOf(e mev) (uint64, uint64) {
@@ -163,6 +178,39 @@ func expiryOf(e mev) (uint64, uint64) {
 	}
 	ttl := uint64(e.ev.TTLSeconds) * 1_000_000_000
 	return satAdd(e.lo, ttl), satAdd(e.hi, ttl)
+}
+
+// olderVis: can e, as an older event (not the latest) of a visible entity,
+// be visible, and can it be invisible, at an operation whose timestamp
+// lies in [tLo, tHi]? It is visible iff it has no TTL or t is before its
+// own expiry.
+func olderVis(e *mev, tLo, tHi uint64) (vis, invis bool) {
+	if e.ev.TTLSeconds == 0 {
+		return true, false
+	}
+	lo, hi := expiryOf(*e)
+	return tLo < hi, tHi >= lo
+}
+
+// pruneExpired drops the older events of s that have certainly expired at
+// an operation whose timestamp is at least tLo. Every later operation has
+// a later timestamp, so they stay invisible, and a write on their key
+// finds them absent (updated false, no EVENT_EXISTS) as it finds no event:
+// dropping them changes nothing the model accepts. s.evs must not be
+// shared (put calls it on the slice it built).
+func pruneExpired(s mstate, tLo uint64) mstate {
+	if len(s.evs) < 2 {
+		return s
+	}
+	last := len(s.evs) - 1
+	kept := s.evs[:0]
+	for i, e := range s.evs {
+		if vis, _ := olderVis(&e, tLo, tLo); i == last || vis {
+			kept = append(kept, e)
+		}
+	}
+	s.evs = kept
+	return s
 }
 
 // matches: is got the model's event e (content as sent, timestamp within
@@ -201,46 +249,85 @@ func stepWrite(s mstate, in *pin, out *pout) []mstate {
 		return nil
 	}
 	var next []mstate
+	if !out.known {
+		next = append(next, s) // not executed, or not committed
+	}
 	for _, vis := range s.visOptions(in.tLo, in.tHi) {
-		// Validation, on the state before the batch.
-		codes := make([]core.Code, len(in.evs))
-		failed := false
-		for i, pe := range in.evs {
-			c := pe.static
-			if c == 0 && !in.upsert && pe.ev.TimestampNS != 0 {
-				dup := vis && s.hasKey(pe.ev.TimestampNS)
-				for j := 0; j < i && !dup; j++ {
-					dup = codes[j] == 0 && in.evs[j].ev.TimestampNS == pe.ev.TimestampNS
+		for _, codes := range validate(s, in, vis) {
+			failed := false
+			for _, c := range codes {
+				failed = failed || c != 0
+			}
+			if !out.known {
+				if !failed {
+					next = append(next, applyWrite(s, in, vis, nil)...)
 				}
-				if dup {
-					c = core.EventExists.Code
+				continue
+			}
+			ok := true
+			for i := range in.evs {
+				if out.res[i].Code != codes[i] {
+					ok = false
 				}
 			}
-			codes[i] = c
-			failed = failed || c != 0
-		}
-		if !out.known {
-			next = append(next, s) // not executed, or not committed
-			if !failed {
-				next = append(next, applyWrite(s, in, vis, nil)...)
+			switch {
+			case !ok || (failed && out.committed):
+			case !out.committed:
+				next = append(next, s)
+			default:
+				next = append(next, applyWrite(s, in, vis, out.res)...)
 			}
-			continue
-		}
-		ok := true
-		for i := range in.evs {
-			if out.res[i].Code != codes[i] {
-				ok = false
-			}
-		}
-		switch {
-		case !ok || (failed && out.committed):
-		case !out.committed:
-			next = append(next, s)
-		default:
-			next = append(next, applyWrite(s, in, vis, out.res)...)
 		}
 	}
 	return next
+}
+
+// validate gives every combination of codes the batch's events can get
+// from validation, on the state before the batch with the entity visible
+// or not: more than one where an insert names the key of an older event
+// that may or may not have expired at the operation (EVENT_EXISTS only if
+// it is visible).
+func validate(s mstate, in *pin, vis bool) [][]core.Code {
+	combos := [][]core.Code{nil}
+	for i, pe := range in.evs {
+		opts := []core.Code{pe.static}
+		if ts := pe.ev.TimestampNS; pe.static == 0 && !in.upsert && ts != 0 {
+			opts = []core.Code{0}
+			dupInBatch := false
+			for j := 0; j < i && !dupInBatch; j++ {
+				// An earlier event of the batch on this key passed
+				// (a duplicate now), or failed on it: the key is held
+				// by a visible event, or by an event of the batch
+				// before it. Either way this one fails too.
+				dupInBatch = in.evs[j].static == 0 && in.evs[j].ev.TimestampNS == ts
+			}
+			k := -1
+			if vis {
+				k = s.keyAt(ts)
+			}
+			switch {
+			case dupInBatch, k >= 0 && k == len(s.evs)-1:
+				opts[0] = core.EventExists.Code
+			case k >= 0:
+				canVis, canInvis := olderVis(&s.evs[k], in.tLo, in.tHi)
+				opts = opts[:0]
+				if canVis {
+					opts = append(opts, core.EventExists.Code)
+				}
+				if canInvis {
+					opts = append(opts, 0)
+				}
+			}
+		}
+		var grown [][]core.Code
+		for _, c := range combos {
+			for _, o := range opts {
+				grown = append(grown, append(c[:len(c):len(c)], o))
+			}
+		}
+		combos = grown
+	}
+	return combos
 }
 
 // applyWrite puts the batch's events of this entity in order; res, when
@@ -312,13 +399,34 @@ func put(s mstate, in *pin, pe pev, vis bool, r *core.EventResult) (mstate, bool
 			i++
 		}
 		if i < len(evs) && !evs[i].fresh && evs[i].lo == ne.lo {
-			if !in.upsert {
-				return s, false // validation rejects an existing key
+			becomesLatest = i == len(evs)-1
+			if becomesLatest {
+				// The latest event is visible with its entity.
+				if !in.upsert {
+					return s, false // validation rejects an existing key
+				}
+				updated = true
+			} else {
+				// An older event: an expired one is absent, and the
+				// new event takes its place (updated false); a
+				// visible one is replaced by an upsert (updated
+				// true), while an insert fails validation on it.
+				canVis, canInvis := olderVis(&evs[i], in.tLo, in.tHi)
+				switch {
+				case r != nil && r.Updated:
+					if !in.upsert || !canVis {
+						return s, false
+					}
+					updated = true
+				case !canInvis:
+					if !in.upsert || r != nil {
+						return s, false
+					}
+					updated = true
+				}
 			}
 			ns.evs = append([]mev(nil), evs...)
 			ns.evs[i] = ne
-			updated = true
-			becomesLatest = i == len(evs)-1
 		} else {
 			ns.evs = make([]mev, 0, len(evs)+1)
 			ns.evs = append(append(append(ns.evs, evs[:i]...), ne), evs[i:]...)
@@ -333,7 +441,7 @@ func put(s mstate, in *pin, pe pev, vis bool, r *core.EventResult) (mstate, bool
 	} else {
 		ns.expLo, ns.expHi = s.expLo, s.expHi
 	}
-	return ns, true
+	return pruneExpired(ns, in.tLo), true
 }
 
 func stepDelete(s mstate, in *pin, out *pout) []mstate {
@@ -469,6 +577,27 @@ func inRange(e *mev, from, until uint64) tri {
 	return triMaybe
 }
 
+// shown: is event j of s (a visible entity) in a history read's result,
+// before paging: in the read's range and visible at the read? The latest
+// event is visible with the entity; an older one by its own expiry
+// (olderVis). Each event's visibility is judged on its own, though the
+// events' expiries are bound together by the one timestamp of the read:
+// an over-approximation, which may accept a page that no single timestamp
+// would give, never refuse one that some timestamp gives.
+func shown(s mstate, j int, in *pin) tri {
+	r := inRange(&s.evs[j], in.from, in.until)
+	if j == len(s.evs)-1 || r == triNo {
+		return r
+	}
+	switch vis, invis := olderVis(&s.evs[j], in.tLo, in.tHi); {
+	case !vis:
+		return triNo
+	case invis:
+		return triMaybe
+	}
+	return r
+}
+
 func historyOK(s mstate, vis bool, in *pin, out *pout) bool {
 	if !vis {
 		return len(out.events) == 0 && !out.hasMore
@@ -483,18 +612,21 @@ func historyOK(s mstate, vis bool, in *pin, out *pout) bool {
 			return false
 		}
 		for ; j < len(s.evs) && !matches(&s.evs[j], g); j++ {
-			if inRange(&s.evs[j], in.from, in.until) == triYes {
-				return false // an event in range is missing
+			if shown(s, j, in) == triYes {
+				return false // an event in range, and visible, is missing
 			}
 		}
 		if j == len(s.evs) {
 			return false // not an event of the entity
 		}
+		if j < len(s.evs)-1 && g.TTLSeconds != 0 && g.ExpiresAtNS() <= in.tLo {
+			return false // an older event after its own expiry (exact: its timestamp is shown)
+		}
 		j++
 	}
 	more := false
 	for ; j < len(s.evs); j++ {
-		switch inRange(&s.evs[j], in.from, in.until) {
+		switch shown(s, j, in) {
 		case triYes:
 			if !out.hasMore {
 				return false

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,7 +42,9 @@ func (b *histBuilder) op(kind core.Operation, req any, from, to int64, code core
 	if r, ok := req.(*core.InsertRequest); ok {
 		op.static = make([]core.Code, len(r.Events))
 		for _, e := range r.Events {
-			op.entities = append(op.entities, e.EntityID)
+			if !slices.Contains(op.entities, e.EntityID) {
+				op.entities = append(op.entities, e.EntityID)
+			}
 		}
 	}
 	return op
@@ -173,5 +176,160 @@ func TestModelDelete(t *testing.T) {
 	b.op(core.OpDeleteEntities, &core.DeleteRequest{EntityIDs: []core.Uint128{b.id()}}, 40, 42, 0, &core.DeleteReply{Deleted: 1})
 	if b.linearizable() {
 		t.Fatal("deleting a deleted entity counts it as deleted")
+	}
+}
+
+// An older event (not the latest) expires by its own TTL, whatever the
+// entity's expiry: history reads omit it once its expiry has passed, and
+// must show it before.
+func TestModelOlderEventExpires(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		at       int64 // the read's tick
+		showOld  bool
+		accepted bool
+	}{
+		{"before its expiry, shown", 500, true, true},
+		{"before its expiry, omitted", 500, false, false},
+		{"after its expiry, omitted", 2000, false, true},
+		{"after its expiry, shown", 2000, true, false},
+	} {
+		b := newHistBuilder()
+		old := b.insert(1, 10, 12)    // expires 1 s after its timestamp
+		latest := b.insert(0, 20, 22) // the entity never expires
+		if c.showOld {
+			b.history(c.at, c.at+1, old, latest)
+		} else {
+			b.history(c.at, c.at+1, latest)
+		}
+		b.getLatest(c.at+2, c.at+3, &latest)
+		if got := b.linearizable(); got != c.accepted {
+			t.Errorf("%s: accepted %v, want %v", c.name, got, c.accepted)
+		}
+	}
+}
+
+// write adds a write of evs (their UserData set to this operation and
+// their index) at ticks from..to with these results and commit flag.
+func (b *histBuilder) write(kind core.Operation, evs []core.GeoEvent, from, to int64, committed bool, res ...core.EventResult) []core.GeoEvent {
+	id := uint64(len(b.w.hist.ops) + 1)
+	for i := range evs {
+		evs[i].UserData = core.Uint128{Hi: id, Lo: uint64(i)}
+	}
+	b.op(kind, &core.InsertRequest{Events: evs}, from, to, 0, &core.InsertReply{Committed: committed, Results: res})
+	stored := append([]core.GeoEvent(nil), evs...)
+	for i := range stored {
+		stored[i].TimestampNS = res[i].TimestampNS
+	}
+	return stored
+}
+
+// A write on the key of an older event whose own TTL has passed finds it
+// absent: an insert succeeds (EVENT_EXISTS is refused) and reports updated
+// false, as does an upsert; the new event takes the expired one's place.
+func TestModelWriteOnExpiredOlderKey(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		kind     core.Operation
+		res      core.EventResult
+		accepted bool
+	}{
+		{"insert, updated false", core.OpInsert, core.EventResult{}, true},
+		{"insert, EVENT_EXISTS", core.OpInsert, core.EventResult{Code: core.EventExists.Code}, false},
+		{"insert, updated true", core.OpInsert, core.EventResult{Updated: true}, false},
+		{"upsert, updated false", core.OpUpsert, core.EventResult{}, true},
+		{"upsert, updated true", core.OpUpsert, core.EventResult{Updated: true}, false},
+	} {
+		b := newHistBuilder()
+		past := b.rt(0) - 3600_000_000_000 // a client timestamp, as the workload's
+		// One batch: a latest event without TTL, then an older one with
+		// a client timestamp whose 1 s TTL passed long ago.
+		evs := []core.GeoEvent{b.event(0), b.event(1)}
+		evs[1].TimestampNS = past
+		stored := b.write(core.OpInsert, evs, 10, 12, true,
+			core.EventResult{TimestampNS: b.rt(10) + 5}, core.EventResult{Index: 1, TimestampNS: past})
+		latest := stored[0]
+		b.history(20, 21, latest)
+		if !b.linearizable() {
+			t.Fatalf("%s: a history read without the expired older event is refused", c.name)
+		}
+		e := b.event(0)
+		e.TimestampNS = past
+		r := c.res
+		r.TimestampNS = past
+		committed := r.Code == 0
+		again := b.write(c.kind, []core.GeoEvent{e}, 30, 32, committed, r)[0]
+		if committed {
+			b.history(40, 41, again, latest) // the new event, visible
+		} else {
+			b.history(40, 41, latest)
+		}
+		if got := b.linearizable(); got != c.accepted {
+			t.Errorf("%s: accepted %v, want %v", c.name, got, c.accepted)
+		}
+	}
+}
+
+// The same writes on the key of an older event without TTL, which stays
+// visible: an insert fails with EVENT_EXISTS, an upsert replaces it.
+func TestModelWriteOnVisibleOlderKey(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		kind     core.Operation
+		res      core.EventResult
+		accepted bool
+	}{
+		{"insert, EVENT_EXISTS", core.OpInsert, core.EventResult{Code: core.EventExists.Code}, true},
+		{"insert, updated false", core.OpInsert, core.EventResult{}, false},
+		{"upsert, updated true", core.OpUpsert, core.EventResult{Updated: true}, true},
+		{"upsert, updated false", core.OpUpsert, core.EventResult{}, false},
+	} {
+		b := newHistBuilder()
+		past := b.rt(0) - 3600_000_000_000
+		evs := []core.GeoEvent{b.event(0), b.event(0)}
+		evs[1].TimestampNS = past
+		stored := b.write(core.OpInsert, evs, 10, 12, true,
+			core.EventResult{TimestampNS: b.rt(10) + 5}, core.EventResult{Index: 1, TimestampNS: past})
+		b.history(20, 21, stored[1], stored[0])
+		e := b.event(0)
+		e.TimestampNS = past
+		r := c.res
+		r.TimestampNS = past
+		b.write(c.kind, []core.GeoEvent{e}, 30, 32, r.Code == 0, r)
+		if got := b.linearizable(); got != c.accepted {
+			t.Errorf("%s: accepted %v, want %v", c.name, got, c.accepted)
+		}
+	}
+}
+
+// Where the bounds of a write's timestamp leave open whether an older
+// event at its key has expired, the model follows both: EVENT_EXISTS and
+// success (updated false) for an insert, updated true and false for an
+// upsert.
+func TestModelWriteOnOlderKeyExpiringDuringTheWrite(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		kind core.Operation
+		res  core.EventResult
+	}{
+		{"insert, EVENT_EXISTS", core.OpInsert, core.EventResult{Code: core.EventExists.Code}},
+		{"insert, updated false", core.OpInsert, core.EventResult{}},
+		{"upsert, updated true", core.OpUpsert, core.EventResult{Updated: true}},
+		{"upsert, updated false", core.OpUpsert, core.EventResult{}},
+	} {
+		b := newHistBuilder()
+		key := b.rt(5) // a client timestamp before the fresh one below
+		evs := []core.GeoEvent{b.event(0), b.event(1)}
+		evs[1].TimestampNS = key // expires at tick 1005
+		b.write(core.OpInsert, evs, 10, 12, true,
+			core.EventResult{TimestampNS: b.rt(10) + 5}, core.EventResult{Index: 1, TimestampNS: key})
+		e := b.event(0)
+		e.TimestampNS = key
+		r := c.res
+		r.TimestampNS = key
+		b.write(c.kind, []core.GeoEvent{e}, 1000, 1010, r.Code == 0, r)
+		if !b.linearizable() {
+			t.Errorf("%s: refused", c.name)
+		}
 	}
 }

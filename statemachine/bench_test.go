@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/geoevent/geoevent/core"
 )
@@ -214,4 +215,54 @@ func BenchmarkReadSnapshot(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(benchEntities)/(b.Elapsed().Seconds()/float64(b.N)), "entities/s")
+}
+
+// BenchmarkCleanupExpiredHistory: 10,000 entities report once a second
+// with a TTL of 1,000 s, so each holds a history of about 1,000 events
+// (four blocks), and every second one more of each expires. Entity e
+// began reporting at second e%64, so that their removal dues (expiry +
+// ttl/16) are spread over the 62.5 s between an entity's cleanups. One op
+// is a second: a batch of the 10,000 entities' new events, then a
+// cleanup, which takes about 160 entities and removes about 63 events of
+// each. It reports what cleanup costs per event it removes.
+func BenchmarkCleanupExpiredHistory(b *testing.B) {
+	const entities, ttl = 10_000, 1_000
+	r := rand.New(rand.NewPCG(1, 2))
+	sm := New()
+	now := uint64(epoch)
+	var took time.Duration
+	removed := 0
+	second := func(k int) {
+		evs := benchEvents(r, 1, entities)
+		kept := evs[:0]
+		for i := range evs {
+			evs[i].TTLSeconds = ttl
+			if i%64 <= k {
+				kept = append(kept, evs[i])
+			}
+		}
+		if _, err := sm.Insert(now, &core.InsertRequest{Events: kept}); err != nil {
+			b.Fatal(err)
+		}
+		now += 1e9
+		start := time.Now()
+		cl, err := sm.CleanupExpired(now-1, &core.CleanupRequest{})
+		took += time.Since(start)
+		removed += int(cl.Removed)
+		if err != nil || cl.Scanned == core.DefaultCleanupLimit {
+			b.Fatalf("cleanup: %+v %v", cl, err)
+		}
+	}
+	for k := range ttl + 64 {
+		second(k)
+	}
+	b.ResetTimer()
+	took, removed = 0, 0
+	for k := range b.N {
+		second(ttl + 64 + k)
+	}
+	if removed < b.N*entities/2 {
+		b.Fatalf("%d events removed in %d seconds", removed, b.N)
+	}
+	b.ReportMetric(float64(took.Nanoseconds())/float64(removed), "cleanup-ns/event")
 }

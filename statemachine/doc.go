@@ -22,7 +22,9 @@
 //     id to its slot through 32 bits of the id's hash, comparing the id in
 //     the slot's entity (ids.go). The
 //     expiry index holds one (expiresAt, entity id) per entity with a
-//     finite expiry. The time index holds one live key (latest.TimestampNS,
+//     finite expiry; the older-expiry index one (soonest removal due of its
+//     older events, entity id) per entity with an older event that has a
+//     TTL (history.go keeps that soonest due). The time index holds one live key (latest.TimestampNS,
 //     entity id) per entity, and stale keys: an entity's old key is left in
 //     place when its latest event changes or it is removed, readers skip
 //     keys that no longer match their slot's entity, and a sweep that goes
@@ -30,7 +32,10 @@
 //     them to a fraction of the entities.
 //   - An entity is visible at time t when expiresAt is 0 or t < expiresAt.
 //     Writes to an invisible (expired) entity first erase it, so expired data
-//     never comes back.
+//     never comes back. An older event of a visible entity is visible at t
+//     when it has no TTL or t is before its own expiry; one that has expired
+//     stays stored, unseen, until cleanup removes it or a write at its key
+//     takes its place.
 //   - Nothing that reaches a reply or the digest depends on Go map order or
 //     on slot numbers; slots are an in-memory detail rebuilt on restore. A
 //     snapshot lists entities in slot order (cheap to write), so two
@@ -55,11 +60,21 @@
 //     event gets a fresh timestamp), and inserts where there is none.
 //   - A batch is all-or-nothing: if any event is invalid nothing is written
 //     and every event's code is reported.
-//   - TTL is per entity: when an event becomes its entity's latest, the
-//     entity's expiry becomes that event's timestamp plus its ttl_seconds
-//     (0 = never); /ttl/set, /ttl/extend and /ttl/clear change it. When it
-//     passes, the entity — latest position and history — is invisible, and
-//     cleanup removes it.
+//   - An event expires at its timestamp plus its ttl_seconds (0 = never).
+//     The latest event's expiry is the entity's: when an event becomes its
+//     entity's latest, the entity's expiry becomes the event's, and
+//     /ttl/set, /ttl/extend and /ttl/clear change it. When it passes, the
+//     entity — latest position and history — is invisible, and cleanup
+//     removes it. An older event expires on its own at its own expiry (what
+//     /ttl/* did while it was the latest does not follow it): it leaves the
+//     history, counts as absent for writes at its key (an insert there
+//     succeeds, an upsert there reports updated false), and cleanup
+//     removes it. Cleanup takes entities soonest due first, an entity being
+//     due at the sooner of its own expiry and its older events' removal
+//     dues: an older event's expiry plus a sixteenth of its TTL, so that a
+//     long history loses its expired events in batches (history.go,
+//     removalDue). Taking an entity removes all its expired events. Stats
+//     count an expired older event until cleanup removes it.
 //   - Radius and polygon results are ordered by (leaf cell id, entity id),
 //     latest results by (timestamp, entity id) descending, history by
 //     timestamp ascending. A cursor is the last key returned, or, when a

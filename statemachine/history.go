@@ -29,11 +29,69 @@ import (
 // that leaves where the view finds each of its events as it was).
 // Replacing or inserting an event first copies what it changes: the small
 // slice, or the block, the list of blocks and ends.
+//
+// Expiry: soonest holds the soonest own expiry (core.GeoEvent.ExpiresAtNS)
+// and the soonest removal due (removalDue) of its events, and in blocks
+// blockSoonest[b] those of block b's. Expired events stay until
+// dropExpired removes them; it looks only into the blocks whose soonest
+// expiry has passed. A view reads only events, never these, so the live
+// history writes them in place even while shared.
 type history struct {
-	small  []core.GeoEvent
-	blocks []*[histBlockLen]core.GeoEvent
-	ends   []int // nil, or ends[b]: the events in blocks 0..b
-	n      int
+	small        []core.GeoEvent
+	blocks       []*[histBlockLen]core.GeoEvent
+	ends         []int // nil, or ends[b]: the events in blocks 0..b
+	blockSoonest []expiries
+	soonest      expiries
+	n            int
+}
+
+// expiries are the soonest own expiry and the soonest removal due of some
+// events; each 0 when none of them has a TTL.
+type expiries struct{ exp, due uint64 }
+
+// with returns s and ev's.
+func (s expiries) with(ev *core.GeoEvent) expiries {
+	if ev.TTLSeconds == 0 {
+		return s
+	}
+	return expiries{sooner(s.exp, ev.ExpiresAtNS()), sooner(s.due, removalDue(ev))}
+}
+
+func (s expiries) and(o expiries) expiries {
+	return expiries{sooner(s.exp, o.exp), sooner(s.due, o.due)}
+}
+
+// removalDue is when cleanup takes an older event's entity for it: its
+// expiry plus a sixteenth of its TTL (0 without one). Cleanup then removes
+// every older event of the entity that has expired, so a long history
+// that expires event by event loses them a sixteenth of its TTL's worth at
+// a time, not one a cleanup: removing from a history reads a block of 256
+// events (32 KiB) however few go. Expired events wait for it unseen, at
+// most a sixteenth more memory.
+func removalDue(ev *core.GeoEvent) uint64 {
+	if ev.TTLSeconds == 0 {
+		return 0
+	}
+	d := uint64(ev.TTLSeconds) * (1_000_000_000 + 1_000_000_000/16)
+	if ev.TimestampNS > ^uint64(0)-d {
+		return ^uint64(0)
+	}
+	return ev.TimestampNS + d
+}
+
+// sooner returns the sooner of two times, 0 being never.
+func sooner(a, b uint64) uint64 {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
+}
+
+// expiredAt reports whether an older event has expired at t: it has a TTL
+// and its own expiry is at or before t. (An entity's latest event expires
+// with the entity, whose expiry /ttl/* may have changed.)
+func expiredAt(ev *core.GeoEvent, t uint64) bool {
+	return ev.TTLSeconds != 0 && ev.ExpiresAtNS() <= t
 }
 
 // histBlockLen is the events of one block: 256 events, 32 KiB.
@@ -66,6 +124,14 @@ func (h *history) start(b int) int {
 	return h.ends[b-1]
 }
 
+// size is the number of events in block b.
+func (h *history) size(b int) int {
+	if h.ends == nil {
+		return min(histBlockLen, h.n-b*histBlockLen)
+	}
+	return h.ends[b] - h.start(b)
+}
+
 // at returns event i (0 <= i < n) for reading, or for writing where the
 // rules above allow it.
 func (h *history) at(i int) *core.GeoEvent {
@@ -93,18 +159,24 @@ func (h *history) push(ev *core.GeoEvent) {
 	case h.ends == nil:
 		if h.n%histBlockLen == 0 {
 			h.blocks = append(h.blocks, new([histBlockLen]core.GeoEvent))
+			h.blockSoonest = append(h.blockSoonest, expiries{})
 		}
-		h.blocks[h.n/histBlockLen][h.n%histBlockLen] = *ev
+		b := h.n / histBlockLen
+		h.blocks[b][h.n%histBlockLen] = *ev
+		h.blockSoonest[b] = h.blockSoonest[b].with(ev)
 	default:
 		last := len(h.blocks) - 1
 		if h.ends[last]-h.start(last) == histBlockLen {
 			h.blocks = append(h.blocks, new([histBlockLen]core.GeoEvent))
 			h.ends = append(h.ends, h.n)
+			h.blockSoonest = append(h.blockSoonest, expiries{})
 			last++
 		}
 		h.blocks[last][h.ends[last]-h.start(last)] = *ev
 		h.ends[last]++
+		h.blockSoonest[last] = h.blockSoonest[last].with(ev)
 	}
+	h.soonest = h.soonest.with(ev)
 	h.n++
 }
 
@@ -113,6 +185,40 @@ func (h *history) toBlocks() {
 	b := new([histBlockLen]core.GeoEvent)
 	copy(b[:], h.small)
 	h.blocks, h.small = []*[histBlockLen]core.GeoEvent{b}, nil
+	h.blockSoonest = []expiries{h.soonest}
+}
+
+// toSmall makes a history in blocks of at most histBlockLen events one
+// small slice, in new memory (a view may hold the blocks).
+func (h *history) toSmall() {
+	small := make([]core.GeoEvent, 0, h.n)
+	for b, blk := range h.blocks {
+		small = append(small, blk[:h.size(b)]...)
+	}
+	h.small, h.blocks, h.ends, h.blockSoonest = small, nil, nil, nil
+}
+
+// soonestIn returns the soonest expiries of the events of evs.
+func soonestIn(evs []core.GeoEvent) expiries {
+	var s expiries
+	for i := range evs {
+		s = s.with(&evs[i])
+	}
+	return s
+}
+
+// resoon recomputes the soonest expiries of block b (in blocks) and of the
+// whole history, after an event in block b was replaced.
+func (h *history) resoon(b int) {
+	if h.blocks == nil {
+		h.soonest = soonestIn(h.small)
+		return
+	}
+	h.blockSoonest[b] = soonestIn(h.blocks[b][:h.size(b)])
+	h.soonest = expiries{}
+	for _, s := range h.blockSoonest {
+		h.soonest = h.soonest.and(s)
+	}
 }
 
 // set replaces event i.
@@ -122,6 +228,7 @@ func (h *history) set(i int, ev *core.GeoEvent, shared bool) {
 			h.small = slices.Clone(h.small)
 		}
 		h.small[i] = *ev
+		h.resoon(0)
 		return
 	}
 	b, off := h.locate(i)
@@ -129,6 +236,7 @@ func (h *history) set(i int, ev *core.GeoEvent, shared bool) {
 		h.own(b)
 	}
 	h.blocks[b][off] = *ev
+	h.resoon(b)
 }
 
 // insert puts ev at index i (0 <= i <= n), moving the events from i on one
@@ -143,6 +251,7 @@ func (h *history) insert(i int, ev *core.GeoEvent, shared bool) {
 			h.small = slices.Clone(h.small)
 		}
 		h.small = slices.Insert(h.small, i, *ev)
+		h.soonest = h.soonest.with(ev)
 		h.n++
 		return
 	case h.blocks == nil:
@@ -159,6 +268,7 @@ func (h *history) insert(i int, ev *core.GeoEvent, shared bool) {
 		h.own(b)
 	}
 	blk, size := h.blocks[b], h.ends[b]-h.start(b)
+	split := -1
 	if size == histBlockLen {
 		// Split the block: its upper half moves to a new one after it.
 		const half = histBlockLen / 2
@@ -166,6 +276,8 @@ func (h *history) insert(i int, ev *core.GeoEvent, shared bool) {
 		copy(upper[:], blk[half:])
 		h.blocks = slices.Insert(h.blocks, b+1, upper)
 		h.ends = slices.Insert(h.ends, b, h.start(b)+half)
+		h.blockSoonest = slices.Insert(h.blockSoonest, b+1, expiries{})
+		split = b
 		size = half
 		if off > half {
 			b, off, blk = b+1, off-half, upper
@@ -177,6 +289,14 @@ func (h *history) insert(i int, ev *core.GeoEvent, shared bool) {
 		h.ends[k]++
 	}
 	h.n++
+	h.soonest = h.soonest.with(ev)
+	if split >= 0 {
+		for k := split; k <= split+1; k++ {
+			h.blockSoonest[k] = soonestIn(h.blocks[k][:h.size(k)])
+		}
+	} else {
+		h.blockSoonest[b] = h.blockSoonest[b].with(ev)
+	}
 }
 
 // own gives the live history its own copy of block b and of the list of
@@ -186,4 +306,63 @@ func (h *history) own(b int) {
 	h.ends = slices.Clone(h.ends)
 	c := *h.blocks[b]
 	h.blocks[b] = &c
+}
+
+// dropExpired removes the events that have expired at t (see expiredAt)
+// and returns how many. It reads only the blocks whose soonest expiry has
+// passed. What a view holds stays as it was: a small slice or block it
+// changes is copied first when shared, and the lists of blocks are new.
+// A history in blocks left with at most histBlockLen events becomes
+// small; an empty one is for the caller to free.
+func (h *history) dropExpired(t uint64, shared bool) int {
+	if h.soonest.exp == 0 || h.soonest.exp > t {
+		return 0
+	}
+	before := h.n
+	if h.blocks == nil {
+		kept := h.small[:0]
+		if shared {
+			kept = make([]core.GeoEvent, 0, len(h.small))
+		}
+		for i := range h.small {
+			if !expiredAt(&h.small[i], t) {
+				kept = append(kept, h.small[i])
+			}
+		}
+		h.small, h.n, h.soonest = kept, len(kept), soonestIn(kept)
+		return before - h.n
+	}
+	blocks := make([]*[histBlockLen]core.GeoEvent, 0, len(h.blocks))
+	ends := make([]int, 0, len(h.blocks))
+	soons := make([]expiries, 0, len(h.blocks))
+	n := 0
+	var soonest expiries
+	for b, blk := range h.blocks {
+		size, bs := h.size(b), h.blockSoonest[b]
+		if bs.exp != 0 && bs.exp <= t {
+			if shared {
+				c := *blk
+				blk = &c
+			}
+			k := 0
+			for i := range size {
+				if !expiredAt(&blk[i], t) {
+					blk[k] = blk[i]
+					k++
+				}
+			}
+			size, bs = k, soonestIn(blk[:k])
+			if size == 0 {
+				continue
+			}
+		}
+		n += size
+		blocks, ends, soons = append(blocks, blk), append(ends, n), append(soons, bs)
+		soonest = soonest.and(bs)
+	}
+	h.blocks, h.ends, h.blockSoonest, h.n, h.soonest = blocks, ends, soons, n, soonest
+	if n <= histBlockLen {
+		h.toSmall()
+	}
+	return before - n
 }

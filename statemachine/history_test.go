@@ -11,10 +11,11 @@ import (
 )
 
 // TestHistoryAgainstSlice drives a history and a plain slice with the same
-// appends, replacements and insertions, across many blocks, while frozen
-// copies of it come and go, and checks after every step that the live
-// history equals the slice and every frozen copy still equals the slice
-// as it was when the copy was taken.
+// appends, replacements, insertions and removals of expired events,
+// across many blocks, while frozen copies of it come and go, and checks
+// after every step that the live history equals the slice (and its
+// soonest expiries its events'), and every frozen copy still equals the
+// slice as it was when the copy was taken.
 func TestHistoryAgainstSlice(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var h history
@@ -25,7 +26,13 @@ func TestHistoryAgainstSlice(t *testing.T) {
 		}
 		var views []view
 		next := uint64(1)
-		mark := func() core.GeoEvent { next++; return core.GeoEvent{TimestampNS: next, GroupID: next * 7} }
+		// Some events have a TTL of a few seconds: their expiries
+		// interleave whatever their order.
+		mark := func() core.GeoEvent {
+			next++
+			ttl := rapid.SampledFrom([]uint32{0, 0, 1, 2, 5}).Draw(t, "ttl")
+			return core.GeoEvent{TimestampNS: next, GroupID: next * 7, TTLSeconds: ttl}
+		}
 		// Start long enough, sometimes, to be in blocks.
 		for range rapid.SampledFrom([]int{0, 1, histBlockLen - 1, histBlockLen, 3*histBlockLen + 5}).Draw(t, "start") {
 			ev := mark()
@@ -34,7 +41,7 @@ func TestHistoryAgainstSlice(t *testing.T) {
 		}
 		for step := rapid.IntRange(1, 200).Draw(t, "steps"); step > 0; step-- {
 			shared := len(views) > 0
-			switch op := rapid.IntRange(0, 5).Draw(t, "op"); {
+			switch op := rapid.IntRange(0, 6).Draw(t, "op"); {
 			case op == 0 || len(model) == 0:
 				for range rapid.SampledFrom([]int{1, 2, histBlockLen}).Draw(t, "pushes") {
 					ev := mark()
@@ -56,6 +63,19 @@ func TestHistoryAgainstSlice(t *testing.T) {
 			case op == 4 && len(views) > 0:
 				k := rapid.IntRange(0, len(views)-1).Draw(t, "release")
 				views = slices.Delete(views, k, k+1)
+			case op == 5:
+				// At an event's expiry, so that it goes and those
+				// expiring a nanosecond later stay.
+				ev := rapid.SampledFrom(model).Draw(t, "expire")
+				at := ev.ExpiresAtNS()
+				kept := slices.DeleteFunc(slices.Clone(model), func(ev core.GeoEvent) bool { return expiredAt(&ev, at) })
+				if got, want := h.dropExpired(at, shared), len(model)-len(kept); got != want {
+					t.Fatalf("dropExpired(%d) removed %d, want %d", at, got, want)
+				}
+				model = kept
+				if h.n == 0 {
+					h = history{} // what the store does with an empty one
+				}
 			}
 			if h.n != len(model) {
 				t.Fatalf("%d events, want %d", h.n, len(model))

@@ -42,6 +42,7 @@ func (sm *StateMachine) checkInvariants() error {
 	}
 	live := map[uint32]bool{}
 	var events uint64
+	olderKeys := 0
 	for _, id := range sm.ids.appendIDs(nil) {
 		slot, _ := sm.ids.get(id)
 		if live[slot] {
@@ -82,6 +83,12 @@ func (sm *StateMachine) checkInvariants() error {
 		if v, ok := sm.expiry.Get(expiryKey(e)); (e.expiresAt != 0) != ok || (ok && v != slot) {
 			return fmt.Errorf("entity %v: expiry key wrong", id)
 		}
+		if older != nil && older.soonest.due != 0 {
+			olderKeys++
+			if v, ok := sm.olderExpiry.Get(btree.Key{A: older.soonest.due, ID: id}); !ok || v != slot {
+				return fmt.Errorf("entity %v: older-expiry key missing", id)
+			}
+		}
 	}
 	if events != sm.events {
 		return fmt.Errorf("events %d, counted %d", sm.events, events)
@@ -109,8 +116,8 @@ func (sm *StateMachine) checkInvariants() error {
 			return fmt.Errorf("released slot %d is not zeroed", slot)
 		}
 	}
-	if n := sm.ids.len(); len(spatial) != n || sm.expiry.Len() > n {
-		return fmt.Errorf("%d entities, %d spatial keys, %d expiry keys", n, len(spatial), sm.expiry.Len())
+	if n := sm.ids.len(); len(spatial) != n || sm.expiry.Len() > n || sm.olderExpiry.Len() != olderKeys {
+		return fmt.Errorf("%d entities, %d spatial keys, %d expiry keys, %d older-expiry keys for %d", n, len(spatial), sm.expiry.Len(), sm.olderExpiry.Len(), olderKeys)
 	}
 	stale := 0
 	for it := sm.byTime.First(); it.Valid(); it.Next() {
@@ -245,6 +252,26 @@ func (h *history) check() error {
 		if size := h.ends[b] - h.start(b); size < 1 || size > histBlockLen {
 			return fmt.Errorf("block %d holds %d events", b, size)
 		}
+	}
+	if h.blocks == nil {
+		if s := soonestIn(h.small); h.soonest != s {
+			return fmt.Errorf("soonest expiries %+v, events say %+v", h.soonest, s)
+		}
+		return nil
+	}
+	if len(h.blockSoonest) != len(h.blocks) {
+		return fmt.Errorf("%d soonest expiries for %d blocks", len(h.blockSoonest), len(h.blocks))
+	}
+	var all expiries
+	for b := range h.blocks {
+		s := soonestIn(h.blocks[b][:h.size(b)])
+		if h.blockSoonest[b] != s {
+			return fmt.Errorf("block %d: soonest expiries %+v, events say %+v", b, h.blockSoonest[b], s)
+		}
+		all = all.and(s)
+	}
+	if h.soonest != all {
+		return fmt.Errorf("soonest expiries %+v, blocks say %+v", h.soonest, all)
 	}
 	return nil
 }

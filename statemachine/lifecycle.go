@@ -98,17 +98,27 @@ func (sm *StateMachine) TTLClear(opTS uint64, req *core.TTLClearRequest) (core.T
 	return core.TTLClearReply{PreviousExpiresAtNS: prev, HadTTL: prev != 0}, nil
 }
 
-// Expired reports whether some entity's expiry is at or before t: whether
-// a cleanup at t would remove anything.
+// Expired reports whether some entity has expired at t or some older
+// event is due for removal (removalDue): whether a cleanup at t would
+// remove anything.
 func (sm *StateMachine) Expired(t uint64) bool {
 	k, _, ok := sm.expiry.Min()
+	if ok && k.A <= t {
+		return true
+	}
+	k, _, ok = sm.olderExpiry.Min()
 	return ok && k.A <= t
 }
 
-// CleanupExpired removes entities that have expired at opTS, soonest expiry
-// first, examining at most MaxEntries entries of the expiry index (0 = the
-// default 10,000). Scanned counts the expired entities examined (each is
-// removed); Removed counts their events.
+// CleanupExpired removes what has expired at opTS: entities, and older
+// events of entities that have not. An entity is due at the sooner of its
+// expiry and its older events' removal dues (removalDue: an older event's
+// expiry plus a sixteenth of its TTL). It takes the entities due at or
+// before opTS, soonest (then lowest entity id) first, at most MaxEntries
+// of them (0 = the default 10,000): an entity that has expired is removed
+// with all its events, of any other every older event that has expired at
+// opTS is. Scanned counts the entities taken; Removed counts the events
+// removed.
 func (sm *StateMachine) CleanupExpired(opTS uint64, req *core.CleanupRequest) (core.CleanupReply, error) {
 	budget := req.MaxEntries
 	switch {
@@ -120,11 +130,21 @@ func (sm *StateMachine) CleanupExpired(opTS uint64, req *core.CleanupRequest) (c
 	var reply core.CleanupReply
 	for reply.Scanned < budget {
 		k, slot, ok := sm.expiry.Min()
+		if ko, so, older := sm.olderExpiry.Min(); older && (!ok || ko.Less(k)) {
+			k, slot, ok = ko, so, true
+		}
 		if !ok || k.A > opTS {
 			break
 		}
 		reply.Scanned++
-		reply.Removed += uint32(sm.remove(slot))
+		if e := sm.store.at(slot); !e.visible(opTS) {
+			reply.Removed += uint32(sm.remove(slot))
+			continue
+		}
+		removed, was, now := sm.store.dropExpiredOlder(slot, opTS)
+		sm.reindexOlder(slot, k.ID, was, now)
+		sm.events -= uint64(removed)
+		reply.Removed += uint32(removed)
 	}
 	sm.sweepTime()
 	return reply, nil

@@ -36,6 +36,24 @@ func (m *refModel) visible(id core.Uint128, t uint64) *refEntity {
 	return e
 }
 
+// olderVisible: is an older event (not the entity's latest) visible at t?
+// It is until its own expiry, timestamp + ttl_seconds, when it has one.
+func olderVisible(ev core.GeoEvent, t uint64) bool {
+	return ev.TTLSeconds == 0 || t < refExpiry(ev)
+}
+
+// visibleEvents lists the entity's events visible at t: the latest (the
+// entity is visible) and the older ones whose own TTL has not passed.
+func (e *refEntity) visibleEvents(t uint64) []core.GeoEvent {
+	var out []core.GeoEvent
+	for i, ev := range e.events {
+		if i == len(e.events)-1 || olderVisible(ev, t) {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
 func refExpiry(ev core.GeoEvent) uint64 {
 	if ev.TTLSeconds == 0 {
 		return 0
@@ -87,7 +105,7 @@ func (m *refModel) write(opTS uint64, events []core.GeoEvent, upsert bool) (core
 				k := [3]uint64{ev.EntityID.Hi, ev.EntityID.Lo, ev.TimestampNS}
 				exists := seen[k]
 				if e := m.visible(ev.EntityID, opTS); e != nil {
-					for _, old := range e.events {
+					for _, old := range e.visibleEvents(opTS) {
 						exists = exists || old.TimestampNS == ev.TimestampNS
 					}
 				}
@@ -129,8 +147,10 @@ func (m *refModel) write(opTS uint64, events []core.GeoEvent, upsert bool) (core
 		default:
 			j := slices.IndexFunc(e.events, func(o core.GeoEvent) bool { return o.TimestampNS == ev.TimestampNS })
 			if j >= 0 {
+				// An expired older event is absent: replacing it updates
+				// nothing.
+				reply.Results[i].Updated = j == len(e.events)-1 || olderVisible(e.events[j], opTS)
 				e.events[j] = ev
-				reply.Results[i].Updated = true
 			} else {
 				e.events = append(e.events, ev)
 				sort.Slice(e.events, func(a, b int) bool { return e.events[a].TimestampNS < e.events[b].TimestampNS })
@@ -202,10 +222,28 @@ func (m *refModel) cleanup(opTS uint64, maxEntries uint32) core.CleanupReply {
 		at uint64
 		id core.Uint128
 	}
+	// An entity is due at the sooner of its own expiry and its older
+	// events' removal dues: expiry + ttl/16.
 	var expired []exp
 	for id, e := range m.ents {
-		if e.expiresAt != 0 && e.expiresAt <= opTS {
-			expired = append(expired, exp{e.expiresAt, id})
+		due := e.expiresAt
+		for _, ev := range e.events[:len(e.events)-1] {
+			if ev.TTLSeconds == 0 {
+				continue
+			}
+			d := refExpiry(ev)
+			grace := uint64(ev.TTLSeconds) * 62_500_000
+			if d > math.MaxUint64-grace {
+				d = math.MaxUint64
+			} else {
+				d += grace
+			}
+			if due == 0 || d < due {
+				due = d
+			}
+		}
+		if due != 0 && due <= opTS {
+			expired = append(expired, exp{due, id})
 		}
 	}
 	sort.Slice(expired, func(a, b int) bool {
@@ -220,8 +258,15 @@ func (m *refModel) cleanup(opTS uint64, maxEntries uint32) core.CleanupReply {
 			break
 		}
 		r.Scanned++
-		r.Removed += uint32(len(m.ents[x.id].events))
-		delete(m.ents, x.id)
+		e := m.ents[x.id]
+		if m.visible(x.id, opTS) == nil {
+			r.Removed += uint32(len(e.events))
+			delete(m.ents, x.id)
+			continue
+		}
+		kept := e.visibleEvents(opTS)
+		r.Removed += uint32(len(e.events) - len(kept))
+		e.events = kept
 	}
 	return r
 }
@@ -332,7 +377,7 @@ func (m *refModel) history(t uint64, q core.HistoryQuery) []core.GeoEvent {
 		return nil
 	}
 	var out []core.GeoEvent
-	for _, ev := range e.events {
+	for _, ev := range e.visibleEvents(t) {
 		if ev.TimestampNS >= q.SinceNS && (q.UntilNS == 0 || ev.TimestampNS <= q.UntilNS) {
 			out = append(out, ev)
 		}
@@ -345,7 +390,7 @@ func (m *refModel) stats(t uint64) core.Stats {
 	for id, e := range m.ents {
 		if m.visible(id, t) != nil {
 			s.EntityCount++
-			s.EventCount += uint64(len(e.events))
+			s.EventCount += uint64(len(e.events)) // expired older ones too, until cleanup
 		}
 	}
 	s.StorageBytes = s.EventCount * 128

@@ -444,6 +444,9 @@ func (sm *StateMachine) History(opTS uint64, q *core.HistoryQuery) (core.QueryRe
 		if ev.TimestampNS > until {
 			break
 		}
+		if i < n-1 && expiredAt(ev, opTS) {
+			continue
+		}
 		if len(res.Events) == limit {
 			res.HasMore = true
 			res.Cursor = encodeCursor(kindHistory, btree.Key{A: res.Events[limit-1].TimestampNS, ID: q.EntityID})

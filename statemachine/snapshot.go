@@ -264,6 +264,7 @@ func (sm *StateMachine) restoreEntity(latest *core.GeoEvent, older history, expi
 	setLatest(e, x, latest)
 	if older.n > 0 {
 		*sm.store.historyFor(x) = older
+		sm.reindexOlder(slot, e.id, 0, older.soonest.due)
 	}
 	sm.ids.put(e.id, slot)
 	sm.indexLatest(slot, e)

@@ -17,6 +17,10 @@ type StateMachine struct {
 	spatial *btree.Tree // (latest cell id, entity id) -> slot; by value, see New
 	byTime  *btree.Tree // (latest timestamp, entity id) -> slot, and stale keys; see sweepTime
 	expiry  *btree.Tree // (expiresAt, entity id) -> slot, finite expiries only
+	// (the soonest removal due of the entity's older events, entity id)
+	// -> slot, for entities with an older event that has a TTL; see
+	// removalDue
+	olderExpiry *btree.Tree
 
 	// The time index drops an entity's key lazily: a key whose entity's
 	// latest event no longer has that timestamp (or that names a slot
@@ -144,6 +148,7 @@ func New() *StateMachine {
 	sm := &StateMachine{
 		byTime:       btree.New(),
 		expiry:       btree.New(),
+		olderExpiry:  btree.New(),
 		deferSpatial: true, // see spatialbatch.go
 	}
 	sm.ids = newIDIndex(&sm.store)
@@ -256,6 +261,20 @@ func (sm *StateMachine) setExpiry(slot uint32, e *entity, expiresAt uint64) {
 	}
 }
 
+// reindexOlder moves the entity's key in the older-expiry index from the
+// soonest removal due of its older events was to now (0: no key).
+func (sm *StateMachine) reindexOlder(slot uint32, id core.Uint128, was, now uint64) {
+	if was == now {
+		return
+	}
+	if was != 0 {
+		sm.olderExpiry.Delete(btree.Key{A: was, ID: id})
+	}
+	if now != 0 {
+		sm.olderExpiry.Set(btree.Key{A: now, ID: id}, slot)
+	}
+}
+
 // create stores a new entity whose only event is ev.
 func (sm *StateMachine) create(ev *core.GeoEvent) {
 	slot := sm.store.alloc()
@@ -280,6 +299,9 @@ func (sm *StateMachine) remove(slot uint32) uint64 {
 	n := sm.store.eventCount(slot)
 	sm.unindexLatest(slot, e)
 	sm.setExpiry(slot, e, 0)
+	if h := sm.store.older(slot); h != nil {
+		sm.reindexOlder(slot, e.id, h.soonest.due, 0)
+	}
 	sm.ids.remove(e.id)
 	sm.events -= n
 	sm.store.release(slot)
@@ -291,7 +313,9 @@ func (sm *StateMachine) remove(slot uint32) uint64 {
 // if it did not pack them.
 func (sm *StateMachine) RecordBytes() uint64 { return sm.events * core.RecordSize }
 
-// Stats counts the entities and events visible at t.
+// Stats counts the entities visible at t and their events. An older event
+// that has expired counts until cleanup removes it: counting those would
+// read every history that has one.
 func (sm *StateMachine) Stats(t uint64) core.Stats {
 	entities, events := uint64(sm.ids.len()), sm.events
 	for it := sm.expiry.SeekGE(btree.Key{}); it.Valid() && it.Key().A <= t; it.Next() {
@@ -299,7 +323,7 @@ func (sm *StateMachine) Stats(t uint64) core.Stats {
 		events -= sm.store.eventCount(it.Value())
 	}
 	sm.flushSpatial()
-	idx := sm.spatial.Bytes() + sm.byTime.Bytes() + sm.expiry.Bytes() +
+	idx := sm.spatial.Bytes() + sm.byTime.Bytes() + sm.expiry.Bytes() + sm.olderExpiry.Bytes() +
 		sm.ids.bytes() + sm.store.bytes()
 	return core.Stats{
 		EntityCount:  entities,

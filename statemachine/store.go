@@ -222,8 +222,14 @@ func (s *entityStore) older(slot uint32) *history {
 }
 
 // pushOlder appends ev to the older events of the entity whose ext is x
-// (from write).
-func (s *entityStore) pushOlder(x *entityExt, ev *core.GeoEvent) { s.historyFor(x).push(ev) }
+// (from write). It returns the soonest removal due of its older events
+// before and after (see removalDue), as setOlder and insertOlder do.
+func (s *entityStore) pushOlder(x *entityExt, ev *core.GeoEvent) (was, now uint64) {
+	h := s.historyFor(x)
+	was = h.soonest.due
+	h.push(ev)
+	return was, h.soonest.due
+}
 
 // historyFor returns the history of the entity whose ext is x (from
 // write), giving it an empty one first if it has none.
@@ -242,14 +248,40 @@ func (s *entityStore) historyFor(x *entityExt) *history {
 
 // setOlder replaces older event i of the entity whose ext is x (from
 // write), which has at least i+1 older events.
-func (s *entityStore) setOlder(x *entityExt, i int, ev *core.GeoEvent) {
-	s.hists[x.hist-1].set(i, ev, s.views > 0)
+func (s *entityStore) setOlder(x *entityExt, i int, ev *core.GeoEvent) (was, now uint64) {
+	h := &s.hists[x.hist-1]
+	was = h.soonest.due
+	h.set(i, ev, s.views > 0)
+	return was, h.soonest.due
 }
 
 // insertOlder inserts ev as older event i (0 <= i <= its count) of the
 // entity whose ext is x (from write).
-func (s *entityStore) insertOlder(x *entityExt, i int, ev *core.GeoEvent) {
-	s.historyFor(x).insert(i, ev, s.views > 0)
+func (s *entityStore) insertOlder(x *entityExt, i int, ev *core.GeoEvent) (was, now uint64) {
+	h := s.historyFor(x)
+	was = h.soonest.due
+	h.insert(i, ev, s.views > 0)
+	return was, h.soonest.due
+}
+
+// dropExpiredOlder removes the older events of the entity in slot that
+// have expired at t, freeing its history when none is left. It returns
+// how many, and the soonest removal due of its older events before and
+// after.
+func (s *entityStore) dropExpiredOlder(slot uint32, t uint64) (removed int, was, now uint64) {
+	x := s.ext(slot)
+	if x == nil || x.hist == 0 {
+		return 0, 0, 0
+	}
+	h := &s.hists[x.hist-1] // the store's own table: a view has a copy
+	was = h.soonest.due
+	removed = h.dropExpired(t, s.views > 0)
+	now = h.soonest.due
+	if h.n == 0 {
+		_, x = s.write(slot, false)
+		s.dropOlder(x)
+	}
+	return removed, was, now
 }
 
 // dropOlder removes all older events of the entity whose ext is x (from

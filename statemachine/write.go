@@ -163,8 +163,9 @@ func (sm *StateMachine) hasEvent(k eventKey, t uint64) bool {
 	if !ok {
 		return false
 	}
-	_, found := find(e, sm.store.older(slot), k.ts)
-	return found
+	older := sm.store.older(slot)
+	i, found := find(e, older, k.ts)
+	return found && (i == older.len() || !expiredAt(older.at(i), t))
 }
 
 // find locates timestamp ts in the entity's events, older being its older
@@ -206,6 +207,9 @@ func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, replaceLatest bool) 
 	older := sm.store.older(slot)
 	i, found := find(e, older, ev.TimestampNS)
 	latest := found && i == older.len()
+	// An older event that has expired is absent: the new one takes its
+	// place, and updates nothing.
+	expired := found && !latest && expiredAt(older.at(i), opTS)
 	// Every case but replacing the latest event writes the entity's
 	// history, which its ext holds.
 	e, x := sm.store.write(slot, hasExt(ev) || !latest)
@@ -214,17 +218,20 @@ func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, replaceLatest bool) 
 		sm.replaceLatest(slot, e, x, ev)
 		return true
 	case found:
-		sm.store.setOlder(x, i, ev)
-		return true
+		was, now := sm.store.setOlder(x, i, ev)
+		sm.reindexOlder(slot, e.id, was, now)
+		return !expired
 	case ev.TimestampNS > e.ts:
 		var prev core.GeoEvent
 		fillEvent(&prev, e, x)
-		sm.store.pushOlder(x, &prev)
+		was, now := sm.store.pushOlder(x, &prev)
+		sm.reindexOlder(slot, e.id, was, now)
 		sm.replaceLatest(slot, e, x, ev)
 		sm.events++
 		return false
 	default:
-		sm.store.insertOlder(x, i, ev)
+		was, now := sm.store.insertOlder(x, i, ev)
+		sm.reindexOlder(slot, e.id, was, now)
 		sm.events++
 		return false
 	}
