@@ -132,7 +132,8 @@ type disk struct {
 	lastSnap  uint64 // index of the newest snapshot on disk (0: none)
 	closeErr  error  // the log's Close, once exited
 
-	plainSyncs error // store.PlainSyncs when last logged
+	plainSyncs    error        // syncsArePlain's answer when last logged
+	syncsArePlain func() error // store.PlainSyncs; a test's stand-in
 
 	snaps       chan diskOp   // to the snapshot writer
 	snapsExited chan struct{} // closed when the snapshot writer has returned
@@ -141,7 +142,8 @@ type disk struct {
 func newDisk(dir string, log *store.Log, lastSnap uint64, stopped chan struct{}, logger *zap.Logger) *disk {
 	return &disk{
 		dir: dir, log: log, lastSnap: lastSnap, stopped: stopped, logger: logger,
-		waitLeading: spaceWaitLeading, waitFollowing: spaceWaitFollowing,
+		syncsArePlain: store.PlainSyncs,
+		waitLeading:   spaceWaitLeading, waitFollowing: spaceWaitFollowing,
 		wake:   make(chan struct{}, 1),
 		done:   make(chan completion, 16),
 		exited: make(chan struct{}),
@@ -352,7 +354,7 @@ func (d *disk) do(op *diskOp) error {
 		if err := d.log.Sync(); err != nil {
 			return err
 		}
-		d.notePlainSyncs(store.PlainSyncs())
+		d.notePlainSyncs(d.syncsArePlain())
 		d.forgetUnsynced()
 		if hs := d.pendingHS; hs != nil {
 			if !d.haveSaved || *hs != d.savedHS {

@@ -494,6 +494,35 @@ func TestDiskInAClusterGivesUpWaitingForSpace(t *testing.T) {
 	}
 }
 
+// TestDiskAsksHowFsyncsWaitAfterEachSync: the disk's loop asks storage,
+// after each Sync, whether its fsyncs made the plain call, and logs when
+// that changes (TestDiskLogsWhenFsyncsChangeHowTheyWait says how).
+func TestDiskAsksHowFsyncsWaitAfterEachSync(t *testing.T) {
+	td := newTestDisk(t, t.TempDir(), 0)
+	obs, logs := observer.New(zap.InfoLevel)
+	td.d.logger = zap.New(obs)
+	short := errors.New("asynchronous fdatasync unavailable: io_setup: resource temporarily unavailable")
+	var answers atomic.Int32 // syncs made so far, as the disk's loop sees them
+	td.d.syncsArePlain = func() error {
+		if answers.Add(1) == 2 {
+			return short // the second Sync made the plain call
+		}
+		return nil
+	}
+	go td.d.run()
+	for i := uint64(1); i <= 3; i++ {
+		td.append(i, i, 1)
+		td.sync(i)
+	}
+	if n := answers.Load(); n != 3 {
+		t.Fatalf("asked %d times after 3 syncs", n)
+	}
+	got := logs.AllUntimed()
+	if len(got) != 2 || got[0].ContextMap()["error"] != short.Error() || !strings.Contains(got[1].Message, "again") {
+		t.Fatalf("logged %v, want the plain call and the return to AIO", got)
+	}
+}
+
 // TestDiskLogsWhenFsyncsChangeHowTheyWait: the disk logs once when
 // storage's fsyncs go to the plain call, at warning level on one processor
 // (where the server stops during each), not again for the same reason,
