@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -137,12 +138,16 @@ func TestTTLAndDeleteEffects(t *testing.T) {
 		ev(long, 60_000_000_001, 60_000_000_000, "ttl_seconds", 3600),
 		ev(kept, 60_000_000_002, 60_000_000_000))
 	e.insert(ev(kept, 60_000_000_003, 60_000_000_000))
+	// moved's first event has a 1 s TTL of its own, its second none.
+	moved := newID()
+	firstTS := e.insert(ev(moved, 60_000_000_004, 60_000_000_000, "ttl_seconds", 1))[0]
+	e.insert(ev(moved, 60_000_000_005, 60_000_000_000))
 	radius := map[string]any{"center_lat_nano": 60_000_000_000, "center_lon_nano": 60_000_000_000, "radius_mm": 1000}
 	count := func() int {
 		r := e.req("POST", "/query/radius", radius)
 		return len(get(r.body, "events").([]any))
 	}
-	if n := count(); n != 3 {
+	if n := count(); n != 4 {
 		t.Fatalf("before expiry: %d", n)
 	}
 	// ttl/set 0 on long: it never expires; then a 1 s TTL from now.
@@ -164,9 +169,16 @@ func TestTTLAndDeleteEffects(t *testing.T) {
 
 	time.Sleep(2100 * time.Millisecond)
 	// short and long have expired: invisible everywhere at once.
-	if n := count(); n != 1 {
+	if n := count(); n != 2 {
 		t.Fatalf("after expiry: %d visible", n)
 	}
+	// moved's first event has expired on its own: gone from its history,
+	// counted until cleanup, and its key is free.
+	r = e.req("GET", "/entity/"+moved+"/history", nil)
+	if evs := get(r.body, "events").([]any); len(evs) != 1 || str(get(evs[0], "lat_nano")) != "60000000005" {
+		t.Fatalf("history after its first event expired: %s", r.raw)
+	}
+	eq(t, "events before cleanup", get(e.req("GET", "/stats", nil).body, "event_count"), "4")
 	for _, id := range []string{short, long} {
 		r = e.req("GET", "/entity/"+id, nil)
 		eq(t, "expired, Form B", r.body, `{"event":null,"found":false}`)
@@ -181,23 +193,30 @@ func TestTTLAndDeleteEffects(t *testing.T) {
 	if evs := get(r.body, "events").([]any); evs[0] != nil || evs[1] == nil || evs[2] != nil {
 		t.Fatalf("batch after expiry: %s", r.raw)
 	}
-	// Cleanup removes them: 2 entities, 2 events.
+	// Cleanup removes them, 2 entities, 2 events, and moved's expired
+	// event (due a sixteenth of its TTL after its expiry).
 	r = e.req("POST", "/cleanup/expired", `{"max_entries":10}`)
-	eq(t, "cleanup", r.body, `{"entries_removed":2,"entries_scanned":2}`)
+	eq(t, "cleanup", r.body, `{"entries_removed":3,"entries_scanned":3}`)
 	r = e.req("GET", "/stats", nil)
-	eq(t, "entities after cleanup", get(r.body, "entity_count"), "1")
-	eq(t, "events after cleanup", get(r.body, "event_count"), "2")
+	eq(t, "entities after cleanup", get(r.body, "entity_count"), "2")
+	eq(t, "events after cleanup", get(r.body, "event_count"), "3")
+	// moved's first key is free: an insert there succeeds.
+	e.insert(ev(moved, 60_000_000_004, 60_000_000_000, "timestamp_ns", strings.Trim(firstTS, `"`)))
+	r = e.req("GET", "/entity/"+moved+"/history", nil)
+	if n := len(get(r.body, "events").([]any)); n != 2 {
+		t.Fatalf("history after re-inserting the first event: %s", r.raw)
+	}
 
 	// Delete erases the latest position and the history.
 	r = e.req("DELETE", "/entities", map[string]any{"entity_ids": []any{kept}})
 	eq(t, "delete", r.body, `{"deleted_count":1,"not_found_count":0}`)
 	r = e.req("GET", "/entity/"+kept+"/history", nil)
 	eq(t, "history after delete", get(r.body, "events"), "[]")
-	if n := count(); n != 0 {
+	if n := count(); n != 1 { // moved
 		t.Fatalf("after delete: %d visible", n)
 	}
 	r = e.req("POST", "/delete", map[string]any{"entity_ids": []any{kept}})
 	eq(t, "delete again", r.body, `{"deleted_count":0,"not_found_count":1}`)
 	r = e.req("GET", "/stats", nil)
-	eq(t, "entities after delete", get(r.body, "entity_count"), "0")
+	eq(t, "entities after delete", get(r.body, "entity_count"), "1")
 }
