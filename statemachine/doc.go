@@ -22,7 +22,7 @@
 //     id to its slot through 32 bits of the id's hash, comparing the id in
 //     the slot's entity (ids.go). The
 //     expiry index holds one (expiresAt, entity id) per entity with a
-//     finite expiry; the older-expiry index one (soonest removal due of its
+//     finite expiry; the older-due index one (soonest removal due of its
 //     older events, entity id) per entity with an older event that has a
 //     TTL (history.go keeps that soonest due). The time index holds one live key (latest.TimestampNS,
 //     entity id) per entity, and stale keys: an entity's old key is left in

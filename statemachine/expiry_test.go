@@ -142,8 +142,8 @@ func TestOlderEventsExpireOnTheirOwn(t *testing.T) {
 	if s := sm.Stats(now); sm.Expired(now) || s.EntityCount != 2 || s.EventCount != 4 {
 		t.Fatalf("after cleanup: expired %v, stats %+v", sm.Expired(now), s)
 	}
-	if sm.olderExpiry.Len() != 0 {
-		t.Fatalf("%d older-expiry keys left", sm.olderExpiry.Len())
+	if sm.olderDue.Len() != 0 {
+		t.Fatalf("%d older-due keys left", sm.olderDue.Len())
 	}
 }
 
@@ -185,7 +185,7 @@ func TestCleanupTakesOlderEventsInExpiryOrder(t *testing.T) {
 
 // A long history (blocks) loses its expired events to cleanup while a
 // frozen view is out: the view's snapshot is the state as it was, and a
-// restored state has the same older-expiry index.
+// restored state has the same older-due index.
 func TestLongHistoryExpiresWhileFrozen(t *testing.T) {
 	sm := New()
 	const n = 3*histBlockLen + 5

@@ -85,8 +85,8 @@ func (sm *StateMachine) checkInvariants() error {
 		}
 		if older != nil && older.soonest.due != 0 {
 			olderKeys++
-			if v, ok := sm.olderExpiry.Get(btree.Key{A: older.soonest.due, ID: id}); !ok || v != slot {
-				return fmt.Errorf("entity %v: older-expiry key missing", id)
+			if v, ok := sm.olderDue.Get(btree.Key{A: older.soonest.due, ID: id}); !ok || v != slot {
+				return fmt.Errorf("entity %v: older-due key missing", id)
 			}
 		}
 	}
@@ -116,8 +116,8 @@ func (sm *StateMachine) checkInvariants() error {
 			return fmt.Errorf("released slot %d is not zeroed", slot)
 		}
 	}
-	if n := sm.ids.len(); len(spatial) != n || sm.expiry.Len() > n || sm.olderExpiry.Len() != olderKeys {
-		return fmt.Errorf("%d entities, %d spatial keys, %d expiry keys, %d older-expiry keys for %d", n, len(spatial), sm.expiry.Len(), sm.olderExpiry.Len(), olderKeys)
+	if n := sm.ids.len(); len(spatial) != n || sm.expiry.Len() > n || sm.olderDue.Len() != olderKeys {
+		return fmt.Errorf("%d entities, %d spatial keys, %d expiry keys, %d older-due keys for %d", n, len(spatial), sm.expiry.Len(), sm.olderDue.Len(), olderKeys)
 	}
 	stale := 0
 	for it := sm.byTime.First(); it.Valid(); it.Next() {

@@ -106,7 +106,7 @@ func (sm *StateMachine) Expired(t uint64) bool {
 	if ok && k.A <= t {
 		return true
 	}
-	k, _, ok = sm.olderExpiry.Min()
+	k, _, ok = sm.olderDue.Min()
 	return ok && k.A <= t
 }
 
@@ -130,7 +130,7 @@ func (sm *StateMachine) CleanupExpired(opTS uint64, req *core.CleanupRequest) (c
 	var reply core.CleanupReply
 	for reply.Scanned < budget {
 		k, slot, ok := sm.expiry.Min()
-		if ko, so, older := sm.olderExpiry.Min(); older && (!ok || ko.Less(k)) {
+		if ko, so, older := sm.olderDue.Min(); older && (!ok || ko.Less(k)) {
 			k, slot, ok = ko, so, true
 		}
 		if !ok || k.A > opTS {

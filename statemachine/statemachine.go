@@ -20,7 +20,7 @@ type StateMachine struct {
 	// (the soonest removal due of the entity's older events, entity id)
 	// -> slot, for entities with an older event that has a TTL; see
 	// removalDue
-	olderExpiry *btree.Tree
+	olderDue *btree.Tree
 
 	// The time index drops an entity's key lazily: a key whose entity's
 	// latest event no longer has that timestamp (or that names a slot
@@ -148,7 +148,7 @@ func New() *StateMachine {
 	sm := &StateMachine{
 		byTime:       btree.New(),
 		expiry:       btree.New(),
-		olderExpiry:  btree.New(),
+		olderDue:     btree.New(),
 		deferSpatial: true, // see spatialbatch.go
 	}
 	sm.ids = newIDIndex(&sm.store)
@@ -261,17 +261,17 @@ func (sm *StateMachine) setExpiry(slot uint32, e *entity, expiresAt uint64) {
 	}
 }
 
-// reindexOlder moves the entity's key in the older-expiry index from the
+// reindexOlder moves the entity's key in the older-due index from the
 // soonest removal due of its older events was to now (0: no key).
 func (sm *StateMachine) reindexOlder(slot uint32, id core.Uint128, was, now uint64) {
 	if was == now {
 		return
 	}
 	if was != 0 {
-		sm.olderExpiry.Delete(btree.Key{A: was, ID: id})
+		sm.olderDue.Delete(btree.Key{A: was, ID: id})
 	}
 	if now != 0 {
-		sm.olderExpiry.Set(btree.Key{A: now, ID: id}, slot)
+		sm.olderDue.Set(btree.Key{A: now, ID: id}, slot)
 	}
 }
 
@@ -323,7 +323,7 @@ func (sm *StateMachine) Stats(t uint64) core.Stats {
 		events -= sm.store.eventCount(it.Value())
 	}
 	sm.flushSpatial()
-	idx := sm.spatial.Bytes() + sm.byTime.Bytes() + sm.expiry.Bytes() + sm.olderExpiry.Bytes() +
+	idx := sm.spatial.Bytes() + sm.byTime.Bytes() + sm.expiry.Bytes() + sm.olderDue.Bytes() +
 		sm.ids.bytes() + sm.store.bytes()
 	return core.Stats{
 		EntityCount:  entities,
