@@ -133,12 +133,12 @@
 //
 // Every code keeps the HTTP status of core's code table (400, 500, 503,
 // 504); 3 ENTITY_NOT_FOUND is 400 there (from /ttl/*), as SPEC.md keeps
-// 404 for the entity lookup, which answers it itself. Backend failures map as follows: a *core.Error keeps its code
-// (101 is named INVALID_RADIUS for radius queries, 300
-// QUERY_RESULT_TOO_LARGE for queries: the binary protocol carries only the
-// number); the request timeout (DefaultRequestTimeout, 30 s) or the
-// client's deadline is 504 with 216 REPLICATION_TIMEOUT (retryable; a write
-// may have committed); a backend that cannot be reached is 503 with 211
+// 404 for the entity lookup, which answers it itself. Backend failures
+// map as follows: a *core.Error keeps its code (101 is named
+// INVALID_RADIUS for radius queries, 300 QUERY_RESULT_TOO_LARGE for
+// queries: the binary protocol carries only the number); the request
+// timeout (DefaultRequestTimeout, 30 s) or the client's deadline is 504
+// with 216 REPLICATION_TIMEOUT (retryable; a write may have committed); a backend that cannot be reached is 503 with 211
 // CLUSTER_UNAVAILABLE (retryable); codes of the binary session protocol
 // (2, 4, 201-204) mean the gateway itself failed and are 500 with 500
 // INTERNAL_ERROR. HTTP-level errors outside the table: 404 for an unknown

@@ -142,14 +142,14 @@ type disk struct {
 func newDisk(dir string, log *store.Log, lastSnap uint64, stopped chan struct{}, logger *zap.Logger) *disk {
 	return &disk{
 		dir: dir, log: log, lastSnap: lastSnap, stopped: stopped, logger: logger,
-		syncsArePlain: store.PlainSyncs,
-		waitLeading:   spaceWaitLeading, waitFollowing: spaceWaitFollowing,
+		waitLeading: spaceWaitLeading, waitFollowing: spaceWaitFollowing,
 		wake:   make(chan struct{}, 1),
 		done:   make(chan completion, 16),
 		exited: make(chan struct{}),
 		snaps:  make(chan diskOp, 4),
 
-		snapsExited: make(chan struct{}),
+		snapsExited:   make(chan struct{}),
+		syncsArePlain: store.PlainSyncs,
 	}
 }
 

@@ -224,6 +224,27 @@ func (b *histBuilder) write(kind core.Operation, evs []core.GeoEvent, from, to i
 	return stored
 }
 
+// olderAt adds an acknowledged insert, at ticks 10..12, of one batch: a
+// fresh event without TTL (the latest) and an older one at client
+// timestamp key with a TTL of ttl seconds. It returns both as stored.
+func (b *histBuilder) olderAt(key uint64, ttl uint32) (latest, older core.GeoEvent) {
+	evs := []core.GeoEvent{b.event(0), b.event(ttl)}
+	evs[1].TimestampNS = key
+	stored := b.write(core.OpInsert, evs, 10, 12, true,
+		core.EventResult{TimestampNS: b.rt(10) + 5}, core.EventResult{Index: 1, TimestampNS: key})
+	return stored[0], stored[1]
+}
+
+// rewrite adds a write (kind) of one event without TTL at client timestamp
+// key, at ticks from..to, answered with res (committed when its code is
+// 0). It returns the event as stored.
+func (b *histBuilder) rewrite(kind core.Operation, key uint64, res core.EventResult, from, to int64) core.GeoEvent {
+	e := b.event(0)
+	e.TimestampNS = key
+	res.TimestampNS = key
+	return b.write(kind, []core.GeoEvent{e}, from, to, res.Code == 0, res)[0]
+}
+
 // A write on the key of an older event whose own TTL has passed finds it
 // absent: an insert succeeds (EVENT_EXISTS is refused) and reports updated
 // false, as does an upsert; the new event takes the expired one's place.
@@ -242,24 +263,14 @@ func TestModelWriteOnExpiredOlderKey(t *testing.T) {
 	} {
 		b := newHistBuilder()
 		past := b.rt(0) - 3600_000_000_000 // a client timestamp, as the workload's
-		// One batch: a latest event without TTL, then an older one with
-		// a client timestamp whose 1 s TTL passed long ago.
-		evs := []core.GeoEvent{b.event(0), b.event(1)}
-		evs[1].TimestampNS = past
-		stored := b.write(core.OpInsert, evs, 10, 12, true,
-			core.EventResult{TimestampNS: b.rt(10) + 5}, core.EventResult{Index: 1, TimestampNS: past})
-		latest := stored[0]
+		// An older event whose 1 s TTL passed long ago.
+		latest, _ := b.olderAt(past, 1)
 		b.history(20, 21, latest)
 		if !b.linearizable() {
 			t.Fatalf("%s: a history read without the expired older event is refused", c.name)
 		}
-		e := b.event(0)
-		e.TimestampNS = past
-		r := c.res
-		r.TimestampNS = past
-		committed := r.Code == 0
-		again := b.write(c.kind, []core.GeoEvent{e}, 30, 32, committed, r)[0]
-		if committed {
+		again := b.rewrite(c.kind, past, c.res, 30, 32)
+		if c.res.Code == 0 {
 			b.history(40, 41, again, latest) // the new event, visible
 		} else {
 			b.history(40, 41, latest)
@@ -286,16 +297,9 @@ func TestModelWriteOnVisibleOlderKey(t *testing.T) {
 	} {
 		b := newHistBuilder()
 		past := b.rt(0) - 3600_000_000_000
-		evs := []core.GeoEvent{b.event(0), b.event(0)}
-		evs[1].TimestampNS = past
-		stored := b.write(core.OpInsert, evs, 10, 12, true,
-			core.EventResult{TimestampNS: b.rt(10) + 5}, core.EventResult{Index: 1, TimestampNS: past})
-		b.history(20, 21, stored[1], stored[0])
-		e := b.event(0)
-		e.TimestampNS = past
-		r := c.res
-		r.TimestampNS = past
-		b.write(c.kind, []core.GeoEvent{e}, 30, 32, r.Code == 0, r)
+		latest, older := b.olderAt(past, 0)
+		b.history(20, 21, older, latest)
+		b.rewrite(c.kind, past, c.res, 30, 32)
 		if got := b.linearizable(); got != c.accepted {
 			t.Errorf("%s: accepted %v, want %v", c.name, got, c.accepted)
 		}
@@ -318,16 +322,9 @@ func TestModelWriteOnOlderKeyExpiringDuringTheWrite(t *testing.T) {
 		{"upsert, updated false", core.OpUpsert, core.EventResult{}},
 	} {
 		b := newHistBuilder()
-		key := b.rt(5) // a client timestamp before the fresh one below
-		evs := []core.GeoEvent{b.event(0), b.event(1)}
-		evs[1].TimestampNS = key // expires at tick 1005
-		b.write(core.OpInsert, evs, 10, 12, true,
-			core.EventResult{TimestampNS: b.rt(10) + 5}, core.EventResult{Index: 1, TimestampNS: key})
-		e := b.event(0)
-		e.TimestampNS = key
-		r := c.res
-		r.TimestampNS = key
-		b.write(c.kind, []core.GeoEvent{e}, 1000, 1010, r.Code == 0, r)
+		key := b.rt(5)    // a client timestamp before the fresh one of olderAt
+		b.olderAt(key, 1) // expires at tick 1005
+		b.rewrite(c.kind, key, c.res, 1000, 1010)
 		if !b.linearizable() {
 			t.Errorf("%s: refused", c.name)
 		}

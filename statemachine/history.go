@@ -49,12 +49,9 @@ type history struct {
 // events; each 0 when none of them has a TTL.
 type expiries struct{ exp, due uint64 }
 
-// with returns s and ev's.
-func (s expiries) with(ev *core.GeoEvent) expiries {
-	if ev.TTLSeconds == 0 {
-		return s
-	}
-	return expiries{sooner(s.exp, ev.ExpiresAtNS()), sooner(s.due, removalDue(ev))}
+// expiriesOf returns ev's expiry and removal due.
+func expiriesOf(ev *core.GeoEvent) expiries {
+	return expiries{ev.ExpiresAtNS(), removalDue(ev)}
 }
 
 func (s expiries) and(o expiries) expiries {
@@ -150,6 +147,7 @@ func (h *history) search(ts uint64) int {
 
 // push appends ev. It writes only past n, so it is safe while shared.
 func (h *history) push(ev *core.GeoEvent) {
+	x := expiriesOf(ev)
 	switch {
 	case h.blocks == nil && h.n < histBlockLen:
 		h.small = append(h.small, *ev)
@@ -163,7 +161,7 @@ func (h *history) push(ev *core.GeoEvent) {
 		}
 		b := h.n / histBlockLen
 		h.blocks[b][h.n%histBlockLen] = *ev
-		h.blockSoonest[b] = h.blockSoonest[b].with(ev)
+		h.blockSoonest[b] = h.blockSoonest[b].and(x)
 	default:
 		last := len(h.blocks) - 1
 		if h.ends[last]-h.start(last) == histBlockLen {
@@ -174,9 +172,9 @@ func (h *history) push(ev *core.GeoEvent) {
 		}
 		h.blocks[last][h.ends[last]-h.start(last)] = *ev
 		h.ends[last]++
-		h.blockSoonest[last] = h.blockSoonest[last].with(ev)
+		h.blockSoonest[last] = h.blockSoonest[last].and(x)
 	}
-	h.soonest = h.soonest.with(ev)
+	h.soonest = h.soonest.and(x)
 	h.n++
 }
 
@@ -202,7 +200,7 @@ func (h *history) toSmall() {
 func soonestIn(evs []core.GeoEvent) expiries {
 	var s expiries
 	for i := range evs {
-		s = s.with(&evs[i])
+		s = s.and(expiriesOf(&evs[i]))
 	}
 	return s
 }
@@ -251,7 +249,7 @@ func (h *history) insert(i int, ev *core.GeoEvent, shared bool) {
 			h.small = slices.Clone(h.small)
 		}
 		h.small = slices.Insert(h.small, i, *ev)
-		h.soonest = h.soonest.with(ev)
+		h.soonest = h.soonest.and(expiriesOf(ev))
 		h.n++
 		return
 	case h.blocks == nil:
@@ -289,13 +287,14 @@ func (h *history) insert(i int, ev *core.GeoEvent, shared bool) {
 		h.ends[k]++
 	}
 	h.n++
-	h.soonest = h.soonest.with(ev)
+	x := expiriesOf(ev)
+	h.soonest = h.soonest.and(x)
 	if split >= 0 {
 		for k := split; k <= split+1; k++ {
 			h.blockSoonest[k] = soonestIn(h.blocks[k][:h.size(k)])
 		}
 	} else {
-		h.blockSoonest[b] = h.blockSoonest[b].with(ev)
+		h.blockSoonest[b] = h.blockSoonest[b].and(x)
 	}
 }
 

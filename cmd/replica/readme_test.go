@@ -64,7 +64,7 @@ type readmeStep struct {
 	output   string // the lines printed, joined by "\n"
 }
 
-// parseTranscript returns the steps of the README's first console block
+// parseTranscript returns the steps of the README's first code block
 // after the line that introduces the transcript.
 func parseTranscript(readme string) ([]readmeStep, error) {
 	const intro = "Every line below is from one run against a fresh"
@@ -72,18 +72,12 @@ func parseTranscript(readme string) ([]readmeStep, error) {
 	if i < 0 {
 		return nil, fmt.Errorf("the README has no line %q", intro)
 	}
-	rest := readme[i:]
-	start := strings.Index(rest, "```console\n")
-	if start < 0 {
-		return nil, fmt.Errorf("no console block after %q", intro)
-	}
-	rest = rest[start+len("```console\n"):]
-	end := strings.Index(rest, "\n```")
-	if end < 0 {
-		return nil, fmt.Errorf("the console block does not end")
+	transcript, err := codeBlock(readme[i:])
+	if err != nil {
+		return nil, fmt.Errorf("after %q: %v", intro, err)
 	}
 	var steps []readmeStep
-	for _, block := range strings.Split(rest[:end], "\n\n") {
+	for _, block := range strings.Split(transcript, "\n\n") {
 		lines := strings.Split(strings.Trim(block, "\n"), "\n")
 		if !strings.HasPrefix(lines[0], "$ ") {
 			return nil, fmt.Errorf("a transcript block does not start with a command: %q", lines[0])
