@@ -311,7 +311,7 @@ const (
 )
 
 // warmWrites has the state machine load what the next committed entries'
-// writes will read (statemachine.WarmWrites), when they are small writes:
+// writes will read (statemachine.WarmEntities), when they are small writes:
 // a batch's own writes overlap their cache misses, but the single-event
 // requests that one fsync commits would each wait for theirs. It reads
 // entries, never changes state.
@@ -336,7 +336,7 @@ func (r *Replica) warmWrites() {
 	r.warmedTo = i - 1 // the entries looked at; the next call starts after them
 	r.warmIDs = ids
 	if len(ids) > 1 {
-		r.sm.WarmWrites(ids)
+		r.sm.WarmEntities(ids)
 	}
 }
 

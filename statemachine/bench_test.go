@@ -177,6 +177,28 @@ func BenchmarkGetLatest(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lookups/s")
 }
 
+// BenchmarkGetLatestBatch looks up batches of 100 random entities (a
+// dashboard's fleet, POST /entities/batch), and reports lookups, not
+// batches, a second.
+func BenchmarkGetLatestBatch(b *testing.B) {
+	sm := loaded(b)
+	r := rand.New(rand.NewPCG(13, 14))
+	const batch, batches = 100, 1 << 10
+	ids := make([]core.Uint128, batch*batches)
+	for i := range ids {
+		ids[i] = core.Uint128{Hi: 1, Lo: uint64(1 + r.IntN(benchEntities))}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		at := i % batches * batch
+		res, err := sm.GetLatestBatch(benchNow, ids[at:at+batch])
+		if err != nil || !res[0].Found {
+			b.Fatal("not found", err)
+		}
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "lookups/s")
+}
+
 // BenchmarkMemoryPerEntity builds a state of benchEntities entities with one
 // event each and reports live heap bytes per entity after a GC.
 func BenchmarkMemoryPerEntity(b *testing.B) {

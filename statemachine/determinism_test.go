@@ -91,10 +91,10 @@ func TestDeterminism(t *testing.T) {
 	})
 }
 
-// TestWarmWritesChangesNothing: a state machine that is warmed before each
+// TestWarmEntitiesChangesNothing: a state machine that is warmed before each
 // operation (with the ids the operation names, ids never stored, and more
 // than a call takes) gives the same replies and digests as one that is not.
-func TestWarmWritesChangesNothing(t *testing.T) {
+func TestWarmEntitiesChangesNothing(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		ops := genOps(t)
 		cold, warm := New(), New()
@@ -106,7 +106,7 @@ func TestWarmWritesChangesNothing(t *testing.T) {
 			for k := range rapid.IntRange(0, 2*writeAhead).Draw(t, "extra") {
 				ids = append(ids, core.Uint128{Hi: 7, Lo: uint64(k)})
 			}
-			warm.WarmWrites(ids)
+			warm.WarmEntities(ids)
 			if rc, rw := o.apply(cold), o.apply(warm); rc != rw {
 				t.Fatalf("op %d: replies differ:\n%s\n%s", i, rc, rw)
 			}

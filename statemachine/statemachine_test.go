@@ -168,7 +168,13 @@ func (h *harness) write(t *rapid.T, upsert bool) {
 
 func slices_clone(e []core.GeoEvent) []core.GeoEvent { return append([]core.GeoEvent(nil), e...) }
 
+// idList draws a list of ids: usually a few, sometimes more (none zero)
+// than one group that GetLatestBatch warms at a time (writeAhead).
 func (h *harness) idList(t *rapid.T) []core.Uint128 {
+	if rapid.IntRange(0, 9).Draw(t, "long") == 0 {
+		n := rapid.IntRange(writeAhead-1, 2*writeAhead+1).Draw(t, "nids")
+		return rapid.SliceOfN(rapid.SampledFrom(h.ids), n, n).Draw(t, "ids")
+	}
 	n := rapid.IntRange(0, 4).Draw(t, "nids")
 	ids := make([]core.Uint128, n)
 	for i := range ids {

@@ -113,28 +113,29 @@ func (sm *StateMachine) write(opTS uint64, events []core.GeoEvent, upsert bool) 
 const writeAhead = 64
 
 // prefetchWrites loads what writing evs (at most writeAhead of them) will
-// read first, through WarmWrites.
+// read first, through WarmEntities.
 func (sm *StateMachine) prefetchWrites(evs []core.GeoEvent) {
 	var ids [writeAhead]core.Uint128
 	n := min(len(evs), writeAhead)
 	for i := range n {
 		ids[i] = evs[i].EntityID
 	}
-	sm.WarmWrites(ids[:n])
+	sm.WarmEntities(ids[:n])
 }
 
-// WarmWrites loads what writing events with these entity ids will read
-// first: each id's entry in the id index, then each stored entity (and its
-// ext). Each pass is a run of independent loads, so the processor overlaps
-// their cache misses, and the writes that follow find them in cache. A
-// batch's writes call it for their next events (prefetchWrites); a caller
-// about to apply several small writes one after another (a replica
-// applying the single-event requests that one fsync committed) calls it
-// for all of them. It changes nothing, so calling it or not leaves every
-// reply and the state the same. ids holds at most writeAhead ids a call;
+// WarmEntities loads what writing events with these entity ids, or looking
+// them up, will read first: each id's entry in the id index, then each
+// stored entity (and its ext). Each pass is a run of independent loads, so
+// the processor overlaps their cache misses, and the writes or lookups that
+// follow find them in cache. A batch's writes call it for their next
+// events (prefetchWrites), GetLatestBatch for its next ids; a caller about
+// to apply several small writes one after another (a replica applying the
+// single-event requests that one fsync committed) calls it for all of
+// them. It changes nothing, so calling it or not leaves every reply and
+// the state the same. ids holds at most writeAhead ids a call;
 // the rest are ignored. The sum only keeps the compiler from dropping the
 // loads.
-func (sm *StateMachine) WarmWrites(ids []core.Uint128) {
+func (sm *StateMachine) WarmEntities(ids []core.Uint128) {
 	ids = ids[:min(len(ids), writeAhead)]
 	var sum uint64
 	for _, id := range ids {
