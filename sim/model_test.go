@@ -248,35 +248,46 @@ func (b *histBuilder) rewrite(kind core.Operation, key uint64, res core.EventRes
 // A write on the key of an older event whose own TTL has passed finds it
 // absent: an insert succeeds (EVENT_EXISTS is refused) and reports updated
 // false, as does an upsert; the new event takes the expired one's place.
+// The older event expires either before the write that makes it older
+// (which then prunes it from the model's state), or between that write
+// and the rewrite (which then meets it in the state, expired).
 func TestModelWriteOnExpiredOlderKey(t *testing.T) {
-	for _, c := range []struct {
-		name     string
-		kind     core.Operation
-		res      core.EventResult
-		accepted bool
+	for _, when := range []struct {
+		name string
+		ttl  uint32
+		key  func(b *histBuilder) uint64 // the older event's client timestamp
 	}{
-		{"insert, updated false", core.OpInsert, core.EventResult{}, true},
-		{"insert, EVENT_EXISTS", core.OpInsert, core.EventResult{Code: core.EventExists.Code}, false},
-		{"insert, updated true", core.OpInsert, core.EventResult{Updated: true}, false},
-		{"upsert, updated false", core.OpUpsert, core.EventResult{}, true},
-		{"upsert, updated true", core.OpUpsert, core.EventResult{Updated: true}, false},
+		{"expired long ago", 1, func(b *histBuilder) uint64 { return b.rt(0) - 3600_000_000_000 }},
+		{"expired at tick 20", 3600, func(b *histBuilder) uint64 { return b.rt(20) - 3600_000_000_000 }},
 	} {
-		b := newHistBuilder()
-		past := b.rt(0) - 3600_000_000_000 // a client timestamp, as the workload's
-		// An older event whose 1 s TTL passed long ago.
-		latest, _ := b.olderAt(past, 1)
-		b.history(20, 21, latest)
-		if !b.linearizable() {
-			t.Fatalf("%s: a history read without the expired older event is refused", c.name)
-		}
-		again := b.rewrite(c.kind, past, c.res, 30, 32)
-		if c.res.Code == 0 {
-			b.history(40, 41, again, latest) // the new event, visible
-		} else {
-			b.history(40, 41, latest)
-		}
-		if got := b.linearizable(); got != c.accepted {
-			t.Errorf("%s: accepted %v, want %v", c.name, got, c.accepted)
+		for _, c := range []struct {
+			name     string
+			kind     core.Operation
+			res      core.EventResult
+			accepted bool
+		}{
+			{"insert, updated false", core.OpInsert, core.EventResult{}, true},
+			{"insert, EVENT_EXISTS", core.OpInsert, core.EventResult{Code: core.EventExists.Code}, false},
+			{"insert, updated true", core.OpInsert, core.EventResult{Updated: true}, false},
+			{"upsert, updated false", core.OpUpsert, core.EventResult{}, true},
+			{"upsert, updated true", core.OpUpsert, core.EventResult{Updated: true}, false},
+		} {
+			b := newHistBuilder()
+			key := when.key(b)
+			latest, _ := b.olderAt(key, when.ttl)
+			b.history(20, 21, latest)
+			if !b.linearizable() {
+				t.Fatalf("%s, %s: a history read without the expired older event is refused", when.name, c.name)
+			}
+			again := b.rewrite(c.kind, key, c.res, 30, 32)
+			if c.res.Code == 0 {
+				b.history(40, 41, again, latest) // the new event, visible
+			} else {
+				b.history(40, 41, latest)
+			}
+			if got := b.linearizable(); got != c.accepted {
+				t.Errorf("%s, %s: accepted %v, want %v", when.name, c.name, got, c.accepted)
+			}
 		}
 	}
 }
