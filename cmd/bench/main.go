@@ -8,7 +8,9 @@
 //
 // Operations (--op): insert (new entities, --batch events per request),
 // upsert (move existing entities), radius (1 km queries), latest (get latest
-// of one entity), mixed (--mix shares, e.g. upsert=80,radius=10,latest=10).
+// of one entity), latest-batch (get latest of --batch random entities, at
+// most 10,000: POST /entities/batch over HTTP), mixed (--mix shares, e.g.
+// upsert=80,radius=10,latest=10).
 // Entities are uniform in a 2 x 2 degree box around lat 38.11, lon 13.36;
 // run insert first (or --preload) so that reads find data.
 //
@@ -83,10 +85,10 @@ func parseFlags(args []string) (config, error) {
 	cluster := fs.String("cluster", "", "cluster id (UUID or decimal), as printed by `replica dev` (binary protocol)")
 	httpURL := fs.String("http", "", "drive the HTTP JSON API at this base URL (e.g. http://127.0.0.1:8080) instead of the binary protocol")
 	httpClient := fs.String("http-client", "raw", "the HTTP client of --http: raw (a minimal keep-alive HTTP/1.1 client that leaves the CPU to the server) or std (net/http's)")
-	op := fs.String("op", "insert", "insert, upsert, radius, latest or mixed")
+	op := fs.String("op", "insert", "insert, upsert, radius, latest, latest-batch or mixed")
 	mix := fs.String("mix", "upsert=80,radius=10,latest=10", "shares for --op mixed")
 	entities := fs.Int("entities", 1_000_000, "entity ids in use")
-	batch := fs.Int("batch", 10_000, "events per insert/upsert request")
+	batch := fs.Int("batch", 10_000, "events per insert/upsert request, entities per latest-batch request")
 	conc := fs.Int("concurrency", 4, "parallel sessions")
 	dur := fs.Duration("duration", 20*time.Second, "how long to run")
 	preload := fs.Bool("preload", false, "insert every entity once before measuring (in 10,000-event batches)")
@@ -128,9 +130,12 @@ func parseFlags(args []string) (config, error) {
 		}
 	}
 	for name := range cfg.mix {
-		if !slices.Contains([]string{"insert", "upsert", "radius", "latest"}, name) {
+		if !slices.Contains([]string{"insert", "upsert", "radius", "latest", "latest-batch"}, name) {
 			return cfg, fmt.Errorf("unknown operation %q", name)
 		}
+	}
+	if cfg.mix["latest-batch"] > 0 && cfg.batch > core.MaxBatchIDs {
+		return cfg, fmt.Errorf("--batch: a latest-batch request names at most %d entities, not %d", core.MaxBatchIDs, cfg.batch)
 	}
 	return cfg, nil
 }
@@ -294,6 +299,12 @@ func one(ctx context.Context, c target, cfg config, op string, r *rand.Rand, nex
 	case "radius":
 		lat, lon := point(r)
 		return c.radius(ctx, &core.RadiusQuery{Center: core.Coordinate{LatNano: lat, LonNano: lon}, RadiusMM: 1_000_000})
+	case "latest-batch":
+		ids := make([]core.Uint128, cfg.batch)
+		for i := range ids {
+			ids[i] = core.Uint128{Hi: 1, Lo: 1 + uint64(r.IntN(cfg.entities))}
+		}
+		return c.latestBatch(ctx, ids)
 	default: // latest
 		return 1, c.latest(ctx, core.Uint128{Hi: 1, Lo: 1 + uint64(r.IntN(cfg.entities))})
 	}

@@ -14,10 +14,18 @@ func TestParseFlags(t *testing.T) {
 		{"--cluster", "1", "--batch", "0"},
 		{"--cluster", "1", "--procs", "-1"},
 		{"--http", "http://127.0.0.1:8080", "--http-client", "curl"},
+		{"--cluster", "1", "--op", "latest-batch", "--batch", "10001"},
 	} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
+	}
+}
+
+func TestLatestBatchTakesUpToTheLimit(t *testing.T) {
+	cfg, err := parseFlags([]string{"--cluster", "1", "--op", "latest-batch", "--batch", "10000"})
+	if err != nil || cfg.mix["latest-batch"] != 1 {
+		t.Fatalf("%+v %v", cfg, err)
 	}
 }
 

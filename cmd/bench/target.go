@@ -23,6 +23,7 @@ type target interface {
 	write(ctx context.Context, evs []core.GeoEvent, upsert bool) error
 	radius(ctx context.Context, q *core.RadiusQuery) (results int, err error)
 	latest(ctx context.Context, id core.Uint128) error
+	latestBatch(ctx context.Context, ids []core.Uint128) (found int, err error)
 	close()
 }
 
@@ -53,6 +54,17 @@ func (b binaryTarget) radius(ctx context.Context, q *core.RadiusQuery) (int, err
 func (b binaryTarget) latest(ctx context.Context, id core.Uint128) error {
 	_, err := b.c.GetLatest(ctx, id)
 	return err
+}
+
+func (b binaryTarget) latestBatch(ctx context.Context, ids []core.Uint128) (int, error) {
+	res, err := b.c.GetLatestBatch(ctx, ids)
+	found := 0
+	for _, r := range res {
+		if r.Found {
+			found++
+		}
+	}
+	return found, err
 }
 
 func (b binaryTarget) close() { b.c.Close() }
@@ -163,6 +175,29 @@ func (h httpTarget) radius(ctx context.Context, q *core.RadiusQuery) (int, error
 
 func (h httpTarget) latest(ctx context.Context, id core.Uint128) error {
 	return h.do(ctx, http.MethodGet, "/entity/"+id.String(), nil, func([]byte) error { return nil })
+}
+
+func (h httpTarget) latestBatch(ctx context.Context, ids []core.Uint128) (int, error) {
+	b := make([]byte, 0, 40*len(ids)+20)
+	b = append(b, `{"entity_ids":[`...)
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, id.String()...)
+		b = append(b, '"')
+	}
+	b = append(b, "]}"...)
+	n := 0
+	err := h.do(ctx, http.MethodPost, "/entities/batch", b, func(resp []byte) error {
+		if !bytes.HasPrefix(resp, []byte(`{"events":[`)) {
+			return fmt.Errorf("/entities/batch: unexpected answer %.200s", resp)
+		}
+		n = bytes.Count(resp, eventStart)
+		return nil
+	})
+	return n, err
 }
 
 // rawHTTP is a minimal HTTP/1.1 client for the bench: a pool of keep-alive

@@ -42,6 +42,14 @@ func testHTTPTarget(t *testing.T, client string) {
 			w.Write([]byte(`{"results":[],"committed":` + map[bool]string{true: "true", false: "false"}[committed] + `}`))
 		case "/query/radius":
 			w.Write([]byte(`{"events":[{"id":"a:1","entity_id":"a"},{"id":"b:2"}],"has_more":false,"cursor":null}`))
+		case "/entities/batch":
+			var req struct {
+				EntityIDs []string `json:"entity_ids"`
+			}
+			if err := json.Unmarshal(body, &req); err != nil || len(req.EntityIDs) != 3 || req.EntityIDs[2] != "00000000-0000-0000-0000-000000000003" {
+				t.Errorf("bad /entities/batch body %s: %v", body, err)
+			}
+			w.Write([]byte(`{"events":[{"id":"a:1","entity_id":"a"},null,{"id":"c:2"}]}`))
 		default:
 			if !strings.HasPrefix(r.URL.Path, "/entity/") || strings.HasSuffix(r.URL.Path, "0") {
 				w.WriteHeader(404)
@@ -66,13 +74,16 @@ func testHTTPTarget(t *testing.T, client string) {
 	if n, err := h.radius(ctx, &core.RadiusQuery{RadiusMM: 5}); err != nil || n != 2 {
 		t.Fatalf("radius: %d %v", n, err)
 	}
+	if n, err := h.latestBatch(ctx, []core.Uint128{{Lo: 1}, {Lo: 2}, {Lo: 3}}); err != nil || n != 2 {
+		t.Fatalf("latest batch: %d found, %v", n, err)
+	}
 	if err := h.latest(ctx, core.Uint128{Lo: 0x10}); err == nil || !strings.Contains(err.Error(), "HTTP 404") {
 		t.Fatalf("a 404 was not reported: %v", err)
 	}
 	if err := h.latest(ctx, core.Uint128{Lo: 9}); err != nil {
 		t.Fatal(err)
 	}
-	want := "POST /events,POST /events,POST /query/radius,GET /entity/00000000-0000-0000-0000-000000000010,GET /entity/00000000-0000-0000-0000-000000000009"
+	want := "POST /events,POST /events,POST /query/radius,POST /entities/batch,GET /entity/00000000-0000-0000-0000-000000000010,GET /entity/00000000-0000-0000-0000-000000000009"
 	if got := strings.Join(paths, ","); got != want {
 		t.Fatalf("requests %s, want %s", got, want)
 	}
