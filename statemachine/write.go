@@ -109,7 +109,8 @@ func (sm *StateMachine) write(opTS uint64, events []core.GeoEvent, upsert bool) 
 	return core.InsertReply{Committed: true, Results: results}, nil
 }
 
-// writeAhead is how many events of a batch prefetchWrites reads ahead.
+// writeAhead is how many ids WarmEntities takes a call: how far ahead a
+// batch's writes (prefetchWrites) and GetLatestBatch's lookups read.
 const writeAhead = 64
 
 // prefetchWrites loads what writing evs (at most writeAhead of them) will
