@@ -48,17 +48,21 @@ var (
 // and shared by the read benchmarks.
 func loaded(b *testing.B) *StateMachine {
 	benchOnce.Do(func() {
-		r := rand.New(rand.NewPCG(1, 2))
-		benchSM = New()
-		benchNow = epoch
-		for first := 1; first <= benchEntities; first += benchBatch {
-			benchNow += 1e6
-			if _, err := benchSM.Insert(benchNow, &core.InsertRequest{Events: benchEvents(r, first, benchBatch)}); err != nil {
-				panic(err)
-			}
-		}
+		benchSM, benchNow = New(), epoch
+		insertBench(benchSM, rand.New(rand.NewPCG(1, 2)), &benchNow)
 	})
 	return benchSM
+}
+
+// insertBench inserts benchEntities new entities into sm, a batch every
+// millisecond from *now on, and leaves *now at the last batch's time.
+func insertBench(sm *StateMachine, r *rand.Rand, now *uint64) {
+	for first := 1; first <= benchEntities; first += benchBatch {
+		*now += 1e6
+		if _, err := sm.Insert(*now, &core.InsertRequest{Events: benchEvents(r, first, benchBatch)}); err != nil {
+			panic(err)
+		}
+	}
 }
 
 func BenchmarkInsertBatch10k(b *testing.B) {
@@ -197,6 +201,63 @@ func BenchmarkGetLatestBatch(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "lookups/s")
+}
+
+var (
+	movedOnce sync.Once
+	movedSM   *StateMachine
+	movedNow  uint64
+)
+
+// moved returns a state machine holding benchEntities entities that have
+// each been inserted and then moved once, in random order: unlike
+// loaded's, their order in time is not their order in memory (as in a
+// fleet whose vehicles report at their own pace).
+func moved(b *testing.B) *StateMachine {
+	movedOnce.Do(func() {
+		r := rand.New(rand.NewPCG(3, 4))
+		movedSM, movedNow = New(), epoch
+		insertBench(movedSM, r, &movedNow)
+		order := r.Perm(benchEntities)
+		for k := 0; k < benchEntities; k += benchBatch {
+			evs := benchEvents(r, 1, benchBatch)
+			for i := range evs {
+				evs[i].EntityID.Lo = uint64(1 + order[k+i])
+			}
+			movedNow += 1e6
+			if _, err := movedSM.Upsert(movedNow, &core.InsertRequest{Events: evs}); err != nil {
+				panic(err)
+			}
+		}
+	})
+	return movedSM
+}
+
+// BenchmarkQueryLatest reads pages of the default 1,000 latest positions
+// across all entities, each from a random place in time (a cursor just
+// after a random entity's latest event), and reports pages a second.
+func BenchmarkQueryLatest(b *testing.B) {
+	sm := moved(b)
+	r := rand.New(rand.NewPCG(15, 16))
+	cursors := make([]string, 256)
+	for i := range cursors {
+		slot, ok := sm.ids.get(core.Uint128{Hi: 1, Lo: uint64(1 + r.IntN(benchEntities))})
+		if !ok {
+			b.Fatal("an entity is missing")
+		}
+		cursors[i] = encodeCursor(kindLatest, timeKey(sm.store.at(slot)))
+	}
+	results := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		res, err := sm.QueryLatest(movedNow, &core.LatestQuery{Page: core.Page{Cursor: cursors[i%len(cursors)]}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		results += len(res.Events)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pages/s")
+	b.ReportMetric(float64(results)/float64(b.N), "results/page")
 }
 
 // BenchmarkMemoryPerEntity builds a state of benchEntities entities with one

@@ -370,7 +370,19 @@ func (sm *StateMachine) QueryLatest(opTS uint64, q *core.LatestQuery) (core.Quer
 	}
 	var last, examined btree.Key
 	budget := sm.keyBudget()
+	// Entities lie in memory in no order of time, so each key's entity is
+	// a cache miss of its own: ahead runs latestAhead keys before it and
+	// starts loading their entities, so that the misses overlap.
+	ahead := it
+	for k := 0; k < latestAhead && ahead.Valid(); k++ {
+		sm.store.prefetch(ahead.Value())
+		ahead.Prev()
+	}
 	for ; it.Valid() && it.Key().A > q.SinceNS; it.Prev() {
+		if ahead.Valid() {
+			sm.store.prefetch(ahead.Value())
+			ahead.Prev()
+		}
 		if budget == 0 {
 			// The page ends early (see maxScanKeys), after the last key
 			// examined.
@@ -397,6 +409,10 @@ func (sm *StateMachine) QueryLatest(opTS uint64, q *core.LatestQuery) (core.Quer
 	}
 	return res, nil
 }
+
+// latestAhead is how many keys ahead of the one it reads QueryLatest
+// prefetches entities.
+const latestAhead = 16
 
 // History lists one entity's visible events with SinceNS <= timestamp <=
 // UntilNS (UntilNS 0 = no bound), oldest first. An unknown or expired entity
