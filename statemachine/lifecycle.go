@@ -12,7 +12,10 @@ func (sm *StateMachine) DeleteEntities(opTS uint64, req *core.DeleteRequest) (co
 		return core.DeleteReply{}, err
 	}
 	var reply core.DeleteReply
-	for _, id := range req.EntityIDs {
+	for i, id := range req.EntityIDs {
+		if i%writeAhead == 0 {
+			sm.WarmEntities(req.EntityIDs[i:]) // as GetLatestBatch
+		}
 		slot, e, ok := sm.lookup(id, opTS)
 		if e != nil {
 			sm.remove(slot)

@@ -110,7 +110,8 @@ func (sm *StateMachine) write(opTS uint64, events []core.GeoEvent, upsert bool) 
 }
 
 // writeAhead is how many ids WarmEntities takes a call: how far ahead a
-// batch's writes (prefetchWrites) and GetLatestBatch's lookups read.
+// batch's writes (prefetchWrites), GetLatestBatch's lookups and
+// DeleteEntities' deletes read.
 const writeAhead = 64
 
 // prefetchWrites loads what writing evs (at most writeAhead of them) will
@@ -129,13 +130,13 @@ func (sm *StateMachine) prefetchWrites(evs []core.GeoEvent) {
 // stored entity (and its ext). Each pass is a run of independent loads, so
 // the processor overlaps their cache misses, and the writes or lookups that
 // follow find them in cache. A batch's writes call it for their next
-// events (prefetchWrites), GetLatestBatch for its next ids; a caller about
-// to apply several small writes one after another (a replica applying the
-// single-event requests that one fsync committed) calls it for all of
-// them. It changes nothing, so calling it or not leaves every reply and
-// the state the same. ids holds at most writeAhead ids a call;
-// the rest are ignored. The sum only keeps the compiler from dropping the
-// loads.
+// events (prefetchWrites), GetLatestBatch and DeleteEntities for their
+// next ids; a caller about to apply several small writes one after another
+// (a replica applying the single-event requests that one fsync committed)
+// calls it for all of them. It changes nothing, so calling it or not
+// leaves every reply and the state the same. ids holds at most writeAhead
+// ids a call; the rest are ignored. The sum only keeps the compiler from
+// dropping the loads.
 func (sm *StateMachine) WarmEntities(ids []core.Uint128) {
 	ids = ids[:min(len(ids), writeAhead)]
 	var sum uint64
