@@ -13,9 +13,7 @@ func (sm *StateMachine) DeleteEntities(opTS uint64, req *core.DeleteRequest) (co
 	}
 	var reply core.DeleteReply
 	for i, id := range req.EntityIDs {
-		if i%writeAhead == 0 {
-			sm.WarmEntities(req.EntityIDs[i:]) // as GetLatestBatch
-		}
+		sm.warmGroup(req.EntityIDs, i)
 		slot, e, ok := sm.lookup(id, opTS)
 		if e != nil {
 			sm.remove(slot)

@@ -336,12 +336,7 @@ func (sm *StateMachine) GetLatestBatch(opTS uint64, ids []core.Uint128) ([]core.
 	}
 	out := make([]core.LatestResult, len(ids))
 	for i, id := range ids {
-		if i%writeAhead == 0 {
-			// One at a time, each lookup waits for two cache misses in
-			// turn (its id's entry, then its entity); warmed a group at a
-			// time, a group's misses overlap.
-			sm.WarmEntities(ids[i:])
-		}
+		sm.warmGroup(ids, i)
 		if slot, _, ok := sm.lookup(id, opTS); ok {
 			out[i] = core.LatestResult{Event: sm.store.event(slot), Found: true}
 		}

@@ -114,6 +114,17 @@ func (sm *StateMachine) write(opTS uint64, events []core.GeoEvent, upsert bool) 
 // DeleteEntities' deletes read.
 const writeAhead = 64
 
+// warmGroup warms ids[i:] (WarmEntities: the next writeAhead of them) when
+// i starts a group: a loop that looks up or deletes ids one after another
+// calls it for each i, so that each group's cache misses overlap rather
+// than each lookup waiting for two in turn (its id's entry, then its
+// entity).
+func (sm *StateMachine) warmGroup(ids []core.Uint128, i int) {
+	if i%writeAhead == 0 {
+		sm.WarmEntities(ids[i:])
+	}
+}
+
 // prefetchWrites loads what writing evs (at most writeAhead of them) will
 // read first, through WarmEntities.
 func (sm *StateMachine) prefetchWrites(evs []core.GeoEvent) {
@@ -166,9 +177,8 @@ func (sm *StateMachine) hasEvent(k eventKey, t uint64) bool {
 	if !ok {
 		return false
 	}
-	older := sm.store.older(slot)
-	i, found := find(e, older, k.ts)
-	return found && (i == older.len() || !expiredAt(older.at(i), t))
+	_, found, expired := findLive(e, sm.store.older(slot), k.ts, t)
+	return found && !expired
 }
 
 // find locates timestamp ts in the entity's events, older being its older
@@ -185,6 +195,14 @@ func find(e *entity, older *history, ts uint64) (i int, found bool) {
 	}
 	i = older.search(ts)
 	return i, i < n && older.at(i).TimestampNS == ts
+}
+
+// findLive is find at time t: expired is set when the event found is an
+// older one that has expired at t (expiredAt), which reads and writes take
+// as absent though it is still stored, until cleanup removes it.
+func findLive(e *entity, older *history, ts, t uint64) (i int, found, expired bool) {
+	i, found = find(e, older, ts)
+	return i, found, found && i < older.len() && expiredAt(older.at(i), t)
 }
 
 // put stores one validated event whose timestamp is set. replaceLatest is
@@ -208,11 +226,10 @@ func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, replaceLatest bool) 
 		return true
 	}
 	older := sm.store.older(slot)
-	i, found := find(e, older, ev.TimestampNS)
-	latest := found && i == older.len()
 	// An older event that has expired is absent: the new one takes its
 	// place, and updates nothing.
-	expired := found && !latest && expiredAt(older.at(i), opTS)
+	i, found, expired := findLive(e, older, ev.TimestampNS, opTS)
+	latest := found && i == older.len()
 	// Every case but replacing the latest event writes the entity's
 	// history, which its ext holds.
 	e, x := sm.store.write(slot, hasExt(ev) || !latest)
