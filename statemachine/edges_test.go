@@ -329,3 +329,30 @@ func TestScanBudgetEndsPagesEarly(t *testing.T) {
 		}
 	}
 }
+
+// TestQueriesShareResultMemory: radius, polygon and latest pages are built
+// in one memory of the state machine (see QueryLatest). A latest page
+// larger than any radius page before it leaves that memory larger than
+// the distances' own; the radius page after it must still get a distance
+// for each of its events.
+func TestQueriesShareResultMemory(t *testing.T) {
+	sm := New()
+	sm.Insert(epoch, &core.InsertRequest{Events: batch(300)})
+	c := core.Coordinate{LatNano: 38_100_000_000, LonNano: 13_360_000_000}
+	small, _ := sm.QueryRadius(epoch, &core.RadiusQuery{Center: c, RadiusMM: 1_000_000, Page: core.Page{Limit: 2}})
+	if len(small.Events) != 2 {
+		t.Fatalf("small radius page: %d events", len(small.Events))
+	}
+	latest, err := sm.QueryLatest(epoch, &core.LatestQuery{Page: core.Page{Limit: 300}})
+	if err != nil || len(latest.Events) != 300 || latest.Events[0].EntityID != testID(300) {
+		t.Fatalf("latest page: %d events, %v", len(latest.Events), err)
+	}
+	r, err := sm.QueryRadius(epoch, &core.RadiusQuery{Center: c, RadiusMM: 1_000_000, Page: core.Page{Limit: 300}})
+	if err != nil || len(r.Events) != 300 || len(r.DistancesMM) != 300 {
+		t.Fatalf("radius after latest: %d events, %d distances, %v", len(r.Events), len(r.DistancesMM), err)
+	}
+	none, _ := sm.QueryLatest(epoch, &core.LatestQuery{SinceNS: epoch + 1_000})
+	if none.Events != nil {
+		t.Fatalf("an empty latest page holds %d events, want nil", len(none.Events))
+	}
+}
