@@ -294,6 +294,34 @@ func BenchmarkQueryLatest(b *testing.B) {
 	b.ReportMetric(float64(results)/float64(b.N), "results/page")
 }
 
+// BenchmarkHistory reads whole histories of 1,000 events (one page of
+// the default limit) of random entities: "where has it been". The state
+// holds 1,000 entities that each reported 1,000 times, a batch of one
+// report each a second.
+func BenchmarkHistory(b *testing.B) {
+	const entities, reports = 1_000, 1_000
+	r := rand.New(rand.NewPCG(17, 18))
+	sm, now := New(), uint64(epoch)
+	for range reports {
+		now += 1e9
+		if _, err := sm.Insert(now, &core.InsertRequest{Events: benchEvents(r, 1, entities)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	results := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		q := core.HistoryQuery{EntityID: core.Uint128{Hi: 1, Lo: uint64(1 + r.IntN(entities))}}
+		res, err := sm.History(now, &q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		results += len(res.Events)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pages/s")
+	b.ReportMetric(float64(results)/float64(b.N), "results/page")
+}
+
 // BenchmarkMemoryPerEntity builds a state of benchEntities entities with one
 // event each and reports live heap bytes per entity after a GC.
 func BenchmarkMemoryPerEntity(b *testing.B) {

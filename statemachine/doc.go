@@ -48,10 +48,10 @@
 //     fields and no older events.
 //   - Snapshots are written from a Freeze view beside the writes: the
 //     entity store is copy-on-write while a view is out (store.go).
-//   - A radius, polygon or latest-across-all query's result (Events,
-//     DistancesMM) is the state machine's memory, reused by the next such
-//     query: its caller encodes or copies it first (the replica encodes
-//     every reply at once).
+//   - A radius, polygon, latest-across-all or history query's result
+//     (Events, DistancesMM) is the state machine's memory, reused by the
+//     next such query: its caller encodes or copies it first (the replica
+//     encodes every reply at once).
 //
 // # Semantics the spec leaves open (see DESIGN.md)
 //

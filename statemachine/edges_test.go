@@ -330,11 +330,11 @@ func TestScanBudgetEndsPagesEarly(t *testing.T) {
 	}
 }
 
-// TestQueriesShareResultMemory: radius, polygon and latest pages are built
-// in one memory of the state machine (see QueryLatest). A latest page
-// larger than any radius page before it leaves that memory larger than
-// the distances' own; the radius page after it must still get a distance
-// for each of its events.
+// TestQueriesShareResultMemory: radius, polygon, latest and history pages
+// are built in one memory of the state machine (see QueryLatest). A latest
+// page larger than any radius page before it leaves that memory larger
+// than the distances' own; the radius page after it must still get a
+// distance for each of its events. A history page after it is its own.
 func TestQueriesShareResultMemory(t *testing.T) {
 	sm := New()
 	sm.Insert(epoch, &core.InsertRequest{Events: batch(300)})
@@ -354,5 +354,13 @@ func TestQueriesShareResultMemory(t *testing.T) {
 	none, _ := sm.QueryLatest(epoch, &core.LatestQuery{SinceNS: epoch + 1_000})
 	if none.Events != nil {
 		t.Fatalf("an empty latest page holds %d events, want nil", len(none.Events))
+	}
+	h, err := sm.History(epoch, &core.HistoryQuery{EntityID: testID(7)})
+	if err != nil || len(h.Events) != 1 || h.Events[0].EntityID != testID(7) {
+		t.Fatalf("history after radius: %+v, %v", h.Events, err)
+	}
+	h, _ = sm.History(epoch, &core.HistoryQuery{EntityID: testID(7), SinceNS: epoch + 1_000})
+	if h.Events != nil {
+		t.Fatalf("an empty history page holds %d events, want nil", len(h.Events))
 	}
 }

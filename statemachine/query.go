@@ -11,8 +11,8 @@ import (
 // then entity id, with each one's distance.
 //
 // The result's Events and DistancesMM are the state machine's memory: they
-// hold until its next QueryRadius, QueryPolygon or QueryLatest, which
-// reuses them. A caller that keeps them longer copies them.
+// hold until its next QueryRadius, QueryPolygon, QueryLatest or History,
+// which reuses them. A caller that keeps them longer copies them.
 func (sm *StateMachine) QueryRadius(opTS uint64, q *core.RadiusQuery) (core.QueryResult, error) {
 	if !core.ValidCoordinate(q.Center.LatNano, q.Center.LonNano) {
 		return core.QueryResult{}, core.Errorf(core.InvalidCoordinates, "center (%d, %d) nanodegrees is out of range", q.Center.LatNano, q.Center.LonNano)
@@ -44,8 +44,8 @@ func (sm *StateMachine) QueryRadius(opTS uint64, q *core.RadiusQuery) (core.Quer
 
 // QueryPolygon returns the latest visible positions inside the polygon and
 // outside its holes, ordered by leaf cell id then entity id. Its result's
-// Events hold until the next QueryRadius, QueryPolygon or QueryLatest, as
-// QueryRadius's.
+// Events hold until the next QueryRadius, QueryPolygon, QueryLatest or
+// History, as QueryRadius's.
 func (sm *StateMachine) QueryPolygon(opTS uint64, q *core.PolygonQuery) (core.QueryResult, error) {
 	limit, err := pageLimit(q.Limit)
 	if err != nil {
@@ -350,7 +350,7 @@ func (sm *StateMachine) GetLatestBatch(opTS uint64, ids []core.Uint128) ([]core.
 // QueryLatest lists latest visible positions newest first, ordered by
 // (timestamp, entity id) descending, with timestamps after SinceNS. Its
 // result's Events are the state machine's memory, as QueryRadius's: they
-// hold until the next QueryRadius, QueryPolygon or QueryLatest.
+// hold until the next QueryRadius, QueryPolygon, QueryLatest or History.
 func (sm *StateMachine) QueryLatest(opTS uint64, q *core.LatestQuery) (core.QueryResult, error) {
 	limit, err := pageLimit(q.Limit)
 	if err != nil {
@@ -370,10 +370,10 @@ func (sm *StateMachine) QueryLatest(opTS uint64, q *core.LatestQuery) (core.Quer
 	}
 	var last, examined btree.Key
 	budget := sm.keyBudget()
-	// The page is built in the spatial queries' result memory, sized at
-	// once for a full page: grown by doubling from nothing instead, a page
-	// of 1,000 was copied and zeroed about twice over, a third of the
-	// query's time (BenchmarkQueryLatest).
+	// The page is built in the query result memory, sized at once for a
+	// full page: grown by doubling from nothing instead, a page of 1,000
+	// was copied and zeroed about twice over, a third of the query's time
+	// (BenchmarkQueryLatest).
 	if want := min(limit, sm.ids.len()); cap(sm.scanEvents) < want {
 		sm.scanEvents = make([]core.GeoEvent, 0, want)
 	}
@@ -428,7 +428,9 @@ const latestAhead = 16
 
 // History lists one entity's visible events with SinceNS <= timestamp <=
 // UntilNS (UntilNS 0 = no bound), oldest first. An unknown or expired entity
-// has an empty history.
+// has an empty history. Its result's Events are the state machine's
+// memory, as QueryRadius's: they hold until the next radius, polygon,
+// latest or history query.
 func (sm *StateMachine) History(opTS uint64, q *core.HistoryQuery) (core.QueryResult, error) {
 	if q.EntityID.IsZero() {
 		return core.QueryResult{}, core.Errorf(core.InvalidEntityID, "entity_id is zero")
@@ -467,6 +469,11 @@ func (sm *StateMachine) History(opTS uint64, q *core.HistoryQuery) (core.QueryRe
 	i, _ := find(e, older, from)
 	n := older.len() + 1
 	latest := sm.store.event(slot)
+	// The page is built in the query result memory, as QueryLatest's.
+	if want := min(limit, n-i); cap(sm.scanEvents) < want {
+		sm.scanEvents = make([]core.GeoEvent, 0, want)
+	}
+	events := sm.scanEvents[:0]
 	for ; i < n; i++ {
 		ev := &latest
 		if i < n-1 {
@@ -481,12 +488,16 @@ func (sm *StateMachine) History(opTS uint64, q *core.HistoryQuery) (core.QueryRe
 		if i < n-1 && expiredAt(ev, opTS) {
 			continue
 		}
-		if len(res.Events) == limit {
+		if len(events) == limit {
 			res.HasMore = true
-			res.Cursor = encodeCursor(kindHistory, btree.Key{A: res.Events[limit-1].TimestampNS, ID: q.EntityID})
+			res.Cursor = encodeCursor(kindHistory, btree.Key{A: events[limit-1].TimestampNS, ID: q.EntityID})
 			break
 		}
-		res.Events = append(res.Events, *ev)
+		events = append(events, *ev)
+	}
+	if len(events) > 0 {
+		res.Events = events
+		sm.scanEvents = events[:0]
 	}
 	return res, nil
 }

@@ -51,10 +51,10 @@ type StateMachine struct {
 	// ranges are built in (about 13 KB a query otherwise).
 	scanPolygon polygonRegion
 	polygons    geom.PolygonBuilder
-	// The memory of a spatial or latest query's result, which the next
-	// one reuses (allocating and zeroing a fresh result cost about 12% of
-	// a 1 km radius query, and a third of a latest page of 1,000).
-	// scanDistances only for radius queries.
+	// The memory of a radius, polygon, latest or history query's result,
+	// which the next one reuses (allocating and zeroing a fresh result
+	// cost about 12% of a 1 km radius query, and a third of a latest page
+	// of 1,000). scanDistances only for radius queries.
 	scanEvents    []core.GeoEvent
 	scanDistances []uint64
 	// The memory of a write's per-event results, which the next write
