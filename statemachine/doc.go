@@ -50,8 +50,9 @@
 //     entity store is copy-on-write while a view is out (store.go).
 //   - A radius, polygon, latest-across-all or history query's result
 //     (Events, DistancesMM) is the state machine's memory, reused by the
-//     next such query: its caller encodes or copies it first (the replica
-//     encodes every reply at once).
+//     next such query, and a latest batch's results by the next latest
+//     batch: the caller encodes or copies them first (the replica encodes
+//     every reply at once).
 //
 // # Semantics the spec leaves open (see DESIGN.md)
 //

@@ -332,16 +332,22 @@ func (sm *StateMachine) GetLatest(opTS uint64, id core.Uint128) (core.LatestResu
 }
 
 // GetLatestBatch returns each listed entity's latest visible event, in
-// request order, with Found false for a missing one.
+// request order, with Found false for a missing one. The results are the
+// state machine's memory: they hold until its next GetLatestBatch.
 func (sm *StateMachine) GetLatestBatch(opTS uint64, ids []core.Uint128) ([]core.LatestResult, error) {
 	if err := checkIDList(ids); err != nil {
 		return nil, err
 	}
-	out := make([]core.LatestResult, len(ids))
+	if cap(sm.latestResults) < len(ids) {
+		sm.latestResults = make([]core.LatestResult, len(ids))
+	}
+	out := sm.latestResults[:len(ids)]
 	for i, id := range ids {
 		sm.warmGroup(ids, i)
 		if slot, _, ok := sm.lookup(id, opTS); ok {
 			out[i] = core.LatestResult{Event: sm.store.event(slot), Found: true}
+		} else {
+			out[i] = core.LatestResult{}
 		}
 	}
 	return out, nil

@@ -57,6 +57,8 @@ type StateMachine struct {
 	// of 1,000). scanDistances only for radius queries.
 	scanEvents    []core.GeoEvent
 	scanDistances []uint64
+	// The memory of a latest batch's results, which the next one reuses.
+	latestResults []core.LatestResult
 	// The memory of a write's per-event results, which the next write
 	// reuses (a 10,000-event batch's are 240 KB).
 	writeResults []core.EventResult
