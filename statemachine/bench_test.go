@@ -28,6 +28,11 @@ func benchPoint(r *rand.Rand) (int64, int64) {
 	return benchLat - benchHalfBox + r.Int64N(2*benchHalfBox), benchLon - benchHalfBox + r.Int64N(2*benchHalfBox)
 }
 
+// benchID draws one of the ids 1..n that benchEvents gives entities.
+func benchID(r *rand.Rand, n int) core.Uint128 {
+	return core.Uint128{Hi: 1, Lo: uint64(1 + r.IntN(n))}
+}
+
 func benchEvents(r *rand.Rand, firstID, n int) []core.GeoEvent {
 	evs := make([]core.GeoEvent, n)
 	for i := range evs {
@@ -99,7 +104,7 @@ func BenchmarkUpsertBatch10k(b *testing.B) {
 		evs := make([]core.GeoEvent, benchBatch)
 		for j := range evs {
 			lat, lon := benchPoint(r)
-			evs[j] = core.GeoEvent{EntityID: core.Uint128{Hi: 1, Lo: uint64(1 + r.IntN(benchEntities))}, LatNano: lat, LonNano: lon}
+			evs[j] = core.GeoEvent{EntityID: benchID(r, benchEntities), LatNano: lat, LonNano: lon}
 		}
 		AssignCells(evs)
 		benchNow += 1e6
@@ -170,7 +175,7 @@ func BenchmarkGetLatest(b *testing.B) {
 	r := rand.New(rand.NewPCG(11, 12))
 	ids := make([]core.Uint128, 1<<16)
 	for i := range ids {
-		ids[i] = core.Uint128{Hi: 1, Lo: uint64(1 + r.IntN(benchEntities))}
+		ids[i] = benchID(r, benchEntities)
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -190,7 +195,7 @@ func BenchmarkGetLatestBatch(b *testing.B) {
 	const batch, batches = 100, 1 << 10
 	ids := make([]core.Uint128, batch*batches)
 	for i := range ids {
-		ids[i] = core.Uint128{Hi: 1, Lo: uint64(1 + r.IntN(benchEntities))}
+		ids[i] = benchID(r, benchEntities)
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -216,7 +221,7 @@ func BenchmarkDeleteBatch(b *testing.B) {
 		ids := make([]core.Uint128, batch)
 		evs := make([]core.GeoEvent, batch)
 		for j := range ids {
-			ids[j] = core.Uint128{Hi: 1, Lo: uint64(1 + r.IntN(benchEntities))}
+			ids[j] = benchID(r, benchEntities)
 			lat, lon := benchPoint(r)
 			evs[j] = core.GeoEvent{EntityID: ids[j], LatNano: lat, LonNano: lon}
 		}
@@ -275,7 +280,7 @@ func BenchmarkQueryLatest(b *testing.B) {
 	r := rand.New(rand.NewPCG(15, 16))
 	cursors := make([]string, 256)
 	for i := range cursors {
-		slot, ok := sm.ids.get(core.Uint128{Hi: 1, Lo: uint64(1 + r.IntN(benchEntities))})
+		slot, ok := sm.ids.get(benchID(r, benchEntities))
 		if !ok {
 			b.Fatal("an entity is missing")
 		}
@@ -311,7 +316,7 @@ func BenchmarkHistory(b *testing.B) {
 	results := 0
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		q := core.HistoryQuery{EntityID: core.Uint128{Hi: 1, Lo: uint64(1 + r.IntN(entities))}}
+		q := core.HistoryQuery{EntityID: benchID(r, entities)}
 		res, err := sm.History(now, &q)
 		if err != nil {
 			b.Fatal(err)
