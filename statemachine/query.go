@@ -249,10 +249,7 @@ func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
 	}
 
 	n := min(len(s.matches), s.limit)
-	if cap(sm.scanEvents) < n {
-		sm.scanEvents = make([]core.GeoEvent, n)
-	}
-	s.result.Events = sm.scanEvents[:n]
+	s.result.Events = sm.pageMemory(n)[:n]
 	if s.withDistance {
 		if cap(sm.scanDistances) < n {
 			sm.scanDistances = make([]uint64, n)
@@ -423,11 +420,12 @@ func (sm *StateMachine) QueryLatest(opTS uint64, q *core.LatestQuery) (core.Quer
 const latestAhead = 16
 
 // pageMemory returns the query result memory (scanEvents), empty, with
-// room for want events, for a latest or history page to be appended to:
-// grown by doubling from nothing instead, as each page's slice once was,
-// a page of 1,000 events was copied and zeroed about twice over, a third
-// of a latest query's time and two thirds of a history read's
-// (BenchmarkQueryLatest, BenchmarkHistory).
+// room for want events: a spatial page fills its n at once, a latest or
+// history page is appended to it. Grown by doubling from nothing instead,
+// as each latest or history page's slice once was, a page of 1,000 events
+// was copied and zeroed about twice over, a third of a latest query's time
+// and two thirds of a history read's (BenchmarkQueryLatest,
+// BenchmarkHistory).
 func (sm *StateMachine) pageMemory(want int) []core.GeoEvent {
 	if cap(sm.scanEvents) < want {
 		sm.scanEvents = make([]core.GeoEvent, 0, want)
