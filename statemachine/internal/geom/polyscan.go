@@ -7,7 +7,8 @@ import "math"
 // outside or boundary, and, for each boundary cell, the edges that meet it
 // and the even-odd parity at its center, so that a key in a boundary cell
 // is judged against the one or two edges that cross the cell instead of
-// the whole polygon.
+// the whole polygon: by the signs of one or two linear functions of the
+// key's leaf coordinates (cellLines) in all but crowded cells.
 //
 // Invariants (on top of faceGrid's):
 //   - segs are every edge of every ring in the (u,v) plane, each with its
@@ -23,26 +24,75 @@ import "math"
 //     (padded): otherwise every listed edge crosses the cell from side to
 //     side. Unless ref is refUnknown, each link says which side of its
 //     edge's line the cell's center lies on (see gridLink).
+//   - judge[c] says how classify judges the keys of cell c: judgeOutside
+//     and judgeInside for outside and inside cells, judgeSlow for a
+//     boundary cell that cellLines cannot judge (see cellLinesOf), and
+//     otherwise the index in lines of the cell's cellLines.
+//     lines[judgeOutside] and lines[judgeInside] judge every key outside
+//     and inside.
 //   - The slices point into buf, or into the gridMemory the grid was
 //     built in when they do not fit there: a polygon's Scan reuses them.
 type polyGrid struct {
-	g      faceGrid
-	segs   []gridSeg
-	uc, vc []float64 // cell centers
-	head   []int32
-	links  []gridLink
-	ref    []uint8
-	buf    *polyGridBuf
+	g        faceGrid
+	segs     []gridSeg
+	uc, vc   []float64 // cell centers
+	duc, dvc []float64 // du/di and dv/dj at the cell centers
+	head     []int32
+	links    []gridLink
+	ref      []uint8
+	judge    []uint16
+	lines    []cellLines
+	margin   float64 // of lines: see cellLines
+	buf      *polyGridBuf
 }
+
+// cellLines judges the keys of a boundary cell that one or two edges cross
+// from side to side, or that holds a vertex and only the two edges that
+// meet at it, without projecting them into the (u,v) plane: di and dj are
+// a key's leaf coordinates (decoded to prefilterLevel) less those of the
+// cell's lowest leaf, and, for each edge,
+//
+//	d = k + a di + b dj
+//
+// is the signed distance of the key's point p (the center of its
+// prefilterLevel cell) from the edge's line (gridSeg.dist), to first order
+// about the cell's center. When some |d| is at most polyGrid.margin the key
+// is unsure: leafHalfDiagUV + gridTol as in classify, plus a bound on the
+// error of the first order. (The (u,v) coordinate of a face coordinate s,
+// stToUV, is quadratic on each half of the face with |d²u/ds²| = 8/3, so
+// within half a cell's width w of the center, w = 2^-level, it is off by
+// at most 4/3 (w/2)², and d, whose coefficients of u and v have squares
+// summing to one, by at most √2 times that.) Otherwise no edge comes near
+// p's prefilterLevel cell, and the lines' sign bits settle it: bit
+// (b1 | b2<<1) of table is 1 when a point with sign bits b1 and b2 is
+// inside. A cell with one edge has a second line that is never negative
+// nor near (k = 1, a = b = 0); lines[judgeOutside] and lines[judgeInside]
+// have two.
+type cellLines struct {
+	k1, a1, b1 float64
+	k2, a2, b2 float64
+	table      uint64
+}
+
+// Values of polyGrid.judge below the first cellLines of a boundary cell.
+const (
+	judgeOutside = 0
+	judgeInside  = 1
+	judgeSlow    = 2
+	judgeFirst   = 3
+)
 
 // polyGridBuf backs a polyGrid's slices of cells, and its faceGrid's, for
 // a grid of polyGridSide cells a side, and the polygon's scan ranges.
 type polyGridBuf struct {
 	edges   [2 * (polyGridSide + 1)]float64 // g.ug, g.vg
 	centers [2 * polyGridSide]float64       // uc, vc
+	slopes  [2 * polyGridSide]float64       // duc, dvc
 	cls     [polyGridSide * polyGridSide]uint8
 	ref     [polyGridSide * polyGridSide]uint8
 	head    [polyGridSide * polyGridSide]int32
+	judge   [polyGridSide * polyGridSide]uint16
+	lines   [judgeFirst + polyGridSide*polyGridSide]cellLines
 	sat     [(polyGridSide + 1) * (polyGridSide + 1)]uint32
 	ranges  [64]ScanRange
 }
@@ -100,13 +150,17 @@ func newPolyGrid(fr *faceRings, gm *gridMemory) (pg *polyGrid, ok bool) {
 	cells := g.w * g.h
 	// (A grid spans at most polyGridSide cells a side: it fits buf.)
 	cbuf := pg.buf.centers[:g.w+g.h]
-	pg.head, pg.ref = pg.buf.head[:cells], pg.buf.ref[:cells]
+	pg.head, pg.ref, pg.judge = pg.buf.head[:cells], pg.buf.ref[:cells], pg.buf.judge[:cells]
 	pg.uc, pg.vc = cbuf[:g.w:g.w], cbuf[g.w:]
+	sbuf := pg.buf.slopes[:g.w+g.h]
+	pg.duc, pg.dvc = sbuf[:g.w:g.w], sbuf[g.w:]
 	for x := range pg.uc {
-		pg.uc[x] = stToUV((float64(g.i0+x) + 0.5) / n)
+		s := (float64(g.i0+x) + 0.5) / n
+		pg.uc[x], pg.duc[x] = stToUV(s), stToUVSlope(s)*(1.0/maxSize)
 	}
 	for y := range pg.vc {
-		pg.vc[y] = stToUV((float64(g.j0+y) + 0.5) / n)
+		t := (float64(g.j0+y) + 0.5) / n
+		pg.vc[y], pg.dvc[y] = stToUV(t), stToUVSlope(t)*(1.0/maxSize)
 	}
 	for i := range pg.head {
 		pg.head[i] = -1
@@ -162,20 +216,130 @@ func newPolyGrid(fr *faceRings, gm *gridMemory) (pg *polyGrid, ok bool) {
 			}
 		}
 	}
+	pg.lines = pg.buf.lines[:judgeFirst]
+	pg.lines[judgeOutside] = cellLines{k1: 1, k2: 1}
+	pg.lines[judgeInside] = cellLines{k1: 1, k2: 1, table: 1}
+	w := 1 / n
+	pg.margin = leafHalfDiagUV + gridTol + math.Sqrt2*(4.0/3)*(w/2)*(w/2)
 	for r := 0; r < g.h; r++ {
 		row := g.cls[r*g.w : (r+1)*g.w]
 		for x := range row {
+			c := r*g.w + x
 			in := parity[r]>>x&1 != 0
 			switch {
 			case row[x] == gridBoundary:
-				pg.ref[r*g.w+x] = pg.centerRef(r*g.w+x, pg.uc[x], pg.vc[r], in)
+				pg.ref[c] = pg.centerRef(c, pg.uc[x], pg.vc[r], in)
+				pg.judge[c] = pg.cellLinesOf(c, x, r)
 			case in:
 				row[x] = gridInside
+				pg.judge[c] = judgeInside
+			default:
+				pg.judge[c] = judgeOutside
 			}
 		}
 	}
 	keep(&gm.links, pg.links) // for the next grid
 	return pg, true
+}
+
+// cellLinesOf appends the cellLines of boundary cell c (column x, row y),
+// whose ref is set, to lines and returns its index, or returns judgeSlow:
+// for a cell whose ref is refUnknown, or that has more than two edges, or
+// a vertex but not exactly the two edges that meet at it.
+func (pg *polyGrid) cellLinesOf(c, x, y int) uint16 {
+	ref := pg.ref[c]
+	g := &pg.g
+	if ref&refUnknown != 0 || g.level > prefilterLevel {
+		return judgeSlow // (classify is not used above prefilterLevel)
+	}
+	// A boundary cell has an edge. The sign bit of a line at the center is
+	// its link's complement bit (see centerRef).
+	link1, link2 := pg.links[pg.head[c]], gridLink{next: -1}
+	n := 1
+	if link1.next >= 0 {
+		link2, n = pg.links[link1.next], 2
+		if link2.next >= 0 {
+			return judgeSlow
+		}
+	}
+	s1, s2 := &pg.segs[link1.seg^link1.seg>>31], &pg.segs[link2.seg^link2.seg>>31]
+	c1, c2 := uint(uint32(link1.seg)>>31), uint(uint32(link2.seg)>>31)
+	in := uint(ref & refIn)
+	// table bit (b1 | b2<<1): inside for sign bits b1, b2 of the lines.
+	var table uint64
+	if ref&refComplex == 0 {
+		// Each edge crosses the cell from side to side: crossing its line
+		// within the cell crosses it, and flips the parity.
+		table = 0b0110 // b1 xor b2
+		if in^c1^c2 == 1 {
+			table = 0b1001
+		}
+	} else {
+		// A vertex v lies in the cell (padded). With two edges only, they
+		// are the two that meet at it, v to a and v to b, and a and b lie
+		// outside the cell: otherwise a third edge, the next one at a or
+		// b, would meet the cell too. Within the cell the boundary is then
+		// the two rays from v: line 1 is crossed at the ray to a only on
+		// a's side of line 2, and line 2 at the ray to b only on b's side
+		// of line 1.
+		if n != 2 {
+			return judgeSlow
+		}
+		var au, av, bu, bv float64 // a, b: the far ends of s1, s2
+		switch {
+		case s1.bu == s2.au && s1.bv == s2.av:
+			au, av, bu, bv = s1.au, s1.av, s2.bu, s2.bv
+		case s2.bu == s1.au && s2.bv == s1.av:
+			au, av, bu, bv = s1.bu, s1.bv, s2.au, s2.av
+		default:
+			return judgeSlow
+		}
+		da, db := s2.dist(au, av), s1.dist(bu, bv)
+		if math.Abs(da) <= gridTol || math.Abs(db) <= gridTol {
+			return judgeSlow // nearly one line: sides too close to tell
+		}
+		sa, sb := signBit(da), signBit(db)
+		for b := uint(0); b < 4; b++ {
+			b1, b2 := b&1, b>>1
+			v := in
+			if b1 != c1 && c2 == sa { // from the center across line 1, on its side of line 2
+				v ^= 1
+			}
+			if b2 != c2 && b1 == sb { // then across line 2, on the point's side of line 1
+				v ^= 1
+			}
+			table |= uint64(v) << b
+		}
+	}
+	// A key's p lies off the cell's lowest leaf by di + half leaves along
+	// i, and off its center by di + off.
+	const half = 1 << (maxLevel - prefilterLevel - 1)
+	off := float64(half - int(1)<<(maxLevel-g.level-1))
+	cu, cv, du, dv := pg.uc[x], pg.vc[y], pg.duc[x], pg.dvc[y]
+	k := len(pg.lines)
+	pg.lines = pg.lines[:k+1] // (lines has room for every cell)
+	l := &pg.lines[k]
+	a1, b1 := s1.a*du, s1.b*dv
+	*l = cellLines{k1: s1.dist(cu, cv) + (a1+b1)*off, a1: a1, b1: b1, k2: 1, table: table}
+	if n == 2 {
+		a2, b2 := s2.a*du, s2.b*dv
+		l.k2, l.a2, l.b2 = s2.dist(cu, cv)+(a2+b2)*off, a2, b2
+	}
+	return uint16(k)
+}
+
+// dist is the signed distance of (u, v) from s's line.
+func (s *gridSeg) dist(u, v float64) float64 { return s.a*u + s.b*v + s.c }
+
+// signBit is 1 for a negative d (or -0), else 0.
+func signBit(d float64) uint { return uint(math.Float64bits(d) >> 63) }
+
+// stToUVSlope is the derivative of stToUV at s.
+func stToUVSlope(s float64) float64 {
+	if s >= 0.5 {
+		return (8 / 3.) * s
+	}
+	return (8 / 3.) * (1 - s)
 }
 
 // centerRef is ref of boundary cell c, whose center (cu, cv) the even-odd
@@ -224,20 +388,28 @@ func (pg *polyGrid) centerRef(c int, cu, cv float64, in bool) uint8 {
 // flipped by each edge that the segment from that center to p crosses. In
 // a simple cell an edge is crossed exactly when its line separates the two
 // points; otherwise the crossing is judged with a margin of gridTol (else
-// unsure).
+// unsure). Most cells are judged so by their cellLines, the rest (see
+// cellLinesOf) by their edges.
 func (pg *polyGrid) classify(i, j int) int {
 	g := &pg.g
 	sh := maxLevel - g.level
 	x, y := i>>sh-g.i0, j>>sh-g.j0
-	if x < 0 || x >= g.w || y < 0 || y >= g.h {
+	if uint(x) >= uint(g.w) || uint(y) >= uint(g.h) {
 		return LeafOutside
 	}
 	c := y*g.w + x
-	switch g.cls[c] {
-	case gridOutside:
-		return LeafOutside
-	case gridInside:
-		return LeafInside
+	if k := pg.judge[c]; k != judgeSlow {
+		// Branch-free over inside, outside and simple boundary cells,
+		// which follow each other unpredictably.
+		l := &pg.lines[k]
+		mask := 1<<sh - 1
+		di, dj := float64(i&mask), float64(j&mask)
+		d1 := l.k1 + l.a1*di + l.b1*dj
+		d2 := l.k2 + l.a2*di + l.b2*dj
+		if math.Abs(d1) <= pg.margin || math.Abs(d2) <= pg.margin {
+			return LeafUnsure
+		}
+		return int(l.table >> (math.Float64bits(d1)>>63 | math.Float64bits(d2)>>63<<1) & 1)
 	}
 	ref := pg.ref[c]
 	if ref == refUnknown {
