@@ -65,7 +65,7 @@ func (sm *StateMachine) QueryPolygon(opTS uint64, q *core.PolygonQuery) (core.Qu
 	reg.p = p
 	reg.rs, reg.f = p.Scan()
 	s.run(reg, after, hasAfter)
-	*reg = polygonRegion{} // the polygon's memory is the builder's
+	*reg = polygonRegion{class: reg.class} // the polygon's memory is the builder's
 	return s.result, nil
 }
 
@@ -102,20 +102,26 @@ func (c *capRegion) contains(latNano, lonNano int64) (uint64, bool) {
 }
 
 type polygonRegion struct {
-	p  *geom.Polygon
-	rs []geom.ScanRange
-	f  geom.PolygonFilter
+	p     *geom.Polygon
+	rs    []geom.ScanRange
+	f     geom.PolygonFilter
+	class []uint8 // gather's judgements of a run of keys, kept for the next query
 }
 
 func (p *polygonRegion) ScanRanges() []geom.ScanRange { return p.rs }
 func (p *polygonRegion) gather(cells []uint64, slots []uint32, cands []candidate) []candidate {
-	for i, cell := range cells {
-		if class := p.f.ClassifyLeaf(cell); class != geom.LeafOutside {
+	if len(p.class) < len(cells) {
+		p.class = make([]uint8, len(cells))
+	}
+	p.f.ClassifyLeaves(cells, p.class)
+	for i, class := range p.class[:len(cells)] {
+		if class != geom.LeafOutside {
 			cands = append(cands, candidate{slots[i], class == geom.LeafInside})
 		}
 	}
 	return cands
 }
+
 func (p *polygonRegion) contains(latNano, lonNano int64) (uint64, bool) {
 	return 0, p.p.ContainsPoint(latNano, lonNano)
 }

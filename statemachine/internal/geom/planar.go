@@ -572,20 +572,30 @@ func (p *Polygon) Filter() PolygonFilter { return PolygonFilter{pl: p.planar} }
 // point whose LeafCell is leaf, LeafInside when it is true for every such
 // point, and otherwise LeafUnsure. An invalid cell id is LeafOutside.
 func (f *PolygonFilter) ClassifyLeaf(leaf uint64) int {
-	if !s2.CellID(leaf).IsValid() {
-		return LeafOutside
-	}
+	var class [1]uint8
+	f.ClassifyLeaves([]uint64{leaf}, class[:])
+	return int(class[0])
+}
+
+// ClassifyLeaves sets class[k] to ClassifyLeaf(leaves[k]) for each leaf,
+// in order (class is at least as long as leaves): a run of an index
+// scan's keys in one call.
+func (f *PolygonFilter) ClassifyLeaves(leaves []uint64, class []uint8) {
+	class = class[:len(leaves)]
 	if f.grid != nil {
-		if int(leaf>>61) != f.grid.g.face {
-			return LeafOutside // the polygon lies within the grid's face
+		f.grid.classify(leaves, class, &f.dec)
+		return
+	}
+	for k, leaf := range leaves {
+		switch {
+		case !s2.CellID(leaf).IsValid():
+			class[k] = LeafOutside
+		case f.pl == nil:
+			class[k] = LeafUnsure
+		default:
+			class[k] = uint8(f.pl.classify(f.dec.point(leaf)))
 		}
-		i, j := f.dec.ij(leaf)
-		return f.grid.classify(i, j)
 	}
-	if f.pl == nil {
-		return LeafUnsure
-	}
-	return f.pl.classify(f.dec.point(leaf))
 }
 
 // classify is ClassifyLeaf for the point p (not unit) within

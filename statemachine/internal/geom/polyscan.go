@@ -1,6 +1,10 @@
 package geom
 
-import "math"
+import (
+	"math"
+
+	"github.com/golang/geo/s2"
+)
 
 // A polyGrid is the scan plan of a polygon that lies within one cube face:
 // a faceGrid of its face's (u,v) plane whose cells are classed inside,
@@ -377,40 +381,57 @@ func (pg *polyGrid) centerRef(c int, cu, cv float64, in bool) uint8 {
 	return ref
 }
 
-// classify judges the leaves of the cell at prefilterLevel (not above the
-// grid's level) whose lowest leaf has face coordinates (i, j), as
-// PolygonFilter.ClassifyLeaf: keys of inside and outside grid cells by
-// their cell. In a boundary grid cell, let p be the prefilterLevel cell's
-// center, within leafHalfDiagUV of all of it: when a listed edge's line
-// comes within leafHalfDiagUV + gridTol of p, the leaf is unsure;
-// otherwise no edge meets the prefilterLevel cell (unlisted edges do not
-// come near the grid cell), and p's side is the grid cell center's,
-// flipped by each edge that the segment from that center to p crosses. In
-// a simple cell an edge is crossed exactly when its line separates the two
-// points; otherwise the crossing is judged with a margin of gridTol (else
-// unsure). Most cells are judged so by their cellLines, the rest (see
-// cellLinesOf) by their edges.
-func (pg *polyGrid) classify(i, j int) int {
+// classify is PolygonFilter.ClassifyLeaves, each leaf decoded by dec to
+// its ancestor at prefilterLevel (not above the grid's level), whose
+// lowest leaf has face coordinates (i, j): keys of inside and outside grid
+// cells are judged by their cell. In a boundary grid cell, let p be the
+// prefilterLevel cell's center, within leafHalfDiagUV of all of it: when a
+// listed edge's line comes within leafHalfDiagUV + gridTol of p, the leaf
+// is unsure; otherwise no edge meets the prefilterLevel cell (unlisted
+// edges do not come near the grid cell), and p's side is the grid cell
+// center's, flipped by each edge that the segment from that center to p
+// crosses. In a simple cell an edge is crossed exactly when its line
+// separates the two points; otherwise the crossing is judged with a margin
+// of gridTol (else unsure). Most cells are judged so by their cellLines,
+// the rest (see cellLinesOf) by their edges.
+func (pg *polyGrid) classify(leaves []uint64, class []uint8, dec *leafDecoder) {
 	g := &pg.g
 	sh := maxLevel - g.level
-	x, y := i>>sh-g.i0, j>>sh-g.j0
-	if uint(x) >= uint(g.w) || uint(y) >= uint(g.h) {
-		return LeafOutside
-	}
-	c := y*g.w + x
-	if k := pg.judge[c]; k != judgeSlow {
+	mask := 1<<sh - 1
+	for k, leaf := range leaves {
+		if !s2.CellID(leaf).IsValid() || int(leaf>>61) != g.face {
+			class[k] = LeafOutside // the polygon lies within the grid's face
+			continue
+		}
+		i, j := dec.ij(leaf)
+		x, y := i>>sh-g.i0, j>>sh-g.j0
+		if uint(x) >= uint(g.w) || uint(y) >= uint(g.h) {
+			class[k] = LeafOutside
+			continue
+		}
+		c := y*g.w + x
+		n := pg.judge[c]
+		if n == judgeSlow {
+			class[k] = uint8(pg.classifyByEdges(c, x, y, i, j))
+			continue
+		}
 		// Branch-free over inside, outside and simple boundary cells,
 		// which follow each other unpredictably.
-		l := &pg.lines[k]
-		mask := 1<<sh - 1
+		l := &pg.lines[n]
 		di, dj := float64(i&mask), float64(j&mask)
 		d1 := l.k1 + l.a1*di + l.b1*dj
 		d2 := l.k2 + l.a2*di + l.b2*dj
 		if math.Abs(d1) <= pg.margin || math.Abs(d2) <= pg.margin {
-			return LeafUnsure
+			class[k] = LeafUnsure
+			continue
 		}
-		return int(l.table >> (math.Float64bits(d1)>>63 | math.Float64bits(d2)>>63<<1) & 1)
+		class[k] = uint8(l.table >> (math.Float64bits(d1)>>63 | math.Float64bits(d2)>>63<<1) & 1)
 	}
+}
+
+// classifyByEdges is classify for the leaf (i, j) in boundary cell c
+// (column x, row y) whose judge is judgeSlow.
+func (pg *polyGrid) classifyByEdges(c, x, y, i, j int) int {
 	ref := pg.ref[c]
 	if ref == refUnknown {
 		return LeafUnsure

@@ -124,9 +124,21 @@ func TestPolygonScanCellKinds(t *testing.T) {
 				}
 			}
 			slices.SortFunc(leaves, func(a, b leafProbe) int { return cmp.Compare(a.leaf, b.leaf) })
+			// The whole lattice in one ClassifyLeaves, by a filter of its
+			// own, as a scan judges a run of keys; then each leaf alone.
+			ids := make([]uint64, len(leaves))
+			for k, pr := range leaves {
+				ids[k] = pr.leaf
+			}
+			_, batch := p.Scan()
+			classes := make([]uint8, len(ids))
+			batch.ClassifyLeaves(ids, classes)
 			var byLines, byEdges, vertexCells, edgesOnly, unsure int
-			for _, pr := range leaves {
+			for k, pr := range leaves {
 				got := f.ClassifyLeaf(pr.leaf)
+				if int(classes[k]) != got {
+					t.Fatalf("the leaf of (%d, %d) is judged %d alone, %d in a run", pr.lat, pr.lon, got, classes[k])
+				}
 				i, j := f.dec.ij(pr.leaf) // as ClassifyLeaf just decoded it
 				sh := maxLevel - pg.g.level
 				x, y := i>>sh-pg.g.i0, j>>sh-pg.g.j0
