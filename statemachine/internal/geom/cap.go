@@ -215,10 +215,23 @@ func (c *Cap) Filter() CapFilter { return CapFilter{c: c} }
 
 // MayContainLeaf is c.MayContainLeaf(leaf).
 func (f *CapFilter) MayContainLeaf(leaf uint64) bool {
-	if judged, may := f.c.judgeWithoutPoint(leaf); judged {
-		return may
+	var may [1]bool
+	f.MayContainLeaves([]uint64{leaf}, may[:])
+	return may[0]
+}
+
+// MayContainLeaves sets may[k] to MayContainLeaf(leaves[k]) for each leaf,
+// in order (may is at least as long as leaves): a run of an index scan's
+// keys in one call.
+func (f *CapFilter) MayContainLeaves(leaves []uint64, may []bool) {
+	may = may[:len(leaves)]
+	for k, leaf := range leaves {
+		if judged, m := f.c.judgeWithoutPoint(leaf); judged {
+			may[k] = m
+			continue
+		}
+		may[k] = f.c.mayContainPoint(f.dec.point(leaf))
 	}
-	return f.c.mayContainPoint(f.dec.point(leaf))
 }
 
 // Ranges returns sorted, disjoint leaf-cell-id ranges, adjacent ones merged,

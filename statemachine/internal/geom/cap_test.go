@@ -43,7 +43,9 @@ func drawRadius(t *rapid.T) uint64 {
 
 // Every point that Contains accepts has its leaf cell in Ranges and passes
 // MayContainLeaf and a CapFilter's (one per cap, whose decoder keeps state
-// from point to point); Contains agrees with DistanceMM.
+// from point to point); Contains agrees with DistanceMM. A CapFilter's
+// MayContainLeaves over all the points' leaves in one run agrees with its
+// MayContainLeaf of each.
 func TestCapCoversContainedPoints(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		lat, lon := drawCenter(t)
@@ -52,6 +54,17 @@ func TestCapCoversContainedPoints(t *testing.T) {
 		rs := cp.Ranges()
 		checkRanges(t, rs)
 		filter := cp.Filter()
+		var leaves []uint64
+		defer func() {
+			may := make([]bool, len(leaves))
+			run, alone := cp.Filter(), cp.Filter()
+			run.MayContainLeaves(leaves, may)
+			for k, leaf := range leaves {
+				if alone.MayContainLeaf(leaf) != may[k] {
+					t.Fatalf("leaf %x: MayContainLeaf %v, in a run %v", leaf, !may[k], may[k])
+				}
+			}
+		}()
 		theta := float64(radius) / earthRadiusMM
 		for k := 0; k < 50; k++ {
 			var pLat, pLon int64
@@ -65,6 +78,7 @@ func TestCapCoversContainedPoints(t *testing.T) {
 				f := 1 + rapid.Float64Range(-1e-6, 1e-6).Draw(t, "rim")
 				pLat, pLon = destination(lat, lon, theta*f, rapid.Float64Range(-math.Pi, math.Pi).Draw(t, "beta"))
 			}
+			leaves = append(leaves, LeafCell(pLat, pLon))
 			d, ok := cp.Contains(pLat, pLon)
 			if d != DistanceMM(lat, lon, pLat, pLon) || d != DistanceMM(pLat, pLon, lat, lon) {
 				t.Fatalf("Contains distance %d, DistanceMM %d", d, DistanceMM(lat, lon, pLat, pLon))
