@@ -221,9 +221,10 @@ func (f *CapFilter) MayContainLeaf(leaf uint64) bool {
 }
 
 // MayContainLeaves sets may[k] to MayContainLeaf(leaves[k]) for each leaf,
-// in order (may is at least as long as leaves): a run of an index scan's
-// keys in one call.
+// in order: a run of an index scan's keys in one call. may should be as
+// long as leaves; only as many leaves as it holds are judged.
 func (f *CapFilter) MayContainLeaves(leaves []uint64, may []bool) {
+	leaves = leaves[:min(len(leaves), len(may))]
 	may = may[:len(leaves)]
 	for k, leaf := range leaves {
 		if judged, m := f.c.judgeWithoutPoint(leaf); judged {

@@ -578,9 +578,10 @@ func (f *PolygonFilter) ClassifyLeaf(leaf uint64) int {
 }
 
 // ClassifyLeaves sets class[k] to ClassifyLeaf(leaves[k]) for each leaf,
-// in order (class is at least as long as leaves): a run of an index
-// scan's keys in one call.
+// in order: a run of an index scan's keys in one call. class should be as
+// long as leaves; only as many leaves as it holds are judged.
 func (f *PolygonFilter) ClassifyLeaves(leaves []uint64, class []uint8) {
+	leaves = leaves[:min(len(leaves), len(class))]
 	class = class[:len(leaves)]
 	if f.grid != nil {
 		f.grid.classify(leaves, class, &f.dec)

@@ -180,3 +180,29 @@ func TestPolygonScanCellKinds(t *testing.T) {
 		})
 	}
 }
+
+// A run's output shorter than its leaves judges as many leaves as it
+// holds, without panicking (the package panics on no input).
+func TestRunsJudgeWhatTheirOutputHolds(t *testing.T) {
+	outer, holes := polygon20()
+	p, err := NewPolygon(outer, holes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := LeafCell(deg(38.11)+10_000_000, deg(13.36)) // 1.1 km north of the center: between the hole and the ring
+	out := LeafCell(deg(38.2), deg(13.36))
+	leaves := []uint64{in, out, in}
+	_, f := p.Scan()
+	class := []uint8{9, 9}
+	f.ClassifyLeaves(leaves, class)
+	if class[0] != LeafInside || class[1] != LeafOutside {
+		t.Fatalf("ClassifyLeaves gave %v, want inside then outside", class)
+	}
+	c := NewCap(deg(38.11), deg(13.36), 1_000)
+	cf := c.Filter()
+	may := []bool{false, true}
+	cf.MayContainLeaves([]uint64{LeafCell(deg(38.11), deg(13.36)), out, in}, may)
+	if !may[0] || may[1] {
+		t.Fatalf("MayContainLeaves gave %v, want true then false", may)
+	}
+}
