@@ -55,16 +55,6 @@ func TestCapCoversContainedPoints(t *testing.T) {
 		checkRanges(t, rs)
 		filter := cp.Filter()
 		var leaves []uint64
-		defer func() {
-			may := make([]bool, len(leaves))
-			run, alone := cp.Filter(), cp.Filter()
-			run.MayContainLeaves(leaves, may)
-			for k, leaf := range leaves {
-				if alone.MayContainLeaf(leaf) != may[k] {
-					t.Fatalf("leaf %x: MayContainLeaf %v, in a run %v", leaf, !may[k], may[k])
-				}
-			}
-		}()
 		theta := float64(radius) / earthRadiusMM
 		for k := 0; k < 50; k++ {
 			var pLat, pLon int64
@@ -98,6 +88,14 @@ func TestCapCoversContainedPoints(t *testing.T) {
 			}
 			if !inRanges(rs, leaf) {
 				t.Fatalf("(%d, %d) at %d mm (radius %d) is not in ranges %x", pLat, pLon, d, radius, rs)
+			}
+		}
+		may := make([]bool, len(leaves))
+		run, alone := cp.Filter(), cp.Filter()
+		run.MayContainLeaves(leaves, may)
+		for k, leaf := range leaves {
+			if alone.MayContainLeaf(leaf) != may[k] {
+				t.Fatalf("leaf %x: MayContainLeaf %v, in a run %v", leaf, !may[k], may[k])
 			}
 		}
 	})
