@@ -2,7 +2,6 @@ package statemachine
 
 import (
 	"math/bits"
-	"slices"
 	"unsafe"
 
 	"github.com/geoevent/geoevent/core"
@@ -48,7 +47,7 @@ import (
 //     (see history): appends are, replacing or inserting an older event
 //     copies what it changes first.
 type entityStore struct {
-	chunks   [][]entity               // compact chunks; nil for a full one
+	chunks   []*[chunkSize]entity     // compact chunks; nil for a full one
 	fulls    []*[chunkSize]fullEntity // full chunks; nil for a compact one
 	isFull   []uint64                 // bit c%64 of word c/64: chunk c is full
 	copiedAt []uint64                 // per chunk: the generation at which it was made or copied
@@ -92,14 +91,31 @@ const chunkSize = 1 << chunkBits
 func (s *entityStore) full(c uint32) bool { return s.isFull[c/64]>>(c%64)&1 != 0 }
 
 // pair returns the entity in slot and its ext (nil in a compact chunk: the
-// zero ext), for reading only.
+// zero ext), for reading only. It is compactAt and fullAt written out:
+// through them, pair would cost too much for Go to inline it into some of
+// its callers.
 func (s *entityStore) pair(slot uint32) (*entity, *entityExt) {
 	c, i := slot>>chunkBits, slot&(chunkSize-1)
 	if s.full(c) {
-		fe := &s.fulls[c][i]
+		fe := (*fullEntity)(unsafe.Add(unsafe.Pointer(s.fulls[c]), i*fullEntitySize))
 		return &fe.e, &fe.x
 	}
-	return &s.chunks[c][i], nil
+	return (*entity)(unsafe.Add(unsafe.Pointer(s.chunks[c]), i*entitySize)), nil
+}
+
+// compactAt and fullAt return entity i (< chunkSize) of a chunk without
+// checking the chunk's pointer, which the store's invariants say is set.
+// Go checks a pointer indexed as &ch[i] by loading the first byte it
+// points to: the chunk's first cache line, a second miss when the entity
+// read lies elsewhere in the chunk, as a random one does.
+const entitySize, fullEntitySize = uint32(unsafe.Sizeof(entity{})), uint32(unsafe.Sizeof(fullEntity{}))
+
+func compactAt(ch *[chunkSize]entity, i uint32) *entity {
+	return (*entity)(unsafe.Add(unsafe.Pointer(ch), i*entitySize))
+}
+
+func fullAt(ch *[chunkSize]fullEntity, i uint32) *fullEntity {
+	return (*fullEntity)(unsafe.Add(unsafe.Pointer(ch), i*fullEntitySize))
 }
 
 // prefetch starts loading the entity in slot, and its ext in a full
@@ -144,13 +160,14 @@ func (s *entityStore) write(slot uint32, needExt bool) (*entity, *entityExt) {
 			cp := *s.fulls[c]
 			s.fulls[c] = &cp
 		} else {
-			s.chunks[c] = slices.Clone(s.chunks[c])
+			cp := *s.chunks[c]
+			s.chunks[c] = &cp
 		}
 		s.copiedAt[c] = s.gen
 	}
 	if !s.full(c) {
 		if !needExt {
-			return &s.chunks[c][i], nil
+			return compactAt(s.chunks[c], i), nil
 		}
 		f := new([chunkSize]fullEntity)
 		for k := range f {
@@ -159,7 +176,7 @@ func (s *entityStore) write(slot uint32, needExt bool) (*entity, *entityExt) {
 		s.fulls[c], s.chunks[c] = f, nil
 		s.isFull[c/64] |= 1 << (c % 64)
 	}
-	fe := &s.fulls[c][i]
+	fe := fullAt(s.fulls[c], i)
 	return &fe.e, &fe.x
 }
 
@@ -191,7 +208,7 @@ func (s *entityStore) alloc() uint32 {
 		return slot
 	}
 	if int(s.n>>chunkBits) == len(s.chunks) {
-		s.chunks = append(s.chunks, make([]entity, chunkSize))
+		s.chunks = append(s.chunks, new([chunkSize]entity))
 		s.fulls = append(s.fulls, nil)
 		if len(s.chunks) > 64*len(s.isFull) {
 			s.isFull = append(s.isFull, 0)
@@ -310,7 +327,7 @@ func (s *entityStore) bytes() uint64 {
 	full := uint64(s.fullChunks())
 	compact := uint64(len(s.chunks)) - full
 	return compact*chunkSize*uint64(unsafe.Sizeof(entity{})) + full*chunkSize*uint64(unsafe.Sizeof(fullEntity{})) +
-		uint64(cap(s.chunks))*uint64(unsafe.Sizeof([]entity{})) + uint64(cap(s.fulls))*uint64(unsafe.Sizeof(&fullEntity{})) +
+		uint64(cap(s.chunks))*uint64(unsafe.Sizeof(&entity{})) + uint64(cap(s.fulls))*uint64(unsafe.Sizeof(&fullEntity{})) +
 		uint64(cap(s.free))*4 + uint64(cap(s.hists))*uint64(unsafe.Sizeof(history{})) + uint64(cap(s.histFree))*4
 }
 
@@ -320,7 +337,7 @@ type storeView struct {
 	lastTS   uint64
 	entities int    // live entities
 	n        uint32 // slots handed out; released ones are zeroed
-	chunks   [][]entity
+	chunks   []*[chunkSize]entity
 	fulls    []*[chunkSize]fullEntity
 	hists    []history
 }
@@ -335,9 +352,10 @@ func (sm *StateMachine) liveView() storeView {
 func (v *storeView) pair(slot uint32) (*entity, *entityExt) {
 	c, i := slot>>chunkBits, slot&(chunkSize-1)
 	if f := v.fulls[c]; f != nil {
-		return &f[i].e, &f[i].x
+		fe := fullAt(f, i)
+		return &fe.e, &fe.x
 	}
-	return &v.chunks[c][i], nil
+	return compactAt(v.chunks[c], i), nil
 }
 
 func (v *storeView) older(x *entityExt) *history {
