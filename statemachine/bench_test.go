@@ -47,6 +47,10 @@ var (
 	benchOnce sync.Once
 	benchSM   *StateMachine
 	benchNow  uint64
+
+	velocityOnce sync.Once
+	velocitySM   *StateMachine
+	velocityNow  uint64
 )
 
 // loaded returns a state machine holding benchEntities entities, built once
@@ -57,6 +61,28 @@ func loaded(b *testing.B) *StateMachine {
 		insertBench(benchSM, rand.New(rand.NewPCG(1, 2)), &benchNow)
 	})
 	return benchSM
+}
+
+// loadedWithVelocity returns a state machine holding the entities of
+// loaded whose events also carry a speed and a heading, as a fleet's do:
+// fields beyond position and group, which the store keeps in its full
+// chunks (store.go). Built once, for the queries' ...Velocity benchmarks.
+func loadedWithVelocity() (*StateMachine, uint64) {
+	velocityOnce.Do(func() {
+		velocitySM, velocityNow = New(), epoch
+		r := rand.New(rand.NewPCG(1, 2))
+		for first := 1; first <= benchEntities; first += benchBatch {
+			velocityNow += 1e6
+			evs := benchEvents(r, first, benchBatch)
+			for i := range evs {
+				evs[i].VelocityMMS, evs[i].HeadingCdeg = uint32(1+i%30_000), uint16(i%36_000)
+			}
+			if _, err := velocitySM.Insert(velocityNow, &core.InsertRequest{Events: evs}); err != nil {
+				panic(err)
+			}
+		}
+	})
+	return velocitySM, velocityNow
 }
 
 // insertBench inserts benchEntities new entities into sm, a batch every
@@ -119,12 +145,25 @@ func BenchmarkUpsertBatch10k(b *testing.B) {
 
 func BenchmarkQueryRadius1km(b *testing.B) {
 	sm := loaded(b)
+	benchRadius(b, sm, benchNow)
+}
+
+// BenchmarkQueryRadius1kmVelocity is BenchmarkQueryRadius1km over entities
+// whose events carry a speed and a heading (no target).
+func BenchmarkQueryRadius1kmVelocity(b *testing.B) {
+	sm, now := loadedWithVelocity()
+	benchRadius(b, sm, now)
+}
+
+// benchRadius runs 1 km radius queries at random points of the box against
+// sm at time now.
+func benchRadius(b *testing.B, sm *StateMachine, now uint64) {
 	r := rand.New(rand.NewPCG(7, 8))
 	results := 0
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		lat, lon := benchPoint(r)
-		res, err := sm.QueryRadius(benchNow, &core.RadiusQuery{Center: core.Coordinate{LatNano: lat, LonNano: lon}, RadiusMM: 1_000_000})
+		res, err := sm.QueryRadius(now, &core.RadiusQuery{Center: core.Coordinate{LatNano: lat, LonNano: lon}, RadiusMM: 1_000_000})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -154,13 +193,26 @@ func benchPolygon(lat, lon int64) ([]core.Coordinate, [][]core.Coordinate) {
 
 func BenchmarkQueryPolygon(b *testing.B) {
 	sm := loaded(b)
+	benchPolygonQueries(b, sm, benchNow)
+}
+
+// BenchmarkQueryPolygonVelocity is BenchmarkQueryPolygon over entities
+// whose events carry a speed and a heading (no target).
+func BenchmarkQueryPolygonVelocity(b *testing.B) {
+	sm, now := loadedWithVelocity()
+	benchPolygonQueries(b, sm, now)
+}
+
+// benchPolygonQueries runs benchPolygon queries at random points of the box
+// against sm at time now.
+func benchPolygonQueries(b *testing.B, sm *StateMachine, now uint64) {
 	r := rand.New(rand.NewPCG(9, 10))
 	results := 0
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		lat, lon := benchPoint(r)
 		outer, holes := benchPolygon(lat, lon)
-		res, err := sm.QueryPolygon(benchNow, &core.PolygonQuery{Vertices: outer, Holes: holes})
+		res, err := sm.QueryPolygon(now, &core.PolygonQuery{Vertices: outer, Holes: holes})
 		if err != nil {
 			b.Fatal(err)
 		}
