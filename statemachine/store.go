@@ -103,13 +103,14 @@ func (s *entityStore) pair(slot uint32) (*entity, *entityExt) {
 	return (*entity)(unsafe.Add(unsafe.Pointer(s.chunks[c]), i*entitySize)), nil
 }
 
+// entitySize and fullEntitySize are the strides of compact and full chunks.
+const entitySize, fullEntitySize = uint32(unsafe.Sizeof(entity{})), uint32(unsafe.Sizeof(fullEntity{}))
+
 // compactAt and fullAt return entity i (< chunkSize) of a chunk without
 // checking the chunk's pointer, which the store's invariants say is set.
 // Go checks a pointer indexed as &ch[i] by loading the first byte it
 // points to: the chunk's first cache line, a second miss when the entity
 // read lies elsewhere in the chunk, as a random one does.
-const entitySize, fullEntitySize = uint32(unsafe.Sizeof(entity{})), uint32(unsafe.Sizeof(fullEntity{}))
-
 func compactAt(ch *[chunkSize]entity, i uint32) *entity {
 	return (*entity)(unsafe.Add(unsafe.Pointer(ch), i*entitySize))
 }
