@@ -170,10 +170,16 @@ type child struct {
 // inner routes a key k to kids[i] where i is the number of its n-1
 // separators that are <= k: every key under kids[i] is >= separator i-1
 // and < separator i. as[n-1:] holds pad.
+//
+// n and as come first: routing reads n and the heads of as, and Go checks
+// the node's pointer by loading its first byte, which then lies on a line
+// routing reads anyway (with kids first, that check cost a cache line
+// more a node: BenchmarkSeek16 1.15 and BenchmarkGet 1.06 times as fast
+// this way, medians of six alternated pairs each).
 type inner struct {
-	kids [innerCap]child
 	n    int // number of children
 	as   [innerCap]uint64
+	kids [innerCap]child
 	ids  [innerCap - 1]core.Uint128
 }
 
