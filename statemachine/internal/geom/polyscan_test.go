@@ -93,14 +93,34 @@ func BenchmarkPolygonScanClassify(b *testing.B) {
 // A run's judgements (ClassifyLeaves) are each leaf's alone.
 func TestPolygonScanCellKinds(t *testing.T) {
 	benchOuter, benchHoles := bench20(38_110_000_000, 13_360_000_000)
+	// kinds counts the lattice's points in boundary cells by how their
+	// cell judges them.
+	type kinds struct{ byLines, byEdges, vertexCells, edgesOnly int }
 	for _, tc := range []struct {
 		name  string
 		outer []core.Coordinate
 		holes [][]core.Coordinate
+		// want says what is wrong with the counts for this polygon, or "".
+		want func(kinds) string
 	}{
-		{"bench20", benchOuter, benchHoles},
-		{"dense", regular(38.11, 13.36, 500/EarthRadiusM, 300), nil},
-		{"comb", comb(64), nil},
+		{"bench20", benchOuter, benchHoles, func(k kinds) string {
+			if k.byEdges != 0 || k.vertexCells == 0 {
+				return "the benchmark polygon's cells are not all judged by their lines, vertices among them"
+			}
+			return ""
+		}},
+		{"dense", regular(38.11, 13.36, 500/EarthRadiusM, 300), nil, func(k kinds) string {
+			if k.byEdges < k.byLines {
+				return "the dense ring's crowded cells are not judged by their edges"
+			}
+			return ""
+		}},
+		{"comb", comb(64), nil, func(k kinds) string {
+			if k.edgesOnly < k.byLines {
+				return "the comb's cells crowded with edges alone are not judged by their edges"
+			}
+			return ""
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := NewPolygon(tc.outer, tc.holes)
@@ -134,7 +154,8 @@ func TestPolygonScanCellKinds(t *testing.T) {
 			_, batch := p.Scan()
 			classes := make([]uint8, len(ids))
 			batch.ClassifyLeaves(ids, classes)
-			var byLines, byEdges, vertexCells, edgesOnly, unsure int
+			var seen kinds
+			unsure := 0
 			for k, pr := range leaves {
 				got := f.ClassifyLeaf(pr.leaf)
 				if int(classes[k]) != got {
@@ -146,14 +167,14 @@ func TestPolygonScanCellKinds(t *testing.T) {
 				if x >= 0 && x < pg.g.w && y >= 0 && y < pg.g.h && pg.g.cls[y*pg.g.w+x] == gridBoundary {
 					c := y*pg.g.w + x
 					if pg.judge[c] == judgeSlow {
-						byEdges++
+						seen.byEdges++
 						if pg.ref[c]&refComplex == 0 {
-							edgesOnly++
+							seen.edgesOnly++
 						}
 					} else {
-						byLines++
+						seen.byLines++
 						if pg.ref[c]&refComplex != 0 {
-							vertexCells++
+							seen.vertexCells++
 						}
 					}
 				}
@@ -165,18 +186,12 @@ func TestPolygonScanCellKinds(t *testing.T) {
 					t.Fatalf("the leaf of (%d, %d) is judged %d; ContainsPoint says %v", pr.lat, pr.lon, got, in)
 				}
 			}
-			t.Logf("%d points in boundary cells: %d judged by lines (%d in cells with a vertex), %d by edges (%d in cells without); %d unsure", byLines+byEdges, byLines, vertexCells, byEdges, edgesOnly, unsure)
+			t.Logf("%d points in boundary cells: %d judged by lines (%d in cells with a vertex), %d by edges (%d in cells without); %d unsure", seen.byLines+seen.byEdges, seen.byLines, seen.vertexCells, seen.byEdges, seen.edgesOnly, unsure)
 			if unsure > len(leaves)/10 {
 				t.Errorf("%d of %d points unsure", unsure, len(leaves))
 			}
-			if tc.name == "bench20" && (byEdges != 0 || vertexCells == 0) {
-				t.Error("the benchmark polygon's cells are not all judged by their lines, vertices among them")
-			}
-			if tc.name == "dense" && byEdges < byLines {
-				t.Error("the dense ring's crowded cells are not judged by their edges")
-			}
-			if tc.name == "comb" && edgesOnly < byLines {
-				t.Error("the comb's cells crowded with edges alone are not judged by their edges")
+			if msg := tc.want(seen); msg != "" {
+				t.Error(msg)
 			}
 		})
 	}
