@@ -58,7 +58,7 @@ var (
 func loaded(b *testing.B) *StateMachine {
 	benchOnce.Do(func() {
 		benchSM, benchNow = New(), epoch
-		insertBench(benchSM, rand.New(rand.NewPCG(1, 2)), &benchNow)
+		insertBench(benchSM, rand.New(rand.NewPCG(1, 2)), &benchNow, nil)
 	})
 	return benchSM
 }
@@ -70,27 +70,26 @@ func loaded(b *testing.B) *StateMachine {
 func loadedWithVelocity() (*StateMachine, uint64) {
 	velocityOnce.Do(func() {
 		velocitySM, velocityNow = New(), epoch
-		r := rand.New(rand.NewPCG(1, 2))
-		for first := 1; first <= benchEntities; first += benchBatch {
-			velocityNow += 1e6
-			evs := benchEvents(r, first, benchBatch)
+		insertBench(velocitySM, rand.New(rand.NewPCG(1, 2)), &velocityNow, func(evs []core.GeoEvent) {
 			for i := range evs {
 				evs[i].VelocityMMS, evs[i].HeadingCdeg = uint32(1+i%30_000), uint16(i%36_000)
 			}
-			if _, err := velocitySM.Insert(velocityNow, &core.InsertRequest{Events: evs}); err != nil {
-				panic(err)
-			}
-		}
+		})
 	})
 	return velocitySM, velocityNow
 }
 
 // insertBench inserts benchEntities new entities into sm, a batch every
-// millisecond from *now on, and leaves *now at the last batch's time.
-func insertBench(sm *StateMachine, r *rand.Rand, now *uint64) {
+// millisecond from *now on, and leaves *now at the last batch's time. dress,
+// when set, adds fields to each batch's events before it is inserted.
+func insertBench(sm *StateMachine, r *rand.Rand, now *uint64, dress func([]core.GeoEvent)) {
 	for first := 1; first <= benchEntities; first += benchBatch {
 		*now += 1e6
-		if _, err := sm.Insert(*now, &core.InsertRequest{Events: benchEvents(r, first, benchBatch)}); err != nil {
+		evs := benchEvents(r, first, benchBatch)
+		if dress != nil {
+			dress(evs)
+		}
+		if _, err := sm.Insert(*now, &core.InsertRequest{Events: evs}); err != nil {
 			panic(err)
 		}
 	}
@@ -308,7 +307,7 @@ func moved(b *testing.B) *StateMachine {
 	movedOnce.Do(func() {
 		r := rand.New(rand.NewPCG(3, 4))
 		movedSM, movedNow = New(), epoch
-		insertBench(movedSM, r, &movedNow)
+		insertBench(movedSM, r, &movedNow, nil)
 		order := r.Perm(benchEntities)
 		for k := 0; k < benchEntities; k += benchBatch {
 			evs := benchEvents(r, 1, benchBatch)

@@ -33,9 +33,10 @@
 // unless the GOGC environment variable sets it. It keeps little and
 // allocates much (a 1 km radius reply decodes to about 9 KB of events),
 // and at the default, which collects each time the heap has grown by what
-// it keeps, its collector took a tenth of its time in a profile. With the server beside it, radius queries from 64 sessions
-// went faster in 12 of 16 alternated pairs, by 4% (geometric mean), the
-// bench's processor less busy (docs/performance.md, session 23).
+// it keeps, its collector took a tenth of its time in a profile. With the
+// server beside it, radius queries from 64 sessions went faster in 12 of
+// 16 alternated pairs, by 4% (geometric mean), the bench's processor less
+// busy (docs/performance.md, session 23).
 package main
 
 import (

@@ -87,15 +87,15 @@ func BenchmarkPolygonBench20Scan(b *testing.B) {
 	b.ReportMetric(float64(n)/float64(b.N), "ranges")
 }
 
+// benchRun is about a run of keys of the index's leaves (72 at most).
+const benchRun = 48
+
 // BenchmarkPolygonBench20Classify judges, for each of 64 polygons, the
 // sorted leaves of points uniform over the polygon's box that fall in its
 // scan ranges not marked Inside, as a scan of 1,000,000 entities in the
 // 2 x 2 degree box does (about 26 per square kilometre), in runs of
 // benchRun as a scan takes them from the index's leaves; ns/leaf is per
 // judged leaf.
-// benchRun is about a run of keys of the index's leaves (72 at most).
-const benchRun = 48
-
 func BenchmarkPolygonBench20Classify(b *testing.B) {
 	type job struct {
 		p      *Polygon

@@ -425,7 +425,7 @@ func (pg *polyGrid) classify(leaves []uint64, class []uint8, dec *leafDecoder) {
 			class[k] = LeafUnsure
 			continue
 		}
-		class[k] = uint8(l.table >> (math.Float64bits(d1)>>63 | math.Float64bits(d2)>>63<<1) & 1)
+		class[k] = uint8(l.table >> (signBit(d1) | signBit(d2)<<1) & 1)
 	}
 }
 

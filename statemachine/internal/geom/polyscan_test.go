@@ -198,7 +198,7 @@ func TestPolygonScanCellKinds(t *testing.T) {
 }
 
 // A run's output shorter than its leaves judges as many leaves as it
-// holds, without panicking (the package panics on no input).
+// holds, without panicking (no input may make the package panic).
 func TestRunsJudgeWhatTheirOutputHolds(t *testing.T) {
 	outer, holes := polygon20()
 	p, err := NewPolygon(outer, holes)
