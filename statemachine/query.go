@@ -177,8 +177,8 @@ const maxScanBatch = 1024
 // stored in the order they arrived, so each candidate's is a miss of its
 // own; a seek misses at each level of the tree), so run starts loads
 // early and does not wait for them: it prefetches the tree's nodes for
-// the next ranges' seeks all at once, and each leaf's run of candidates'
-// entities as it gathers them, so that they arrive while it judges the
+// the next ranges' seeks, and the leaves the ranges reach, all at once,
+// and each leaf's run of candidates' entities as it gathers them, so that they arrive while it judges the
 // keys that follow. Against reading the candidates' entities in a pass of
 // loads before the checks, which waits for each batch of misses, 1 km
 // radius queries ran 17% faster and polygon queries 8%
@@ -284,16 +284,18 @@ func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
 	}
 }
 
-// prefetch has the spatial index read the nodes that seeks to the starts
-// of the next ranges will read, all at once (see btree.Prefetch), and
-// returns how many ranges it covered.
+// prefetch has the spatial index read the nodes that scans of the next
+// ranges will read, all at once: their seeks' and the leaves each range
+// reaches after its first (see btree.Prefetch). It returns how many ranges
+// it covered.
 func (s *spatialScan) prefetch(ranges []geom.ScanRange) int {
-	var keys [btree.PrefetchMax]btree.Key
-	n := min(len(ranges), len(keys))
+	var starts [btree.PrefetchMax]btree.Key
+	var ends [btree.PrefetchMax]uint64
+	n := min(len(ranges), len(starts))
 	for i, r := range ranges[:n] {
-		keys[i] = btree.Key{A: r.Min}
+		starts[i], ends[i] = btree.Key{A: r.Min}, r.Max
 	}
-	s.sm.spatial.Prefetch(keys[:n])
+	s.sm.spatial.Prefetch(starts[:n], ends[:n])
 	return n
 }
 
