@@ -178,8 +178,8 @@ const maxScanBatch = 1024
 // own; a seek misses at each level of the tree), so run starts loads
 // early and does not wait for them: it prefetches the tree's nodes for
 // the next ranges' seeks, and the leaves the ranges reach, all at once,
-// and each leaf's run of candidates' entities as it gathers them, so that they arrive while it judges the
-// keys that follow. Against reading the candidates' entities in a pass of
+// and each leaf's run of candidates' entities as it gathers them, so that
+// they arrive while it judges the keys that follow. Against reading the candidates' entities in a pass of
 // loads before the checks, which waits for each batch of misses, 1 km
 // radius queries ran 17% faster and polygon queries 8%
 // (BenchmarkQueryRadius1km, BenchmarkQueryPolygon; the radius figure
