@@ -7,7 +7,7 @@ import (
 )
 
 // SeekGENear moves it to the first entry >= k, like SeekGE, for a scan
-// that moves forward: when k lies within it's current leaf or the next
+// that moves forward: when k lies within its current leaf or the next
 // one, it finds k there without descending from the root (a descent costs
 // a cache miss or more per level; the next leaf is usually one miss).
 func (t *Tree) SeekGENear(it *Iter, k Key) {

@@ -10,7 +10,7 @@
 // that follows finds it in cache. The
 // state machine's spatial scans prefetch the entities of each run of
 // candidates as they find them, and read them only after judging the rest
-// of their keys; they prefetch the index's leaves for their next seeks.
+// of their keys; they prefetch the index's leaves for their next ranges.
 //
 // Line is a hint with no effect on what a program computes; where the
 // architecture has no implementation here it does nothing.
