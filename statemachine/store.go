@@ -327,7 +327,7 @@ func (s *entityStore) fullChunks() int {
 func (s *entityStore) bytes() uint64 {
 	full := uint64(s.fullChunks())
 	compact := uint64(len(s.chunks)) - full
-	return compact*chunkSize*uint64(unsafe.Sizeof(entity{})) + full*chunkSize*uint64(unsafe.Sizeof(fullEntity{})) +
+	return compact*chunkSize*uint64(entitySize) + full*chunkSize*uint64(fullEntitySize) +
 		uint64(cap(s.chunks))*uint64(unsafe.Sizeof(&entity{})) + uint64(cap(s.fulls))*uint64(unsafe.Sizeof(&fullEntity{})) +
 		uint64(cap(s.free))*4 + uint64(cap(s.hists))*uint64(unsafe.Sizeof(history{})) + uint64(cap(s.histFree))*4
 }

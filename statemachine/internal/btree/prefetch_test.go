@@ -55,11 +55,11 @@ func TestPrefetchChangesNothing(t *testing.T) {
 }
 
 // TestPrefetchReachesTheSpansLeaves: the leaves Prefetch takes for a span
-// (spanEnd's children of the start's bottom inner node) begin with the leaf
-// a seek to its start finds, include every leaf after it, under that node
-// and within spanAhead of it, that holds a key the span reaches, and
-// include no leaf after the first whose keys the separators put above
-// the span's end.
+// (spanEnd's children of the inner node that bottoms finds for its start,
+// descending for 16 starts at once) begin with the leaf a seek to its start
+// finds, include every leaf after it, under that node and within spanAhead
+// of it, that holds a key the span reaches, and include no leaf after the
+// first whose keys the separators put above the span's end.
 func TestPrefetchReachesTheSpansLeaves(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, n := range []int{leafCap + 1, 5_000, 200_000} {
@@ -70,9 +70,18 @@ func TestPrefetchReachesTheSpansLeaves(t *testing.T) {
 			k.A = r.Uint64N(uint64(n)) << 40
 			tr.Set(k, uint32(i))
 		}
+		var starts [PrefetchMax]Key
+		var nodes [PrefetchMax]*inner
 		for q := 0; q < 2_000; q++ {
-			start := randomKey(r)
-			start.A = r.Uint64N(uint64(n)) << 40
+			if q%PrefetchMax == 0 {
+				for i := range starts {
+					starts[i] = randomKey(r)
+					starts[i].A = r.Uint64N(uint64(n)) << 40
+				}
+				slices.SortFunc(starts[:], Key.Compare)
+				tr.bottoms(starts[:], &nodes)
+			}
+			start, in := starts[q%PrefetchMax], nodes[q%PrefetchMax]
 			// Spans of none to hundreds of keys, and to the end of A.
 			end := start.A + r.Uint64N(uint64(1)<<(40+r.IntN(10)))
 			switch {
@@ -80,10 +89,6 @@ func TestPrefetchReachesTheSpansLeaves(t *testing.T) {
 				end = ^uint64(0)
 			case q%2 == 0:
 				end = start.A + r.Uint64N(200)<<40 // on a key's A
-			}
-			in := tr.root.in
-			for h := tr.height; h > 1; h-- {
-				in = in.kids[in.route(start)].in
 			}
 			c := in.route(start)
 			last := spanEnd(in, c, end)

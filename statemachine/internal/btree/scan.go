@@ -60,6 +60,20 @@ func (t *Tree) Prefetch(starts []Key, ends []uint64) {
 		return
 	}
 	var nodes [PrefetchMax]*inner
+	t.bottoms(starts, &nodes)
+	for i, k := range starts {
+		in := nodes[i]
+		c := in.route(k)
+		for last := spanEnd(in, c, ends[i]); c <= last; c++ {
+			prefetchLeaf(in.kids[c].lf)
+		}
+	}
+}
+
+// bottoms sets nodes[i] to the inner node above the leaf where starts[i]
+// (at most PrefetchMax of them) belongs, descending for all starts a level
+// at a time. The tree has an inner node (height >= 1).
+func (t *Tree) bottoms(starts []Key, nodes *[PrefetchMax]*inner) {
 	for i := range starts {
 		nodes[i] = t.root.in
 	}
@@ -67,13 +81,6 @@ func (t *Tree) Prefetch(starts []Key, ends []uint64) {
 		for i, k := range starts {
 			in := nodes[i]
 			nodes[i] = in.kids[in.route(k)].in
-		}
-	}
-	for i, k := range starts {
-		in := nodes[i]
-		c := in.route(k)
-		for last := spanEnd(in, c, ends[i]); c <= last; c++ {
-			prefetchLeaf(in.kids[c].lf)
 		}
 	}
 }
