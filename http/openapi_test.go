@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -153,5 +154,29 @@ func TestOpenAPIServed(t *testing.T) {
 				t.Errorf("%s %s: %d %s", m, path, r.status, r.raw)
 			}
 		}
+	}
+}
+
+// TestOpenAPILicense: the document names the licence of the repository's
+// LICENSE file.
+func TestOpenAPILicense(t *testing.T) {
+	_, raw := loadOpenAPI(t)
+	var doc struct {
+		Info struct {
+			License struct{ Name, Identifier string } `json:"license"`
+		} `json:"info"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Info.License.Identifier != "Apache-2.0" {
+		t.Fatalf("info.license is %+v, want the SPDX identifier Apache-2.0", doc.Info.License)
+	}
+	text, err := os.ReadFile("../LICENSE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(text, []byte("Apache License")) || !bytes.Contains(text, []byte("Version 2.0, January 2004")) {
+		t.Fatal("LICENSE is not the Apache License 2.0")
 	}
 }
