@@ -532,7 +532,7 @@ func TestWaitingForASessionHonoursContext(t *testing.T) {
 }
 
 // Calls one after another use the most recently used session: one
-// registration, not one per session of the pool.
+// registration, not one per session of the pool. Reads register none.
 func TestPoolReusesTheLastSession(t *testing.T) {
 	s := startServer(t, testserver.Config{})
 	opts := testOptions(s)
@@ -543,8 +543,16 @@ func TestPoolReusesTheLastSession(t *testing.T) {
 			t.Fatalf("ping %d: %v", i, err)
 		}
 	}
+	if s.Registers() != 0 {
+		t.Fatalf("%d registers for 20 pings, want none (a read needs no session)", s.Registers())
+	}
+	for i := range 20 {
+		if _, err := c.Upsert(context.Background(), []core.GeoEvent{ev(uint64(i+1), lat0, lon0)}); err != nil {
+			t.Fatalf("upsert %d: %v", i, err)
+		}
+	}
 	if s.Registers() != 1 {
-		t.Fatalf("%d registers for 20 calls one after another, want 1", s.Registers())
+		t.Fatalf("%d registers for 20 writes one after another, want 1", s.Registers())
 	}
 }
 
@@ -683,7 +691,7 @@ func TestSessionReregistersAfterEviction(t *testing.T) {
 		t.Fatal(err)
 	}
 	oldID := a.sessions[0].id
-	if _, err := b.Ping(ctx); err != nil { // evicts a's session
+	if _, err := b.Upsert(ctx, []core.GeoEvent{ev(3, lat0, lon0)}); err != nil { // evicts a's session
 		t.Fatal(err)
 	}
 	r, err := a.Upsert(ctx, []core.GeoEvent{ev(2, lat0, lon0)})
@@ -696,13 +704,13 @@ func TestSessionReregistersAfterEviction(t *testing.T) {
 	if sess := a.sessions[0]; sess.id == oldID || sess.lastReq != 1 {
 		t.Fatalf("session %d request %d; want a new session whose numbers restart at 1", sess.id, sess.lastReq)
 	}
-	if st, err := a.Stats(ctx); err != nil || st.EventCount != 2 {
+	if st, err := a.Stats(ctx); err != nil || st.EventCount != 3 {
 		t.Fatalf("Stats: %+v %v", st, err)
 	}
 
 	// A second SESSION_EXPIRED in the same call is returned.
 	s.FailNext(2, core.SessionExpired)
-	_, err = a.Ping(ctx)
+	_, err = a.Upsert(ctx, []core.GeoEvent{ev(4, lat0, lon0)})
 	if code := codeOf(t, err); code != core.SessionExpired.Code {
 		t.Fatalf("error %v", err)
 	}
@@ -716,11 +724,19 @@ func TestWrongClusterIsFinal(t *testing.T) {
 	opts := testOptions(s)
 	opts.Cluster = core.Uint128{Lo: 12345}
 	c := newClient(t, []string{s.Addr()}, opts)
+	// A read, without a session, carries the cluster id too.
 	_, err := c.Ping(context.Background())
 	if code := codeOf(t, err); code != core.WrongCluster.Code {
 		t.Fatalf("error %v", err)
 	}
-	if s.Registers() != 1 || s.Requests() != 0 {
+	if s.Registers() != 0 || s.Requests() != 1 {
+		t.Fatalf("%d registers, %d requests", s.Registers(), s.Requests())
+	}
+	_, err = c.Upsert(context.Background(), []core.GeoEvent{ev(1, lat0, lon0)})
+	if code := codeOf(t, err); code != core.WrongCluster.Code {
+		t.Fatalf("error %v", err)
+	}
+	if s.Registers() != 1 || s.Requests() != 1 {
 		t.Fatalf("%d registers, %d requests", s.Registers(), s.Requests())
 	}
 }
@@ -743,8 +759,8 @@ func TestFailoverToNextAddress(t *testing.T) {
 	if _, err := c.Ping(context.Background()); err != nil {
 		t.Fatalf("Ping: %v", err)
 	}
-	if s.Accepted() != 1 || s.Registers() != 1 || s.RequestsFor(core.OpPing) != 3 {
-		t.Fatalf("%d connections, %d registers, %d pings; want 1, 1 and 3", s.Accepted(), s.Registers(), s.RequestsFor(core.OpPing))
+	if s.Accepted() != 1 || s.Registers() != 0 || s.RequestsFor(core.OpPing) != 3 {
+		t.Fatalf("%d connections, %d registers, %d pings; want 1, 0 and 3", s.Accepted(), s.Registers(), s.RequestsFor(core.OpPing))
 	}
 
 	// Nothing reachable: connection errors until the retries run out.

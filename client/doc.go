@@ -5,19 +5,25 @@
 // # Sessions
 //
 // A Client holds Options.PoolSize sessions. A session is a server-side
-// session: on first use it connects to a replica (session i starts at
-// address i modulo the number of addresses) and sends MsgRegister with
-// Options.Cluster; the MsgRegisterReply gives its session id. Each request
-// carries that id as its client id and a request number one above the
-// session's previous one, starting at 1. A session carries one request at a
+// session: before its first write it connects to a replica (session i
+// starts at address i modulo the number of addresses) and sends
+// MsgRegister with Options.Cluster; the MsgRegisterReply gives its session
+// id. Each request carries that id as its client id and a request number
+// one above the session's previous one, starting at 1. A read on a session
+// that has not registered goes without one (client id 0, the cluster id
+// before the request: core.AppendSessionlessRead): it needs no
+// deduplication, and registering is a write, which a replica out of disk
+// space cannot do while it still answers reads. A session carries one request at a
 // time: a call checks a session out of the pool for its whole duration
 // (retries included), so PoolSize sessions allow PoolSize calls in
 // parallel, and further calls wait for a free session, or for their context.
 // The free session used last goes first: calls one after another use one
-// session, and a session registers only when concurrency first needs it.
+// session, and a session registers only when concurrency first needs it
+// for a write.
 //
 // The sessions share one TCP connection per replica: each frame's header
-// (session id and request number; a per-connection nonce for a register)
+// (session id and request number; a per-connection nonce for a register
+// and for a read without a session)
 // says which call an answer belongs to, and frames that several calls send
 // at once leave in one write. Under load one system call then carries the
 // frames of many sessions on both ends. A call that times out when nothing

@@ -23,9 +23,10 @@ import (
 //   - A request's answer (MsgReply, or MsgError with a non-zero client id)
 //     carries the session id and request number of the request. A session
 //     has at most one exchange in flight, so the pair names one exchange.
-//   - A register carries no session id yet: the connection gives it a
-//     request number of its own (a nonce, unique on the connection), which
-//     the replica echoes in its MsgRegisterReply (or MsgError, client id 0).
+//   - A register, and a read sent without a session (client id 0), carry
+//     no session id: the connection gives each a request number of its own
+//     (a nonce, unique on the connection), which the replica echoes in its
+//     answer (MsgRegisterReply, MsgReply or MsgError, client id 0).
 //
 // Invariants:
 //   - waiters holds exactly the exchanges that have sent a frame and wait
@@ -63,14 +64,14 @@ type muxConn struct {
 
 	born     time.Time     // when the connection was made: the origin of lastRead
 	lastRead atomic.Int64  // when bytes last arrived, as time since born: shows that the connection is alive
-	nonce    atomic.Uint32 // the last register nonce
+	nonce    atomic.Uint32 // the last nonce (see replyKey)
 }
 
 // replyKey names the exchange a frame answers.
 type replyKey struct {
-	session  uint64 // 0 for a register
-	request  uint32 // the request number, or the register's nonce
-	register bool
+	session  uint64 // 0 for a nonce's exchange
+	request  uint32 // the request number, or the nonce
+	register bool   // numbered by the connection's nonce: a register or a read without a session
 }
 
 // maxAbandoned bounds the late answers a connection remembers; an answer
@@ -95,7 +96,7 @@ func newMuxConn(addr string, nc net.Conn) *muxConn {
 
 // sentKey is the key of the exchange that sends the frame h.
 func sentKey(h core.Header) replyKey {
-	if h.Type == core.MsgRegister {
+	if h.Type == core.MsgRegister || h.ClientID == 0 {
 		return replyKey{request: h.Request, register: true}
 	}
 	return replyKey{session: h.ClientID, request: h.Request}
@@ -103,7 +104,7 @@ func sentKey(h core.Header) replyKey {
 
 // keyOf is the key of the exchange the frame h answers.
 func keyOf(h core.Header) replyKey {
-	if h.Type == core.MsgRegisterReply || (h.Type == core.MsgError && h.ClientID == 0) {
+	if h.Type == core.MsgRegisterReply || h.ClientID == 0 {
 		return replyKey{request: h.Request, register: true}
 	}
 	return replyKey{session: h.ClientID, request: h.Request}
@@ -269,7 +270,7 @@ type muxStream struct {
 // it; a frame cut short and then silence does not.
 func (s *muxStream) Exchange(ctx context.Context, h core.Header, payload []byte) (core.Header, []byte, error) {
 	m := s.m
-	if h.Type == core.MsgRegister {
+	if h.Type == core.MsgRegister || h.ClientID == 0 {
 		h.Request = m.nonce.Add(1)
 	}
 	k := sentKey(h)

@@ -18,8 +18,10 @@ type session struct {
 
 	conn Conn // nil: connect before the next exchange
 
-	id      uint64 // session id; 0 = register before the next request
+	id      uint64 // session id; 0 = register before the next write
 	lastReq uint32 // last request number used in this session
+
+	sessionless uint32 // the last request number of a read sent without a session (id 0)
 
 	// mu guards cancel, the context cancel of the call that holds the
 	// session, which Close calls (from another goroutine).
@@ -98,9 +100,16 @@ func (s *session) attempt(ctx context.Context, st *callState) (any, error) {
 			return nil, err
 		}
 	}
-	// A new call on a session whose request numbers ran out opens a new
-	// session; a retry keeps its session and number.
-	if s.id == 0 || (st.session != s.id && s.lastReq == math.MaxUint32) {
+	switch {
+	case s.id == 0 && !st.op.Mutates():
+		// A read needs no session (nothing to deduplicate), so it does not
+		// register one: registering is a write, and a replica that can
+		// write nothing (a full disk) still answers reads.
+		s.sessionless++
+		st.session, st.req = 0, s.sessionless
+	case s.id == 0 || (st.session != s.id && s.lastReq == math.MaxUint32):
+		// A new call on a session whose request numbers ran out opens a
+		// new session; a retry keeps its session and number.
 		if err := s.register(ctx); err != nil {
 			return nil, err
 		}
@@ -109,13 +118,19 @@ func (s *session) attempt(ctx context.Context, st *callState) (any, error) {
 		s.lastReq++
 		st.session, st.req = s.id, s.lastReq
 	}
-	rh, p, err := s.exchange(ctx, core.Header{ClientID: s.id, Request: st.req, Type: core.MsgRequest}, st.payload)
+	payload := st.payload
+	if st.session == 0 {
+		payload = core.AppendSessionlessRead(nil, s.c.opts.Cluster, payload)
+	}
+	rh, p, err := s.exchange(ctx, core.Header{ClientID: s.id, Request: st.req, Type: core.MsgRequest}, payload)
 	if err != nil {
 		return nil, err
 	}
 	switch rh.Type {
 	case core.MsgReply:
-		if rh.Request != st.req || rh.ClientID != s.id {
+		// A read without a session is numbered by a shared connection's
+		// nonce, which the connection matched (muxConn).
+		if (rh.Request != st.req && st.session != 0) || rh.ClientID != st.session {
 			return nil, s.fail("read from", protocolf("reply to session %d request %d, want session %d request %d", rh.ClientID, rh.Request, s.id, st.req))
 		}
 		op, reply, opErr, err := core.DecodeReplyMessage(p)
@@ -131,7 +146,7 @@ func (s *session) attempt(ctx context.Context, st *callState) (any, error) {
 		}
 		return reply, nil
 	case core.MsgError:
-		if rh.Request != st.req {
+		if rh.Request != st.req && st.session != 0 {
 			return nil, s.fail("read from", protocolf("error for request %d, want %d", rh.Request, st.req))
 		}
 		e, err := core.DecodeErrorMessage(p)

@@ -277,6 +277,25 @@ func DecodeRegister(p []byte) (cluster Uint128, err error) {
 	return Uint128FromLE(p), nil
 }
 
+// A MsgRequest without a session (client id 0) is a read: it needs no
+// registration, as it changes nothing and has nothing to deduplicate. Its
+// payload is the cluster id (16 bytes, as in a register) followed by the
+// request, so that a client on the wrong cluster learns it from a read too.
+
+// AppendSessionlessRead appends the payload of a read without a session:
+// cluster, then request (a MsgRequest payload).
+func AppendSessionlessRead(dst []byte, cluster Uint128, request []byte) []byte {
+	return append(AppendRegister(dst, cluster), request...)
+}
+
+// CutSessionlessRead splits the payload of a read without a session.
+func CutSessionlessRead(p []byte) (cluster Uint128, request []byte, err error) {
+	if len(p) < 17 {
+		return Uint128{}, nil, Errorf(MalformedRequest, "a request without a session is %d bytes: want the cluster id (16) and a request", len(p))
+	}
+	return Uint128FromLE(p[:16]), p[16:], nil
+}
+
 // AppendRegisterReply appends a MsgRegisterReply payload: the session id.
 func AppendRegisterReply(dst []byte, session uint64) []byte {
 	return binary.LittleEndian.AppendUint64(dst, session)

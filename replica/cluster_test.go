@@ -689,7 +689,7 @@ func TestPingTellsWhetherALeaderIsKnown(t *testing.T) {
 	f := (l + 1) % 3
 	ping := func() *core.PingReply {
 		t.Helper()
-		c.nodes[f].r.Receive(7, core.Header{Type: core.MsgRequest}, mustRequest(t, core.OpPing, nil))
+		c.nodes[f].r.Receive(7, core.Header{Type: core.MsgRequest}, core.AppendSessionlessRead(nil, testCluster, mustRequest(t, core.OpPing, nil)))
 		rs := (&cclient{c: c, node: f, conn: 7}).await()
 		if len(rs) != 1 || rs[0].err != nil {
 			t.Fatalf("ping: %+v", rs)

@@ -38,7 +38,7 @@ func FuzzPrepareRequest(f *testing.F) {
 		if len(payload) > 64<<10 {
 			return
 		}
-		h := core.Header{Request: 1, Type: core.MsgRequest}
+		h := core.Header{ClientID: 1, Request: 1, Type: core.MsgRequest}
 		orig := bytes.Clone(payload)
 		prepared := PrepareRequest(h, payload)
 		if !bytes.Equal(payload, orig) {

@@ -403,7 +403,18 @@ func (r *Replica) becomeLeader() {
 			r.inflight[e.session] = e.request
 		}
 	}
+	recovered := r.lastIndex
 	r.termStart = r.appendEntry(entry{kind: kindNoop, timestamp: r.nextTimestamp()})
+	if r.quorum == 1 {
+		// Alone, this replica's durable log is the cluster's: every entry
+		// in it is committed, and no other leader can have acknowledged
+		// anything else. So client frames wait only for the entries before
+		// the no-op, not for the no-op itself, which a full disk may keep
+		// from being written: reads go on.
+		r.commit = max(r.commit, min(recovered, r.durable))
+		r.termStart = min(r.termStart, r.commit)
+		// The caller applies them (Backlog, ApplyMore).
+	}
 }
 
 // stepDown ends this replica's leadership: the reads it was confirming and

@@ -152,9 +152,10 @@ type Replica struct {
 	rb             readBack      // dropped entries read back (readback.go)
 	lastAppend     encodedAppend // see sendPeer
 
-	// termStart is the index of this term's first entry (the no-op). Until
-	// it is applied the applied state may lack acknowledged writes of
-	// earlier terms, so client frames wait in held.
+	// termStart is the index of this term's first entry (the no-op), or in
+	// a cluster of one the last entry before it (becomeLeader). Until it is
+	// applied the applied state may lack acknowledged writes of earlier
+	// terms, so client frames wait in held.
 	termStart uint64
 	held      []heldFrame
 	forwarded []forwardedReq // forward.go
@@ -368,7 +369,7 @@ func (r *Replica) Receive(conn core.ConnID, h core.Header, payload []byte) {
 // to ReceivePrepared. The loop then neither copies the batch (over a
 // megabyte) nor computes its geometry.
 func PrepareRequest(h core.Header, payload []byte) (prepared []byte) {
-	if h.Type != core.MsgRequest {
+	if h.Type != core.MsgRequest || h.ClientID == 0 { // client id 0: a read (core.CutSessionlessRead)
 		return nil
 	}
 	if _, _, batch := batchRequest(payload); !batch {
@@ -404,6 +405,25 @@ func (r *Replica) receiveClient(to dest, h core.Header, payload, prepared []byte
 		r.sendError(to, h, core.ClusterUnavailable, "the replica has stopped: %v", r.failed)
 		return
 	}
+	frame := payload // as it arrived: what a held frame keeps
+	if h.Type == core.MsgRequest && h.ClientID == 0 && to.via == r.self {
+		// A read without a session (core.CutSessionlessRead), from a client
+		// of this replica: checked here, and forwarded without the cluster
+		// id (a forwarded frame of client id 0 has been checked).
+		cluster, request, err := core.CutSessionlessRead(payload)
+		switch {
+		case err != nil:
+			r.sendError(to, h, core.MalformedRequest, "%v", err)
+			return
+		case cluster != r.cfg.Cluster:
+			r.sendError(to, h, core.WrongCluster, "this is cluster %s, not %s", r.cfg.Cluster, cluster)
+			return
+		case core.Operation(request[0]).Mutates():
+			r.sendError(to, h, core.SessionExpired, "a write needs a session: register first")
+			return
+		}
+		payload, prepared = request, nil
+	}
 	if h.Type == core.MsgRequest && len(payload) > 0 && isLocal(core.Operation(payload[0])) {
 		// Status, topology and ping describe this replica: any replica
 		// answers them itself.
@@ -426,7 +446,7 @@ func (r *Replica) receiveClient(to dest, h core.Header, payload, prepared []byte
 			r.sendError(to, h, core.ClusterBusy, "the replica is catching up; retry")
 			return
 		}
-		r.held = append(r.held, heldFrame{to, h, bytes.Clone(payload), prepared})
+		r.held = append(r.held, heldFrame{to, h, bytes.Clone(frame), prepared})
 		return
 	}
 	switch h.Type {
@@ -482,6 +502,12 @@ func (r *Replica) receiveRequest(to dest, h core.Header, payload, prepared []byt
 			}
 			return
 		}
+	}
+	if h.ClientID == 0 && !op.Mutates() {
+		// A read without a session (see receiveClient): reads go on where
+		// no write, and so no registration, can, as on a full disk.
+		r.read(to, h, payload)
+		return
 	}
 	s := r.sessions.get(h.ClientID)
 	if s == nil {

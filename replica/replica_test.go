@@ -426,29 +426,43 @@ func TestDuplicateEntryInLogAppliesOnce(t *testing.T) {
 	}
 }
 
-// TestNoAnswerBeforeCaughtUp: after a restart, the recovered entries apply
-// only once the new term's no-op is durable; a read that arrives before
-// must wait for them rather than miss acknowledged writes.
+// TestNoAnswerBeforeCaughtUp: after a restart, a read that arrives before
+// the recovered entries are applied waits for them rather than miss
+// acknowledged writes. Alone, the replica applies them without waiting for
+// the new term's no-op to be durable (becomeLeader), a few entries an input
+// (MaxApplyEntries).
 func TestNoAnswerBeforeCaughtUp(t *testing.T) {
-	n := newNode(t, Config{})
+	n := newNode(t, Config{MaxApplyEntries: 1})
 	s := n.register(1)
-	n.call(1, s, 1, core.OpInsert, insertReq(ev(7, 1, 1)))
+	for i := range uint32(3) {
+		n.call(1, s, i+1, core.OpInsert, insertReq(ev(uint64(7+i), 1, 1)))
+	}
 	rec := n.io.crash()
 	r, err := New(n.cfg, n.io, n.clock, testRand(), rec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	n.r = r
-	// The no-op's Sync is in flight; a read and a write arrive now.
-	n.send(1, s, 0, core.OpGetLatest, &core.Uint128{Lo: 7})
-	n.send(1, s, 2, core.OpInsert, insertReq(ev(8, 1, 1)))
+	// The recovered entries are not all applied, and the no-op's Sync is
+	// in flight; a read and a write arrive now.
+	n.send(1, s, 0, core.OpGetLatest, &core.Uint128{Lo: 9})
+	n.send(1, s, 4, core.OpInsert, insertReq(ev(10, 1, 1)))
 	if rs := n.replies(1); len(rs) != 0 {
 		t.Fatalf("answered before catching up: %+v", rs)
 	}
-	n.settle()
+	for n.r.Backlog() {
+		n.r.ApplyMore()
+	}
+	// Applied, but the no-op is not durable: the read is answered, the
+	// write waits for its own Sync.
 	rs := n.replies(1)
-	if len(rs) != 2 || rs[0].err != nil || !rs[0].value.(*core.LatestResult).Found || rs[1].err != nil {
-		t.Fatalf("after catching up: %+v", rs)
+	if len(rs) != 1 || rs[0].err != nil || !rs[0].value.(*core.LatestResult).Found {
+		t.Fatalf("after catching up, before the no-op's Sync: %+v", rs)
+	}
+	n.settle()
+	rs = n.replies(1)
+	if len(rs) != 1 || rs[0].err != nil {
+		t.Fatalf("the write: %+v", rs)
 	}
 }
 

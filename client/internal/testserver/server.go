@@ -340,7 +340,9 @@ func (s *Server) handle(m inbound) {
 		s.registers++
 	case core.MsgRequest:
 		s.requests++
-		if len(m.payload) > 0 {
+		if _, req, err := core.CutSessionlessRead(m.payload); m.h.ClientID == 0 && err == nil {
+			s.perOp[core.Operation(req[0])]++
+		} else if len(m.payload) > 0 {
 			s.perOp[core.Operation(m.payload[0])]++
 		}
 		if s.failN > 0 {
