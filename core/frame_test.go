@@ -583,3 +583,27 @@ func TestBeginFinishFrameMatchesAppendFrame(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCutSessionlessRead: a payload it accepts is the cluster id and a
+// request, and AppendSessionlessRead makes it again.
+func FuzzCutSessionlessRead(f *testing.F) {
+	p, _ := AppendRequestMessage(nil, OpStats, nil)
+	f.Add(AppendSessionlessRead(nil, Uint128{Hi: 1, Lo: 2}, p))
+	f.Add([]byte{})
+	f.Add(make([]byte, 16))
+	f.Fuzz(func(t *testing.T, p []byte) {
+		cluster, req, err := CutSessionlessRead(p)
+		if err != nil {
+			if len(p) > 16 {
+				t.Fatalf("refused %d bytes: %v", len(p), err)
+			}
+			return
+		}
+		if len(req) == 0 {
+			t.Fatal("accepted a payload without a request")
+		}
+		if out := AppendSessionlessRead(nil, cluster, req); !bytes.Equal(out, p) {
+			t.Fatalf("re-encodes as %x, want %x", out, p)
+		}
+	})
+}
