@@ -222,6 +222,26 @@ func (r *Replica) raftNow() uint64 {
 
 func (r *Replica) maxTickGap() uint64 { return r.cfg.ElectionTimeoutNS / 4 }
 
+// PeerLost is the input that says the connection to replica p broke: it
+// was reset or closed, or a dial to it was refused, as when p was killed.
+// A follower whose leader p is takes it for gone at once rather than after
+// the election timeout: it forgets the leader (so it grants pre-votes, and
+// answers clients 211 or 215 at once, as forward.go says) and campaigns
+// after a random delay in [0, ElectionTimeoutNS/4), drawn like the
+// election timer, which spreads the two followers' pre-votes apart. Where
+// the leader lives on for another replica, that one refuses the pre-vote
+// (it heard the leader within the timeout), so a broken connection to a
+// working leader costs no election, only this follower's lease.
+func (r *Replica) PeerLost(p uint32) {
+	if r.failed != nil || r.role != Follower || p != r.leader || r.repairing {
+		return
+	}
+	r.leader = NoLeader
+	r.expireForwarded()
+	et := r.cfg.ElectionTimeoutNS
+	r.electionDeadline = min(r.electionDeadline, r.raftNow()+r.rng.Uint64()%max(et/4, 1))
+}
+
 // advanceRaftClock moves raftNow's base to this tick.
 func (r *Replica) advanceRaftClock() uint64 {
 	r.raftClock = r.raftNow()

@@ -33,6 +33,7 @@ const (
 	evToPeer                          // a frame from a replica reaches another one
 	evBeside                          // work a replica had done beside it completes
 	evApplyMore                       // a replica with a backlog of committed entries applies the next part
+	evPeerLost                        // a replica's connection to a crashed one breaks (from: the crashed one)
 )
 
 type event struct {
@@ -542,6 +543,14 @@ func (w *world) handle(e *event) {
 	case evRestart:
 		w.start(e.node)
 		w.probe.planRound("restart")
+	case evPeerLost:
+		n := e.node
+		if !n.up || n.epoch != e.epoch {
+			return
+		}
+		w.tracef("replica %d: its connection to replica %d broke", n.idx, e.from)
+		n.r.PeerLost(uint32(e.from))
+		w.afterInput(n)
 	case evToPeer:
 		w.deliverPeer(e)
 	case evBeside:
@@ -596,6 +605,13 @@ func (w *world) crash(n *node) {
 		w.schedule(w.now+1, &event{kind: evConnDown, conn: c})
 	}
 	n.conns = nil
+	// The others' connections to it break, as a killed process's sockets
+	// are reset: each notices a tick or two later.
+	for _, o := range w.nodes {
+		if o != n && o.up {
+			w.schedule(w.now+1+w.rng.Int64N(2), &event{kind: evPeerLost, node: o, epoch: o.epoch, from: n.idx})
+		}
+	}
 	down := w.cfg.downMin + w.rng.Int64N(w.cfg.downMax-w.cfg.downMin+1)
 	w.schedule(w.now+down, &event{kind: evRestart, node: n})
 }
