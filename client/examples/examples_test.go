@@ -232,12 +232,13 @@ func TestFailover(t *testing.T) {
 		run(t, nil, "replica", "format", "--cluster", clusterText, "--replica", fmt.Sprint(i), "--replica-count", "3", "--data", dir)
 		replicas[i] = start(t, "replica", "start", "--data", dir, "--addresses", strings.Join(addrs, ","))
 	}
-	leader := findLeader(t, cluster, addrs, 20*time.Second)
+	findLeader(t, cluster, addrs, 20*time.Second)
 
 	f := start(t, "failover", "--addresses", strings.Join(addrs, ","), "--cluster", clusterText, "--duration", "6s")
 	m := f.expect(t, progressRE, 15*time.Second) // it writes
 	m = f.expect(t, progressRE, 5*time.Second)   // for two seconds
 	beforeKill, _ := strconv.Atoi(m[1])
+	leader := findLeader(t, cluster, addrs, 5*time.Second) // the leader now, not the first one
 	if err := replicas[leader].cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -281,6 +282,16 @@ func TestFailover(t *testing.T) {
 	}
 	if st.EventCount != uint64(acked) || st.EntityCount != uint64(acked) {
 		t.Errorf("the cluster holds %d events of %d entities; the example had %d writes acknowledged", st.EventCount, st.EntityCount, acked)
+	}
+
+	// A final answer is not retried: with another cluster's id the program
+	// stops at once and says why.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel2()
+	b, err := exec.CommandContext(ctx2, program("failover"), "--addresses", strings.Join(addrs, ","),
+		"--cluster", "00000000-0000-0000-0000-000000000bad", "--duration", "1s").CombinedOutput()
+	if err == nil || !strings.Contains(string(b), "WRONG_CLUSTER") || ctx2.Err() != nil {
+		t.Errorf("failover with a wrong cluster id: %v\n%s", err, b)
 	}
 }
 
