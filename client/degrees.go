@@ -10,20 +10,20 @@ import (
 // Position is the coordinate at latitude lat and longitude lon, in
 // degrees: each is rounded to the nearest nanodegree, halves away from
 // zero, from the exact value of the float64 (not from the decimal text it
-// was written as). A float64 carries 15-17 significant digits, so the two
-// differ only for text with more than nine decimals whose rounding is a
-// tie, such as 16.0000000005, whose float64 is 16.00000000049999827 and
-// gives 16,000,000,000 nanodegrees, not 16,000,000,001. For exact decimal input
-// set the nanodegrees directly (core.Coordinate, core.GeoEvent's LatNano
-// and LonNano), or send decimal text to the HTTP API, which converts it
-// exactly.
+// was written as). A float64 near 180 is within 1.5e-14 degrees of its text,
+// so the two roundings differ only for text with more than nine decimals
+// that is a tie or next to one: 16.0000000005's float64 is
+// 16.00000000049999827, which gives 16,000,000,000 nanodegrees, not
+// 16,000,000,001. For exact decimal input, set the nanodegrees directly
+// (core.Coordinate, core.GeoEvent's LatNano and LonNano), or send decimal
+// text to the HTTP API, which converts it exactly.
 //
 // Position fails with a *core.Error of code INVALID_COORDINATES when lat is
 // not within [-90, 90] or lon not within [-180, 180] once rounded, or
 // either is NaN or infinite.
 func Position(lat, lon float64) (core.Coordinate, error) {
-	// |deg| <= 181 first (false for NaN), so that nanodegrees sees finite
-	// values whose product fits; the exact bounds apply once rounded.
+	// Within ±91 and ±181 first (false for NaN), so that nanodegrees sees
+	// finite values whose product fits; the exact bounds apply once rounded.
 	var c core.Coordinate
 	if math.Abs(lat) <= 91 {
 		c.LatNano = nanodegrees(lat)

@@ -160,3 +160,18 @@ func TestNewEventAndIDs(t *testing.T) {
 		}
 	})
 }
+
+func BenchmarkPosition(b *testing.B) {
+	for _, c := range []struct {
+		name     string
+		lat, lon float64
+	}{{"plain", 38.1157, 13.3615}, {"ties", 1.0 / 1024, -1.0 / 1024}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Position(c.lat, c.lon); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -8,7 +8,7 @@ import (
 
 // ID is the type set of the ids the helpers below take: a core.Uint128
 // or a uuid.UUID. It is a constraint, usable only as a type parameter; the
-// package documentation ("Ids") says why the methods take core.Uint128.
+// package documentation ("Ids and positions") says why the methods take core.Uint128.
 type ID interface {
 	core.Uint128 | uuid.UUID
 }
