@@ -56,8 +56,26 @@ type Client struct {
 // maxReusedRequest bounds the request buffers a client keeps for reuse.
 const maxReusedRequest = 4 << 20
 
-// New makes a client for the replicas at addresses (host:port). It does not
-// connect: each session connects and registers on its first use.
+// New makes a client for the replicas at addresses (host:port, their
+// binary-protocol addresses). List every replica of the cluster: a call
+// moves on to the next address when one fails (see "Retries").
+//
+// Options.Cluster is required: the cluster's id, which a session registers
+// with (a replica of another cluster answers 204 WRONG_CLUSTER). It is
+//
+//   - the id that `replica dev` prints in its banner ("register with
+//     cluster id ..."), when it formats a new data directory and at every
+//     start;
+//   - the id given to `replica format --cluster` (every replica of a
+//     cluster has the same);
+//   - the cluster_id field of the HTTP API's GET /status (and GET
+//     /topology).
+//
+// core.ParseUUID turns its text into a core.Uint128 (core.ParseID also takes
+// a decimal id, as `replica format` does).
+//
+// New does not connect: each session connects and registers on its first
+// use.
 func New(addresses []string, opts Options) (*Client, error) {
 	if len(addresses) == 0 {
 		return nil, errors.New("geoevent client: no addresses")

@@ -2,6 +2,41 @@
 // connections carrying the frames of package core (core.AppendFrame,
 // core.ReadFrame).
 //
+// Runnable programs, and the tests that run them against real replicas,
+// are in client/examples: quickstart (connect, insert, a radius query, the
+// latest position of an entity) and failover (writes and reads that go on
+// while a cluster loses its leader).
+//
+// # Ids and positions
+//
+// Every method and request takes ids as core.Uint128, the protocol's type.
+// A uuid.UUID (github.com/google/uuid) converts to one with core.FromUUID
+// or IDOf, and back with Uint128.UUID; the 16 bytes are big-endian, so the
+// UUID and the id print the same string. The generic helpers IDOf, IDs and
+// NewEvent take either type (the constraint ID):
+//
+//	ev, err := client.NewEvent(truck, 38.115, 13.361) // truck: a uuid.UUID or a core.Uint128
+//	latest, err := c.GetLatest(ctx, client.IDOf(truck))
+//	all, err := c.GetLatestBatch(ctx, client.IDs(truck, van))
+//
+// The methods themselves take core.Uint128 alone because Go gives no better
+// typed choice: a method cannot have type parameters, a union such as ID
+// can only constrain one, and an interface both types satisfy would rest
+// on a method of uuid.UUID that core.Uint128 copies (String,
+// MarshalBinary), which unrelated types have too: that trades the
+// compile-time check for a run-time one. Twin methods (GetLatestUUID, ...)
+// would double the API and still leave the ids inside requests
+// (HistoryQuery.EntityID, TTLSetRequest.EntityID, GeoEvent.EntityID) as
+// core.Uint128. One id type with one conversion each way works the same
+// for arguments and for fields.
+//
+// Positions are nanodegrees (int64) on the wire. Position and NewEvent
+// take degrees as float64 and round them to the nearest nanodegree, halves
+// away from zero, from the float64's exact value: exact for the value the
+// program holds, though decimal text with more than nine decimals may round
+// one nanodegree differently from its text (see Position). Degrees reads
+// nanodegrees back as the nearest float64, and Position(Degrees(c)) is c.
+//
 // # Sessions
 //
 // A Client holds Options.PoolSize sessions. A session is a server-side
@@ -91,7 +126,9 @@
 // A write whose call fails with a connection error, a timeout or a
 // *RetryError may or may not have been applied (SPEC.md: "after a timeout
 // the operation may have committed"). Upsert is the mode for retrying such
-// writes at the application level.
+// writes at the application level: an event that carries its own
+// timestamp, upserted again, is written once (client/examples/failover
+// does this).
 //
 // # Large batches
 //

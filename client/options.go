@@ -12,7 +12,7 @@ import (
 // Options configures a Client. Zero values take the defaults of SPEC.md
 // "Client-side retry defaults".
 type Options struct {
-	Cluster        core.Uint128  // required: the cluster id sent in Register
+	Cluster        core.Uint128  // required: the cluster id sent in Register (where to find it: New)
 	PoolSize       int           // parallel sessions (sharing one connection per replica); default 1
 	MaxRetries     int           // retries after the first attempt; default 5
 	BaseBackoff    time.Duration // default 100 ms

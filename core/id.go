@@ -40,11 +40,22 @@ func (u Uint128) Compare(v Uint128) int {
 func (u Uint128) Less(v Uint128) bool { return u.Hi < v.Hi || (u.Hi == v.Hi && u.Lo < v.Lo) }
 
 // String formats u as a canonical lowercase UUID.
-func (u Uint128) String() string {
-	var b [16]byte
+func (u Uint128) String() string { return u.UUID().String() }
+
+// UUID returns u as a uuid.UUID: its 16 bytes big-endian, Hi first, so that
+// u.UUID().String() == u.String().
+func (u Uint128) UUID() uuid.UUID {
+	var b uuid.UUID
 	binary.BigEndian.PutUint64(b[0:8], u.Hi)
 	binary.BigEndian.PutUint64(b[8:16], u.Lo)
-	return uuid.UUID(b).String()
+	return b
+}
+
+// FromUUID is the id whose UUID is id (the inverse of [Uint128.UUID]):
+// bytes 0-7 of id big-endian are Hi, bytes 8-15 are Lo. Every UUID is an
+// id; only the nil UUID is the zero id, which no entity may carry.
+func FromUUID(id uuid.UUID) Uint128 {
+	return Uint128{Hi: binary.BigEndian.Uint64(id[0:8]), Lo: binary.BigEndian.Uint64(id[8:16])}
 }
 
 // Decimal formats u as an unsigned decimal integer (Form B's other id form).
@@ -82,7 +93,7 @@ func ParseUUID(s string) (Uint128, error) {
 	if err != nil {
 		return Uint128{}, fmt.Errorf("not a UUID: %q", s)
 	}
-	return Uint128{Hi: binary.BigEndian.Uint64(id[0:8]), Lo: binary.BigEndian.Uint64(id[8:16])}, nil
+	return FromUUID(id), nil
 }
 
 // ParseDecimal parses an unsigned decimal integer from 0 to 2^128-1.

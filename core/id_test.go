@@ -1,10 +1,12 @@
 package core
 
 import (
+	"bytes"
 	"math/big"
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"pgregory.net/rapid"
 )
 
@@ -125,4 +127,51 @@ func FuzzParseID(f *testing.F) {
 			t.Fatalf("%q -> %v does not round-trip through decimal", s, u)
 		}
 	})
+}
+
+// TestUUIDConversion checks FromUUID and Uint128.UUID against google/uuid's
+// own parsing and formatting, from both sides.
+func TestUUIDConversion(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var raw uuid.UUID
+		copy(raw[:], rapid.SliceOfN(rapid.Byte(), 16, 16).Draw(t, "bytes"))
+		u := FromUUID(raw)
+		if u.UUID() != raw {
+			t.Fatalf("FromUUID(%v).UUID() = %v", raw, u.UUID())
+		}
+		if u.String() != raw.String() {
+			t.Fatalf("FromUUID(%v).String() = %q, uuid says %q", raw, u.String(), raw.String())
+		}
+		if p, err := ParseUUID(raw.String()); err != nil || p != u {
+			t.Fatalf("ParseUUID(%q) = %v, %v; want %v", raw.String(), p, err, u)
+		}
+		if u.IsZero() != (raw == uuid.Nil) {
+			t.Fatalf("FromUUID(%v).IsZero() = %v", raw, u.IsZero())
+		}
+
+		v := genUint128().Draw(t, "v")
+		parsed, err := uuid.Parse(v.String())
+		if err != nil || parsed != v.UUID() {
+			t.Fatalf("uuid.Parse(%q) = %v, %v; want %v", v.String(), parsed, err, v.UUID())
+		}
+		if FromUUID(v.UUID()) != v {
+			t.Fatalf("FromUUID(%v.UUID()) = %v", v, FromUUID(v.UUID()))
+		}
+		// The order of ids is the order of their UUIDs' bytes.
+		w := genUint128().Draw(t, "w")
+		vu, wu := v.UUID(), w.UUID()
+		if got, want := v.Compare(w), bytes.Compare(vu[:], wu[:]); got != want {
+			t.Fatalf("%v.Compare(%v) = %d, bytes compare %d", v, w, got, want)
+		}
+	})
+}
+
+func TestUUIDConversionFixed(t *testing.T) {
+	id := uuid.MustParse("00000000-0000-0001-0000-000000000002")
+	if got := FromUUID(id); got != (Uint128{Hi: 1, Lo: 2}) {
+		t.Fatalf("FromUUID(%v) = %+v, want {Hi:1 Lo:2}", id, got)
+	}
+	if FromUUID(uuid.Nil) != (Uint128{}) || (Uint128{}).UUID() != uuid.Nil {
+		t.Fatal("the nil UUID is not the zero id")
+	}
 }
