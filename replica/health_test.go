@@ -1,0 +1,110 @@
+package replica
+
+import (
+	"testing"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// topologyOf asks replica i for the topology, as a client would.
+func (c *cluster) topologyOf(i int) *core.TopologyReply {
+	c.t.Helper()
+	c.nodes[i].r.Receive(8, core.Header{Type: core.MsgRequest}, mustRequest(c.t, core.OpTopology, nil))
+	rs := (&cclient{c: c, node: i, conn: 8}).await()
+	if len(rs) != 1 || rs[0].err != nil {
+		c.t.Fatalf("topology of replica %d: %+v", i, rs)
+	}
+	return rs[0].value.(*core.TopologyReply)
+}
+
+func statuses(t *core.TopologyReply) []string {
+	var s []string
+	for _, n := range t.Nodes {
+		s = append(s, n.Status)
+	}
+	return s
+}
+
+// TestFollowerTopologyIsTruthful: a follower reports the other follower
+// from the leader's health reports: healthy while it answers the leader,
+// unreachable within an election timeout and two heartbeat intervals of
+// its crash (as the leader does), healthy again once it is back; with no
+// leader heard, the follower knows only itself.
+func TestFollowerTopologyIsTruthful(t *testing.T) {
+	c := newCluster(t, 3, Config{})
+	l := c.leader()
+	f, other := (l+1)%3, (l+2)%3
+	c.run(testET / 2)
+
+	top := c.topologyOf(f)
+	if top.ClusterID != testCluster || top.Primary != uint32(l) || len(top.Nodes) != 3 {
+		t.Fatalf("follower's topology: %+v", top)
+	}
+	for i, n := range top.Nodes {
+		if n.Status != StatusHealthy || n.LastContactMS >= testET/1e6 || n.LagMS != 0 {
+			t.Fatalf("replica %d on the follower: %+v, want healthy, heard within the election timeout, no lag (all %v)", i, n, statuses(top))
+		}
+	}
+	if n := top.Nodes[f]; n.LastContactMS != 0 {
+		t.Fatalf("the follower's own last contact: %+v", n)
+	}
+
+	// The other follower crashes: the follower's view of it ages with
+	// the leader's reports, to unreachable, at most a little after the
+	// leader's own.
+	c.crash(other)
+	step := uint64(testET / 100) // a tick
+	var leaderSaw, followerSaw uint64
+	for elapsed := uint64(0); elapsed < 3*testET && (leaderSaw == 0 || followerSaw == 0); elapsed += step {
+		c.run(step)
+		if leaderSaw == 0 && c.nodes[l].r.topology().Nodes[other].Status == StatusUnreachable {
+			leaderSaw = elapsed + step
+		}
+		if followerSaw == 0 && c.nodes[f].r.topology().Nodes[other].Status == StatusUnreachable {
+			followerSaw = elapsed + step
+		}
+	}
+	t.Logf("unreachable after %d ns on the leader, %d ns on the other follower (election timeout %d, heartbeat %d)", leaderSaw, followerSaw, testET, c.cfg.HeartbeatNS)
+	bound := uint64(testET + 2*c.cfg.HeartbeatNS)
+	if followerSaw == 0 || followerSaw > bound || leaderSaw == 0 || leaderSaw > bound {
+		t.Fatalf("a crashed follower is unreachable on the leader after %d ns and on the other follower after %d ns (0: never); want both within %d",
+			leaderSaw, followerSaw, bound)
+	}
+	if followerSaw < testET-uint64(c.cfg.HeartbeatNS) {
+		t.Fatalf("reported unreachable after %d ns, before an election timeout (%d) could pass", followerSaw, testET)
+	}
+	top = c.topologyOf(f)
+	if n := top.Nodes[other]; n.Status != StatusUnreachable || n.LastContactMS < testET/1e6 {
+		t.Fatalf("the crashed follower on the other: %+v", n)
+	}
+	if top.Nodes[l].Status != StatusHealthy || top.Nodes[f].Status != StatusHealthy {
+		t.Fatalf("the follower's topology after the crash: %v", statuses(top))
+	}
+
+	// Back, it is healthy again everywhere.
+	c.restart(other)
+	c.run(testET)
+	for _, i := range []int{l, f, other} {
+		if s := statuses(c.topologyOf(i)); s[0] != StatusHealthy || s[1] != StatusHealthy || s[2] != StatusHealthy {
+			t.Fatalf("after the restart, replica %d reports %v", i, s)
+		}
+	}
+
+	// Cut off from everyone, a follower knows only itself: its leader is
+	// unreachable, the other follower unknown.
+	c.isolate(f)
+	c.run(3 * testET)
+	top = c.nodes[f].r.topology()
+	want := map[int]string{f: StatusHealthy, l: StatusUnreachable, other: StatusUnknown}
+	if c.nodes[f].r.leader == NoLeader {
+		want[l] = StatusUnknown // it campaigned: it knows no leader
+	}
+	for i, s := range want {
+		if n := top.Nodes[i]; n.Status != s {
+			t.Fatalf("cut off, the follower reports replica %d as %+v, want %s (all %v)", i, n, s, statuses(top))
+		}
+	}
+	if n := top.Nodes[other]; n.LastContactMS != core.Unknown || n.LagMS != core.Unknown {
+		t.Fatalf("an unknown node's contact and lag: %+v", n)
+	}
+}
