@@ -108,3 +108,54 @@ func TestFollowerTopologyIsTruthful(t *testing.T) {
 		t.Fatalf("an unknown node's contact and lag: %+v", n)
 	}
 }
+
+// TestReplicationLagOfADownFollower: replication_lag_ms is 0 while every
+// follower holds the leader's whole log, stays 0 while a follower is down
+// and nothing is written, then counts from the follower's last answer
+// before it went down; the leader's health report carries the same lag
+// for that follower; back and caught up, the lag is 0 again.
+func TestReplicationLagOfADownFollower(t *testing.T) {
+	c := newCluster(t, 3, Config{})
+	l := c.leader()
+	f, other := (l+1)%3, (l+2)%3
+	cl := c.client(l, 1)
+	lag := func() uint64 {
+		t.Helper()
+		rp := cl.call(core.OpStats, nil)
+		if rp.err != nil {
+			t.Fatalf("stats: %v", rp.err)
+		}
+		return rp.value.(*core.Stats).ReplicationLagMS
+	}
+	write := func(id uint64) {
+		t.Helper()
+		if rp := cl.call(core.OpInsert, insertReq(ev(id, 1_000, 2_000))); rp.err != nil {
+			t.Fatalf("insert: %v", rp.err)
+		}
+	}
+	write(1)
+	if g := lag(); g != 0 {
+		t.Fatalf("lag with every follower caught up: %d ms", g)
+	}
+	c.crash(f)
+	down := c.clock.mono
+	c.run(2 * testET)
+	if g := lag(); g != 0 {
+		t.Fatalf("lag of a down follower before any write: %d ms", g)
+	}
+	write(2)
+	c.run(testET)
+	g, since := lag(), (c.clock.mono-down)/1e6
+	t.Logf("lag %d ms, %d ms after the follower went down (heartbeat %d ms)", g, since, c.cfg.HeartbeatNS/1e6)
+	if g < since-c.cfg.HeartbeatNS/1e6-1 || g > since+c.cfg.HeartbeatNS/1e6+1 {
+		t.Fatalf("lag %d ms, want about the %d ms since the follower went down (to a heartbeat interval)", g, since)
+	}
+	if n := c.topologyOf(other).Nodes[f]; n.Status != StatusUnreachable || n.LagMS < since-c.cfg.HeartbeatNS/1e6-1 {
+		t.Fatalf("the down follower on the other follower: %+v (down for %d ms)", n, since)
+	}
+	c.restart(f)
+	c.run(testET)
+	if g := lag(); g != 0 {
+		t.Fatalf("lag once the follower is back: %d ms", g)
+	}
+}

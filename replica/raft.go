@@ -260,9 +260,10 @@ func (r *Replica) tickRaft(now uint64) {
 	}
 	if now >= r.heartbeatDue {
 		r.heartbeatDue = now + r.cfg.HeartbeatNS
+		mono := r.clock.MonotonicNS() // progress timings are on the plain clock
+		r.markLag(mono)
 		r.startRound()
 		r.sendHealth()
-		mono := r.clock.MonotonicNS() // progress timings are on the plain clock
 		r.eachPeer(func(p uint32) { r.retryStalled(p, mono) })
 	}
 	r.dropIdleSnapshot()
@@ -394,9 +395,11 @@ func (r *Replica) becomeLeader() {
 	now := r.raftNow()
 	r.role, r.leader = Leader, r.self
 	r.peers = make([]progress, r.cfg.ReplicaCount)
+	mono := r.clock.MonotonicNS()
 	r.eachPeer(func(p uint32) {
-		r.peers[p] = progress{next: r.lastIndex + 1, heard: true, caughtUpNS: now}
+		r.peers[p] = progress{next: r.lastIndex + 1, heard: true, caughtUpNS: mono}
 	})
+	r.lagMarks = [2]lagMark{{r.lastIndex, mono}, {r.lastIndex, mono}}
 	r.heartbeatDue, r.quorumCheckDue = now, now+r.cfg.ElectionTimeoutNS
 	r.reads = readState{seq: r.reads.seq, confirmed: r.reads.seq}
 	// Requests already in the log (appended by an earlier leader) are in

@@ -151,6 +151,7 @@ type Replica struct {
 	snapshot       *outSnapshot  // the snapshot followers are being sent
 	rb             readBack      // dropped entries read back (readback.go)
 	lastAppend     encodedAppend // see sendPeer
+	lagMarks       [2]lagMark    // the last two heartbeat rounds' (replicationLagMS)
 
 	// termStart is the index of this term's first entry (the no-op). Until
 	// it is applied the applied state may lack acknowledged writes of
