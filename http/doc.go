@@ -118,7 +118,8 @@
 // replication_lag_ms (/stats) is the furthest-behind follower's lag: how
 // long ago the leader's log last ended at an entry that follower now
 // holds, to a heartbeat interval; a follower that is down holds nothing
-// new, so it counts from its last answer as soon as anything is written.
+// new, so it counts from its last answer (a leader elected since: from
+// its election) as soon as anything is written.
 //
 // [ClientBackend] keeps DefaultPoolSize (64) sessions, so concurrent HTTP
 // requests do not queue behind one session; each session registers once,

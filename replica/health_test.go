@@ -159,3 +159,34 @@ func TestReplicationLagOfADownFollower(t *testing.T) {
 		t.Fatalf("lag once the follower is back: %d ms", g)
 	}
 }
+
+// TestSlowFollowerIsRecovering: a follower that answers heartbeats but
+// does not make entries durable (its syncs held) lacks committed entries;
+// once that has lasted an election timeout it is "recovering" on the
+// leader and on the other follower, and healthy again once it catches up.
+func TestSlowFollowerIsRecovering(t *testing.T) {
+	c := newCluster(t, 3, Config{})
+	l := c.leader()
+	slow, other := (l+1)%3, (l+2)%3
+	cl := c.client(l, 1)
+	c.nodes[slow].io.holdSyncs = true
+	if rp := cl.call(core.OpInsert, insertReq(ev(1, 1_000, 2_000))); rp.err != nil {
+		t.Fatalf("insert: %v", rp.err)
+	}
+	c.run(testET / 2)
+	if s := c.nodes[l].r.topology().Nodes[slow].Status; s != StatusHealthy {
+		t.Fatalf("behind for less than an election timeout: %s", s)
+	}
+	c.run(testET)
+	for _, i := range []int{l, other} {
+		n := c.topologyOf(i).Nodes[slow]
+		if n.Status != StatusRecovering || n.LagMS < testET/1e6 || n.LastContactMS >= testET/1e6 {
+			t.Fatalf("the slow follower on replica %d: %+v, want recovering, lagging at least the election timeout, heard recently", i, n)
+		}
+	}
+	c.nodes[slow].io.holdSyncs = false
+	c.run(testET / 2)
+	if n := c.topologyOf(other).Nodes[slow]; n.Status != StatusHealthy || n.LagMS != 0 {
+		t.Fatalf("caught up, the follower on the other: %+v", n)
+	}
+}

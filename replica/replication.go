@@ -279,8 +279,9 @@ func (r *Replica) noteCaughtUp(pr *progress, now uint64) {
 // holds (to a heartbeat interval; see noteCaughtUp), 0 when every
 // follower holds the whole log. A follower that is down holds what it
 // held: its lag is 0 while the leader appends nothing, then counts from
-// its last answer before it went down (or the heartbeat round before),
-// growing until it is back and has caught up.
+// its last answer before it went down (or the heartbeat round before; a
+// leader elected since counts from its election, as it starts every
+// follower caught up to then), growing until it is back and caught up.
 func (r *Replica) replicationLagMS() uint64 {
 	if r.role != Leader {
 		return 0
