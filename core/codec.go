@@ -60,9 +60,11 @@ import (
 //	stats                 *Stats              u64 event_count, u64 entity_count, u64 storage_bytes, u64 index_bytes,
 //	                                          u64 replication_lag_ms
 //	status                *StatusReply        u64 events_count, u64 entities_count, u64 index_bytes,
-//	                                          u64 uptime_seconds, str version, str cluster_state, str node_id
+//	                                          u64 uptime_seconds, str version, str cluster_state, str node_id,
+//	                                          id cluster_id
 //	topology              *TopologyReply      u64 version, u32 replica_count, u32 primary,
-//	                                          u16 node count, count x (str node_id, str address, str status)
+//	                                          u16 node count, count x (str node_id, str address, str status,
+//	                                          u64 last_contact_ms, u64 lag_ms), id cluster_id
 //	ping                  *PingReply          bool pong, str reason
 //
 // The Append functions accept the value type or a pointer to it (and, for
@@ -112,6 +114,7 @@ type StatusReply struct {
 	Version       string
 	ClusterState  string
 	NodeID        string
+	ClusterID     Uint128 // the cluster the replica belongs to (clients register with it)
 }
 
 // TopologyReply is the reply of topology. GeoEvent has one shard whose
@@ -123,14 +126,28 @@ type TopologyReply struct {
 	ReplicaCount uint32
 	Primary      uint32
 	Nodes        []NodeInfo
+	ClusterID    Uint128
 }
 
-// NodeInfo is one replica of a topology.
+// NodeInfo is one replica of a topology, as the answering replica knows
+// it (package replica's topology says what each status means).
 type NodeInfo struct {
 	NodeID  string
 	Address string // host:port
 	Status  string
+	// LastContactMS is how long before the answer the replica was last
+	// known to be up (it answered the leader; for the leader, it was heard
+	// by the answering replica; 0 for the answering replica itself).
+	// LagMS is how long, as the leader last told, the replica had not
+	// held every entry of the leader's log (0: it held them all). Both are
+	// Unknown when the answering replica does not know.
+	LastContactMS uint64
+	LagMS         uint64
 }
+
+// Unknown is NodeInfo's LastContactMS or LagMS when the answering replica
+// does not know it.
+const Unknown = ^uint64(0)
 
 // PingReply is the reply of ping: Pong false with a Reason when unhealthy.
 type PingReply struct {
@@ -484,6 +501,7 @@ func AppendReply(dst []byte, op Operation, reply any) ([]byte, error) {
 		e.str(r.Version)
 		e.str(r.ClusterState)
 		e.str(r.NodeID)
+		e.id(r.ClusterID)
 	case OpTopology:
 		r, ok := value[TopologyReply](reply)
 		if !ok {
@@ -500,7 +518,10 @@ func AppendReply(dst []byte, op Operation, reply any) ([]byte, error) {
 			e.str(n.NodeID)
 			e.str(n.Address)
 			e.str(n.Status)
+			e.u64(n.LastContactMS)
+			e.u64(n.LagMS)
 		}
+		e.id(r.ClusterID)
 	case OpPing:
 		r, ok := value[PingReply](reply)
 		if !ok {
@@ -577,15 +598,18 @@ func DecodeReply(op Operation, b []byte) (any, error) {
 		v = &StatusReply{
 			EventsCount: d.u64(), EntitiesCount: d.u64(), IndexBytes: d.u64(), UptimeSeconds: d.u64(),
 			Version: d.str("version"), ClusterState: d.str("cluster_state"), NodeID: d.str("node_id"),
+			ClusterID: d.id(),
 		}
 	case OpTopology:
 		r := &TopologyReply{Version: d.u64(), ReplicaCount: d.u32(), Primary: d.u32()}
-		if n := d.count16(6, "nodes"); n > 0 {
+		if n := d.count16(22, "nodes"); n > 0 {
 			r.Nodes = make([]NodeInfo, n)
 			for i := range r.Nodes {
-				r.Nodes[i] = NodeInfo{NodeID: d.str("node_id"), Address: d.str("address"), Status: d.str("status")}
+				r.Nodes[i] = NodeInfo{NodeID: d.str("node_id"), Address: d.str("address"), Status: d.str("status"),
+					LastContactMS: d.u64(), LagMS: d.u64()}
 			}
 		}
+		r.ClusterID = d.id()
 		v = r
 	case OpPing:
 		v = &PingReply{Pong: d.bool(), Reason: d.str("reason")}

@@ -198,13 +198,16 @@ func genReply(t *rapid.T, op Operation) any {
 			EventsCount: rapid.Uint64().Draw(t, "events"), EntitiesCount: rapid.Uint64().Draw(t, "entities"),
 			IndexBytes: rapid.Uint64().Draw(t, "index"), UptimeSeconds: rapid.Uint64().Draw(t, "uptime"),
 			Version: genBytesString(t, MaxCodecString, "version"), ClusterState: rapid.StringN(0, 20, MaxCodecString).Draw(t, "state"),
-			NodeID: rapid.StringN(0, 20, MaxCodecString).Draw(t, "node"),
+			NodeID:    rapid.StringN(0, 20, MaxCodecString).Draw(t, "node"),
+			ClusterID: Uint128{Hi: rapid.Uint64().Draw(t, "cluster_hi"), Lo: rapid.Uint64().Draw(t, "cluster_lo")},
 		}
 	case OpTopology:
 		nodes := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) NodeInfo {
-			return NodeInfo{NodeID: rapid.StringN(0, 10, MaxCodecString).Draw(t, "id"), Address: rapid.StringN(0, 30, MaxCodecString).Draw(t, "addr"), Status: genBytesString(t, 20, "status")}
+			return NodeInfo{NodeID: rapid.StringN(0, 10, MaxCodecString).Draw(t, "id"), Address: rapid.StringN(0, 30, MaxCodecString).Draw(t, "addr"), Status: genBytesString(t, 20, "status"),
+				LastContactMS: rapid.Uint64().Draw(t, "contact"), LagMS: rapid.Uint64().Draw(t, "lag")}
 		}), 0, 5).Draw(t, "nodes")
-		return &TopologyReply{Version: rapid.Uint64().Draw(t, "version"), ReplicaCount: rapid.Uint32().Draw(t, "count"), Primary: rapid.Uint32().Draw(t, "primary"), Nodes: nodes}
+		return &TopologyReply{Version: rapid.Uint64().Draw(t, "version"), ReplicaCount: rapid.Uint32().Draw(t, "count"), Primary: rapid.Uint32().Draw(t, "primary"), Nodes: nodes,
+			ClusterID: Uint128{Hi: rapid.Uint64().Draw(t, "cluster_hi"), Lo: rapid.Uint64().Draw(t, "cluster_lo")}}
 	case OpPing:
 		return &PingReply{Pong: rapid.Bool().Draw(t, "pong"), Reason: genBytesString(t, MaxCodecString, "reason")}
 	}
@@ -365,8 +368,10 @@ func TestCodecLayout(t *testing.T) {
 		{"latest reply", true, OpQueryLatest, &QueryResult{}, "00000000" + "00" + "0000"},
 		{"get_latest reply, missing", true, OpGetLatest, &LatestResult{}, "00"},
 		{"get_latest_batch reply", true, OpGetLatestBatch, &LatestResults{{Event: ev, Found: true}, {}}, "02000000" + "01" + evHex + "00"},
-		{"topology reply", true, OpTopology, &TopologyReply{Version: 1, ReplicaCount: 3, Primary: 2, Nodes: []NodeInfo{{"n", "h:1", "ok"}}},
-			"0100000000000000" + "03000000" + "02000000" + "0100" + "0100" + "6e" + "0300" + "683a31" + "0200" + "6f6b"},
+		{"topology reply", true, OpTopology, &TopologyReply{Version: 1, ReplicaCount: 3, Primary: 2, Nodes: []NodeInfo{{"n", "h:1", "ok", 5, Unknown}},
+			ClusterID: Uint128{Hi: 0x0102030405060708, Lo: 0x1112131415161718}},
+			"0100000000000000" + "03000000" + "02000000" + "0100" + "0100" + "6e" + "0300" + "683a31" + "0200" + "6f6b" +
+				"0500000000000000" + "ffffffffffffffff" + "1817161514131211" + "0807060504030201"},
 		{"ping reply", true, OpPing, &PingReply{Pong: false, Reason: "x"}, "00" + "0100" + "78"},
 	}
 	for _, c := range cases {
@@ -596,10 +601,11 @@ func sampleReplies() map[Operation]any {
 		OpQueryPolygon: qr, OpQueryLatest: qr, OpEntityHistory: &QueryResult{},
 		OpGetLatest: &LatestResult{Event: ev, Found: true}, OpGetLatestBatch: &latest,
 		OpStats:  &Stats{EventCount: 1, EntityCount: 2, StorageBytes: 128, IndexBytes: 4},
-		OpStatus: &StatusReply{EventsCount: 1, Version: "1.0.0", ClusterState: "healthy", NodeID: "replica-0"},
+		OpStatus: &StatusReply{EventsCount: 1, Version: "1.0.0", ClusterState: "healthy", NodeID: "replica-0", ClusterID: Uint128{Hi: 1, Lo: 2}},
 		OpTopology: &TopologyReply{Version: 3, ReplicaCount: 3, Primary: 1, Nodes: []NodeInfo{
-			{"replica-0", "10.0.0.1:3001", "healthy"}, {"replica-1", "10.0.0.2:3001", "healthy"}, {"replica-2", "10.0.0.3:3001", "down"},
-		}},
+			{"replica-0", "10.0.0.1:3001", "healthy", 0, 0}, {"replica-1", "10.0.0.2:3001", "healthy", 30, 0},
+			{"replica-2", "10.0.0.3:3001", "unknown", Unknown, Unknown},
+		}, ClusterID: Uint128{Hi: 1, Lo: 2}},
 		OpPing: &PingReply{Pong: false, Reason: "no quorum"},
 	}
 }

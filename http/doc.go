@@ -103,6 +103,24 @@
 //     16 MiB (DefaultMaxBodyBytes): a larger body is 413 with code 300 and
 //     a JSON error body.
 //
+// # Status and topology
+//
+// GET /status, /topology and /ping are answered by the replica the gateway
+// reaches (in the server, its own), not forwarded to the leader; /stats is
+// the leader's. /status and /topology carry cluster_id, the cluster id
+// clients register with (the UUID replica dev prints). /topology's nodes
+// carry status (healthy, recovering, unreachable or unknown: package
+// replica's health.go defines them, with the election timeout, 500 ms, as
+// the bound), last_contact_ms and lag_ms, as the answering replica knows
+// them: a follower knows the other followers from the health report its
+// leader sends with each heartbeat round, and reports unknown (null
+// contact and lag) once it has none fresher than the election timeout.
+// replication_lag_ms (/stats) is the furthest-behind follower's lag: how
+// long ago the leader's log last ended at an entry that follower now
+// holds, to a heartbeat interval; a follower that is down holds nothing
+// new, so it counts from its last answer (a leader elected since: from
+// its election) as soon as anything is written.
+//
 // [ClientBackend] keeps DefaultPoolSize (64) sessions, so concurrent HTTP
 // requests do not queue behind one session; each session registers once,
 // numbers its requests and retries as the Go client does (the replica

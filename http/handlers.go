@@ -402,12 +402,16 @@ func (g *Gateway) status(c *call) *failure {
 		w.str(s.ClusterState)
 		w.key("node_id")
 		w.str(s.NodeID)
+		w.key("cluster_id")
+		w.id(s.ClusterID)
 		w.close()
 	})
 }
 
 // GET /topology: one shard (0) whose primary is the cluster's and whose
-// replicas are the other replicas.
+// replicas are the other replicas, each with its status, last contact and
+// lag as the answering replica knows them (null: unknown), and the
+// cluster id.
 func (g *Gateway) topology(c *call) *failure {
 	if _, f := c.params(); f != nil {
 		return f
@@ -424,6 +428,10 @@ func (g *Gateway) topology(c *call) *failure {
 		w.str(n.Address)
 		w.key("status")
 		w.str(n.Status)
+		w.key("last_contact_ms")
+		w.known(n.LastContactMS)
+		w.key("lag_ms")
+		w.known(n.LagMS)
 		w.close()
 	}
 	return c.ok(func(w *jw) {
@@ -455,6 +463,8 @@ func (g *Gateway) topology(c *call) *failure {
 		w.closeArr()
 		w.close()
 		w.closeArr()
+		w.key("cluster_id")
+		w.id(t.ClusterID)
 		w.close()
 	})
 }

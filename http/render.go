@@ -73,6 +73,15 @@ func (w *jw) null() {
 	w.b = append(w.b, "null"...)
 }
 
+// known writes v, or null when it is core.Unknown.
+func (w *jw) known(v uint64) {
+	if v == core.Unknown {
+		w.null()
+		return
+	}
+	w.u64(v)
+}
+
 // id writes a 128-bit id as a canonical lowercase UUID string.
 func (w *jw) id(u core.Uint128) {
 	w.sep()

@@ -129,26 +129,80 @@ func ReadClusterFile(dir string) (ClusterInfo, error) {
 }
 
 // Format makes dir the data directory of one replica of a cluster: it
-// creates dir if needed, refuses one that holds any file (ErrNotEmpty), and
-// writes the cluster file durably (temporary file, fsync, rename, fsync of
-// dir and of its parent).
+// creates dir if needed, refuses one that holds any file but the lock file
+// (ErrNotEmpty), and writes the cluster file durably (temporary file,
+// fsync, rename, fsync of dir and of its parent), holding dir's lock
+// (LockDir) meanwhile: a directory another process uses is refused with a
+// *LockedError.
 func Format(dir string, ci ClusterInfo) error {
-	if err := ci.Validate(); err != nil {
+	l, err := FormatAndLock(dir, ci)
+	if err != nil {
 		return err
 	}
+	return l.Close()
+}
+
+// FormatAndLock is Format, but it returns dir's lock still held, for a
+// caller that serves the directory next (OpenLocked) with no moment at
+// which another process could take it.
+func FormatAndLock(dir string, ci ClusterInfo) (*DirLock, error) {
+	if err := ci.Validate(); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create the data directory: %w", err)
+		return nil, fmt.Errorf("create the data directory: %w", err)
 	}
-	des, err := os.ReadDir(dir)
+	// A directory with files of its own and no lock file is refused
+	// before the lock file is made, which would be litter there. One with
+	// a lock file is locked first: another process may be formatting it.
+	if other, hasLock, err := otherFile(dir); err != nil {
+		return nil, err
+	} else if other != "" && !hasLock {
+		return nil, notEmpty(dir, other)
+	}
+	l, err := LockDir(dir)
 	if err != nil {
-		return fmt.Errorf("read the data directory: %w", err)
+		return nil, err
 	}
-	if len(des) > 0 {
-		return fmt.Errorf("refusing to format %s: %w (it holds %s); format only a new or empty directory", dir, ErrNotEmpty, des[0].Name())
+	if err := formatLocked(dir, ci); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+func formatLocked(dir string, ci ClusterInfo) error {
+	other, _, err := otherFile(dir)
+	if err != nil {
+		return err
+	}
+	if other != "" {
+		return notEmpty(dir, other)
 	}
 	if err := store.WriteFileAtomic(dir, ClusterFileName, encodeClusterFile(ci)); err != nil {
 		return fmt.Errorf("write the cluster file: %w", err)
 	}
 	// The data directory itself may be new: make its entry durable too.
 	return store.SyncDir(filepath.Dir(filepath.Clean(dir)))
+}
+
+// otherFile returns the name of a file in dir other than the lock file
+// ("" when there is none), and whether the lock file is there.
+func otherFile(dir string) (name string, hasLock bool, err error) {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return "", false, fmt.Errorf("read the data directory: %w", err)
+	}
+	for _, de := range des {
+		if de.Name() == LockFileName {
+			hasLock = true
+		} else if name == "" {
+			name = de.Name()
+		}
+	}
+	return name, hasLock, nil
+}
+
+func notEmpty(dir, holds string) error {
+	return fmt.Errorf("refusing to format %s: %w (it holds %s); format only a new or empty directory", dir, ErrNotEmpty, holds)
 }

@@ -119,6 +119,7 @@
 // # Data directory
 //
 //	cluster                       the cluster file (Format): cluster id, replica index, replica count; checksummed
+//	LOCK                          the lock file (LockDir): its holder's pid; Format and Open hold an exclusive lock on it
 //	log-<first index>.seg         log segments (package store)
 //	hardstate                     term, vote, commit, the repairing flag (package store)
 //	snapshot-<index>-<term>.snap  snapshots, the newest and one fallback (package store)

@@ -88,6 +88,7 @@ type Server struct {
 	opts  Options
 	log   *zap.Logger
 	dir   string
+	lock  *DirLock // the data directory's, released once the log is closed
 	info  ClusterInfo
 	ln    net.Listener
 	clock *Clock
@@ -136,14 +137,9 @@ type Server struct {
 	downErr  error
 }
 
-// Open recovers the replica whose data directory is dir and listens on its
-// address; call Run to serve. It reads the cluster file, opens the log
-// (truncating a torn tail, which it logs; other damage is repaired from the
-// peers in a cluster of several replicas, see recoverStorage, and is a
-// Corruption error naming the file and the byte offset in a cluster of
-// one), loads the hard state, the newest valid snapshot and the log entries
-// after it, and builds the replica.
-func Open(dir string, opts Options) (s *Server, err error) {
+// openLocked is Open once dir's lock is taken: lock is it, held; the
+// server releases it once closed.
+func openLocked(dir string, lock *DirLock, opts Options) (s *Server, err error) {
 	opts.setDefaults()
 	info, err := ReadClusterFile(dir)
 	if err != nil {
@@ -181,7 +177,7 @@ func Open(dir string, opts Options) (s *Server, err error) {
 	}()
 
 	s = &Server{
-		opts: opts, log: lg, dir: dir, info: info, ln: ln, clock: NewClock(),
+		opts: opts, log: lg, dir: dir, lock: lock, info: info, ln: ln, clock: NewClock(),
 		events:     make(chan netEvent, 256),
 		conns:      make(map[core.ConnID]*conn),
 		status:     replica.Status{Leader: replica.NoLeader},
@@ -582,6 +578,7 @@ func (s *Server) shutdown() {
 		s.log.Error("closing the log", zap.Error(err))
 		s.downErr = fmt.Errorf("close the log: %w", err)
 	}
+	s.lock.Close()
 	s.log.Info("stopped")
 }
 

@@ -29,6 +29,7 @@
 //	readback.go     applied entries' data given up, and read back for laggards
 //	reads.go        linearizable reads by read index and heartbeat rounds
 //	forward.go      followers forwarding client frames to the leader
+//	health.go       what a topology reports of each replica; the leader's health reports
 //	messages.go     the replica-to-replica wire format
 //	entry.go        the log entry format
 //	sessions.go     the replicated session table

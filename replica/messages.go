@@ -31,6 +31,10 @@ import (
 //	72 forward         conn u64, then a client frame's header fields
 //	                   (client id u64, request u32, type u8) and payload
 //	73 forwardReply    conn u64, then a whole client frame to write to conn
+//	74 health          count u8, count × (contactAge u64, lag u64,
+//	                   recovering u8): the leader's view of every replica,
+//	                   in replica order (health.go); a replica that does
+//	                   not know the type drops it
 //
 // seq numbers the leader's rounds: a reply echoes the highest seq it has
 // seen from the leader in the term, which confirms that the leader still
@@ -46,6 +50,7 @@ const (
 	msgSnapshotReply  core.MessageType = 71
 	msgForward        core.MessageType = 72
 	msgForwardReply   core.MessageType = 73
+	msgHealth         core.MessageType = 74
 )
 
 // message is one decoded replica-to-replica message; each type uses the
@@ -67,6 +72,8 @@ type message struct {
 
 	snapTerm, offset, total uint64
 	data                    []byte // snapshot chunk
+
+	health []nodeHealth // health
 
 	conn   core.ConnID
 	client core.Header // forward: the client frame's header
@@ -144,6 +151,12 @@ func (m *message) encode(from uint32) [][]byte {
 	case msgSnapshotReply:
 		u64(m.index, m.offset)
 		u8(m.ok)
+	case msgHealth:
+		b = append(b, byte(len(m.health)))
+		for _, n := range m.health {
+			u64(n.contactAgeNS, n.lagNS)
+			u8(n.recovering)
+		}
 	}
 	h := core.Header{ClientID: uint64(from), Type: m.typ}
 	if pieces == nil {
@@ -217,7 +230,7 @@ func decodeMessage(h core.Header, payload []byte) (message, error) {
 	case msgForwardReply:
 		m.conn = core.ConnID(r.u64())
 		m.frame, r.b = r.b, nil
-	case msgAppend, msgAppendReply, msgVote, msgVoteReply, msgHeartbeat, msgHeartbeatReply, msgSnapshot, msgSnapshotReply:
+	case msgAppend, msgAppendReply, msgVote, msgVoteReply, msgHeartbeat, msgHeartbeatReply, msgSnapshot, msgSnapshotReply, msgHealth:
 		m.term = r.u64()
 	default:
 		return m, core.Errorf(core.MalformedRequest, "unknown replica message type %d", m.typ)
@@ -262,6 +275,19 @@ func decodeMessage(h core.Header, payload []byte) (message, error) {
 	case msgSnapshotReply:
 		m.index, m.offset = r.u64(), r.u64()
 		m.ok = r.bool()
+	case msgHealth:
+		n := uint64(0)
+		if c := r.bytes(1); c != nil {
+			n = uint64(c[0])
+		}
+		if n > uint64(len(r.b))/17 {
+			r.bad = true
+			break
+		}
+		m.health = make([]nodeHealth, n)
+		for i := range m.health {
+			m.health[i] = nodeHealth{contactAgeNS: r.u64(), lagNS: r.u64(), recovering: r.bool()}
+		}
 	}
 	if r.bad || len(r.b) != 0 {
 		return m, core.Errorf(core.MalformedRequest, "replica message type %d from %d does not decode", m.typ, m.from)

@@ -24,6 +24,7 @@ func sampleMessages() []message {
 		{typ: msgSnapshotReply, term: 5, index: 100, offset: 8, ok: false},
 		{typ: msgForward, conn: 42, client: core.Header{ClientID: 9, Request: 3, Type: core.MsgRequest}, frame: []byte{1, 2, 3}},
 		{typ: msgForwardReply, conn: 42, frame: []byte("a whole frame")},
+		{typ: msgHealth, term: 6, health: []nodeHealth{{}, {contactAgeNS: unknownNS, lagNS: 5, recovering: true}, {contactAgeNS: 3}}},
 	}
 }
 

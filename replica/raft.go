@@ -90,6 +90,9 @@ func (r *Replica) ReceivePeer(h core.Header, payload []byte) {
 	case msgVote:
 		r.receiveVote(&m)
 		return
+	case msgHealth:
+		r.receiveHealth(&m) // of this term's leader only: it changes no term
+		return
 	case msgVoteReply:
 		if m.pre && m.ok { // its term is the one this replica would campaign in
 			r.receiveVoteReply(&m)
@@ -277,8 +280,10 @@ func (r *Replica) tickRaft(now uint64) {
 	}
 	if now >= r.heartbeatDue {
 		r.heartbeatDue = now + r.cfg.HeartbeatNS
-		r.startRound()
 		mono := r.clock.MonotonicNS() // progress timings are on the plain clock
+		r.markLag(mono)
+		r.startRound()
+		r.sendHealth()
 		r.eachPeer(func(p uint32) { r.retryStalled(p, mono) })
 	}
 	r.dropIdleSnapshot()
@@ -410,9 +415,11 @@ func (r *Replica) becomeLeader() {
 	now := r.raftNow()
 	r.role, r.leader = Leader, r.self
 	r.peers = make([]progress, r.cfg.ReplicaCount)
+	mono := r.clock.MonotonicNS()
 	r.eachPeer(func(p uint32) {
-		r.peers[p] = progress{next: r.lastIndex + 1, heard: true, caughtUpNS: now}
+		r.peers[p] = progress{next: r.lastIndex + 1, heard: true, caughtUpNS: mono}
 	})
+	r.lagMarks = [2]lagMark{{r.lastIndex, mono}, {r.lastIndex, mono}}
 	r.heartbeatDue, r.quorumCheckDue = now, now+r.cfg.ElectionTimeoutNS
 	r.reads = readState{seq: r.reads.seq, confirmed: r.reads.seq}
 	// Requests already in the log (appended by an earlier leader) are in
@@ -462,31 +469,18 @@ func (r *Replica) clusterState() string {
 }
 
 // topology is this replica's view of the cluster: the leader it knows, and
-// on the leader which replicas answered recently.
+// every replica's status as it knows it (health.go).
 func (r *Replica) topology() *core.TopologyReply {
-	t := &core.TopologyReply{Version: r.term, ReplicaCount: r.cfg.ReplicaCount, Primary: r.leader}
+	t := &core.TopologyReply{Version: r.term, ReplicaCount: r.cfg.ReplicaCount, Primary: r.leader, ClusterID: r.cfg.Cluster}
 	if r.leader == NoLeader {
 		t.Primary = r.self // the wire has no "unknown"; cluster_state says it
 	}
-	for i := uint32(0); i < r.cfg.ReplicaCount; i++ {
-		addr := ""
-		if int(i) < len(r.cfg.Addresses) {
-			addr = r.cfg.Addresses[i]
+	t.Nodes = r.nodesHealth()
+	for i := range t.Nodes {
+		if i < len(r.cfg.Addresses) {
+			t.Nodes[i].Address = r.cfg.Addresses[i]
 		}
-		// The leader knows who answers; a follower knows itself and the
-		// leader it hears.
-		status := "healthy"
-		switch {
-		case i == r.self:
-		case r.role == Leader:
-			if !r.peers[i].answered(r.clock.MonotonicNS(), r.cfg.ElectionTimeoutNS) {
-				status = "unreachable"
-			}
-		case i == r.leader && r.leaderHeard(r.raftNow()):
-		default:
-			status = "unknown"
-		}
-		t.Nodes = append(t.Nodes, core.NodeInfo{NodeID: r.nodeID(i), Address: addr, Status: status})
+		t.Nodes[i].NodeID = r.nodeID(uint32(i))
 	}
 	return t
 }

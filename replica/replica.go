@@ -151,6 +151,7 @@ type Replica struct {
 	snapshot       *outSnapshot  // the snapshot followers are being sent
 	rb             readBack      // dropped entries read back (readback.go)
 	lastAppend     encodedAppend // see sendPeer
+	lagMarks       [2]lagMark    // the last two heartbeat rounds' (replicationLagMS)
 
 	// termStart is the index of this term's first entry (the no-op), or in
 	// a cluster of one the last entry before it (becomeLeader). Until it is
@@ -166,7 +167,8 @@ type Replica struct {
 	incoming   *incomingSnapshot
 	decoding   *decodingSnapshot
 	installing uint64
-	leaderSeq  uint64 // the highest read round seen from this term's leader
+	leaderSeq  uint64       // the highest read round seen from this term's leader
+	health     healthReport // the leader's last view of every replica (health.go)
 
 	// repairing: storage found a damaged log record on recovery (see
 	// core.HardState.Repairing and repairDone).
@@ -738,6 +740,7 @@ func (r *Replica) execute(op core.Operation, ts uint64, req any) (any, error) {
 			EventsCount: st.EventCount, EntitiesCount: st.EntityCount, IndexBytes: st.IndexBytes,
 			UptimeSeconds: (r.clock.MonotonicNS() - r.startNS) / 1_000_000_000,
 			Version:       r.cfg.Version, ClusterState: r.clusterState(), NodeID: r.nodeID(r.self),
+			ClusterID: r.cfg.Cluster,
 		}, nil
 	case core.OpTopology:
 		return r.topology(), nil

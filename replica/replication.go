@@ -51,7 +51,7 @@ type progress struct {
 	probePrev   uint64   // probe: the prevIndex of that probe
 	progressNS  uint64   // when match last advanced or the state changed
 	lastReplyNS uint64   // when the follower last answered
-	caughtUpNS  uint64   // when it last held the leader's whole log
+	caughtUpNS  uint64   // it holds every entry the leader had at this time (see noteCaughtUp)
 	heard       bool     // answered since the last check-quorum
 	ackedSeq    uint64   // the highest read round it confirmed (reads.go)
 	snapOffset  uint64   // snapshot: bytes the follower holds
@@ -247,8 +247,41 @@ func (r *Replica) keepFrom(index uint64) uint64 {
 	return index
 }
 
-// replicationLagMS is, on the leader, how long the furthest-behind
-// follower has not held the leader's whole log.
+// lagMark is the leader's last index at a heartbeat round, and when.
+type lagMark struct{ index, ns uint64 }
+
+// markLag records the leader's last index at a heartbeat round (the
+// leader's lagMarks hold the last two).
+func (r *Replica) markLag(now uint64) {
+	r.lagMarks[0], r.lagMarks[1] = r.lagMarks[1], lagMark{r.lastIndex, now}
+}
+
+// noteCaughtUp moves pr.caughtUpNS, as a follower's answer shows its
+// match: to now when it holds the leader's whole log; else to the time of
+// the newest heartbeat round whose last index it holds. So a follower that
+// keeps up within a round trip under a steady stream of writes, its match
+// never equal to the leader's last index when it answers, lags by at most
+// a heartbeat interval and a round trip rather than since it last held the
+// whole log.
+func (r *Replica) noteCaughtUp(pr *progress, now uint64) {
+	switch {
+	case pr.match >= r.lastIndex:
+		pr.caughtUpNS = now
+	case pr.match >= r.lagMarks[1].index:
+		pr.caughtUpNS = max(pr.caughtUpNS, r.lagMarks[1].ns)
+	case pr.match >= r.lagMarks[0].index:
+		pr.caughtUpNS = max(pr.caughtUpNS, r.lagMarks[0].ns)
+	}
+}
+
+// replicationLagMS is, on the leader, the furthest-behind follower's lag:
+// how long ago the leader's log last ended at an entry the follower now
+// holds (to a heartbeat interval; see noteCaughtUp), 0 when every
+// follower holds the whole log. A follower that is down holds what it
+// held: its lag is 0 while the leader appends nothing, then counts from
+// its last answer before it went down (or the heartbeat round before; a
+// leader elected since counts from its election, as it starts every
+// follower caught up to then), growing until it is back and caught up.
 func (r *Replica) replicationLagMS() uint64 {
 	if r.role != Leader {
 		return 0
@@ -267,6 +300,7 @@ func (r *Replica) receiveFollowerReply(m *message) {
 	pr := &r.peers[m.from]
 	now := r.clock.MonotonicNS()
 	pr.heard, pr.lastReplyNS = true, now
+	defer r.noteCaughtUp(pr, now)
 	if m.seq > pr.ackedSeq {
 		pr.ackedSeq = m.seq
 		defer r.confirmReads()
@@ -280,9 +314,6 @@ func (r *Replica) receiveFollowerReply(m *message) {
 		if m.ok {
 			if m.index > pr.match {
 				pr.match, pr.progressNS = m.index, now
-			}
-			if pr.match >= r.lastIndex {
-				pr.caughtUpNS = now
 			}
 			pr.next = max(pr.next, pr.match+1)
 			n := 0

@@ -20,6 +20,13 @@
 // cleanly (exit code 0): the HTTP server first, letting requests in flight
 // finish, then the replica.
 //
+// One process at a time uses a data directory: format, start and dev take
+// an exclusive lock on DIR (the file DIR/LOCK, which holds the holder's
+// pid; see io.LockDir) before they touch it, and hold it until they exit
+// (dev from its format through its serving). Another process on the same
+// DIR exits at once with code 1, naming the directory and the holder's
+// pid.
+//
 // --pprof HOST:PORT (start and dev) serves Go's profiling endpoints
 // (net/http/pprof) there, for example
 // go tool pprof http://HOST:PORT/debug/pprof/profile?seconds=10. It is a
@@ -217,11 +224,14 @@ func dev(args []string, stdout, stderr io.Writer) int {
 	}
 	defer log.Sync()
 
+	// The data directory's lock is taken before anything else and held
+	// from the format through the serving: another process is refused.
+	var lock *geoio.DirLock
 	info, err := geoio.ReadClusterFile(*data)
 	if errors.Is(err, fs.ErrNotExist) {
 		info = geoio.ClusterInfo{ReplicaIndex: 0, ReplicaCount: 1}
 		if info.Cluster, err = core.ParseUUID(uuid.NewString()); err == nil {
-			err = geoio.Format(*data, info)
+			lock, err = geoio.FormatAndLock(*data, info)
 		}
 		if errors.Is(err, geoio.ErrNotEmpty) {
 			err = fmt.Errorf("%s holds files but no cluster file, so it is not a GeoEvent data directory; pass --data with a new or empty directory", *data)
@@ -229,11 +239,14 @@ func dev(args []string, stdout, stderr io.Writer) int {
 		if err == nil {
 			log.Info("formatted a new one-replica cluster", zap.String("data", *data), zap.String("cluster", info.Cluster.String()))
 		}
+	} else if err == nil {
+		lock, err = geoio.LockDir(*data)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "replica dev: %v\n", err)
 		return exitError
 	}
+	defer lock.Close() // serve's server took it over; on its failure, exiting releases it anyway
 	banner := func(addr, httpAddr string) {
 		fmt.Fprintf(stdout, `GeoEvent dev replica: cluster %[1]s, data in %[2]s
   binary protocol on %[3]s: register with cluster id %[1]s
@@ -245,12 +258,13 @@ func dev(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "  Ctrl-C stops the replica cleanly.\n")
 	}
-	return serve(log, serveConfig{dir: *data, addrs: addrs, httpAddr: *httpAddr, pprofAddr: *pprofAddr, banner: banner, cmd: "dev"}, stderr)
+	return serve(log, serveConfig{dir: *data, lock: lock, addrs: addrs, httpAddr: *httpAddr, pprofAddr: *pprofAddr, banner: banner, cmd: "dev"}, stderr)
 }
 
 // serveConfig is what start and dev hand to serve.
 type serveConfig struct {
 	dir       string
+	lock      *geoio.DirLock // dir's, held (dev); nil: serve takes it (geoio.Open)
 	addrs     []string
 	httpAddr  string // "": no HTTP gateway
 	pprofAddr string // "": no profiling endpoint
@@ -273,7 +287,14 @@ func serve(log *zap.Logger, cfg serveConfig, stderr io.Writer) int {
 		}
 		defer stopPprof()
 	}
-	srv, err := geoio.Open(dir, geoio.Options{Addresses: addrs, Logger: log})
+	opts := geoio.Options{Addresses: addrs, Logger: log}
+	var srv *geoio.Server
+	var err error
+	if cfg.lock != nil {
+		srv, err = geoio.OpenLocked(cfg.lock, opts)
+	} else {
+		srv, err = geoio.Open(dir, opts) // takes the data directory's lock
+	}
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
 		fmt.Fprintf(stderr, "replica %s: %v\n", cmd, err)

@@ -249,9 +249,11 @@ func codeBlock(s string) (string, error) {
 }
 
 // settledLeader waits until the running replicas agree on a leader other
-// than not, which hears every one of them and finds not unreachable; it
-// returns the leader. Every replica then forwards to it, and its topology
-// says who answers.
+// than not, and every one of them (the leader from the followers'
+// answers, the followers from the leader's health reports) finds every
+// running replica healthy and the others unreachable; it returns the
+// leader. Every replica then forwards to it, and every topology says who
+// answers.
 func settledLeader(t *testing.T, hc *http.Client, c *cluster, not int) int {
 	t.Helper()
 	var last string
@@ -278,12 +280,14 @@ func settledLeader(t *testing.T, hc *http.Client, c *cluster, not int) int {
 		}
 		last = fmt.Sprint(tops)
 		ok := true
-		for i, p := range c.procs {
-			want := "healthy"
-			if p == nil {
-				want = "unreachable"
+		for j, q := range c.procs {
+			for i, p := range c.procs {
+				want := "healthy"
+				if p == nil {
+					want = "unreachable"
+				}
+				ok = ok && (q == nil || tops[j].status(i) == want)
 			}
-			ok = ok && tops[leader].status(i) == want
 		}
 		if ok {
 			return leader
@@ -347,8 +351,8 @@ func (top clusterTopology) status(i int) string {
 // of the README's replica it plays (names[p]; nil when the answer is the
 // README's own), the replicas of a topology are sorted by node id, terms
 // ("version") become V1, V2, ... in the order they first appear, a
-// replication lag of more than zero becomes "<ms>", and the rest is
-// readmeNormalizer's.
+// replication lag of more than zero and any node's last contact or lag
+// become "<ms>", and the rest is readmeNormalizer's.
 type clusterNormalizer struct {
 	readmeAddrs []string
 	addrs       []string // the answering replicas' addresses, in process order
@@ -366,6 +370,7 @@ var (
 	clusterPrimary = regexp.MustCompile(`"primary_replica":([0-9]+)`)
 	clusterTerm    = regexp.MustCompile(`"version":[0-9]+`)
 	clusterLag     = regexp.MustCompile(`"replication_lag_ms":[1-9][0-9]*`)
+	clusterNodeMS  = regexp.MustCompile(`"(last_contact_ms|lag_ms)":[0-9]+`)
 )
 
 // name is the README's replica that process p plays.
@@ -404,6 +409,7 @@ func (n *clusterNormalizer) normalize(s string) string {
 		return l
 	})
 	s = clusterLag.ReplaceAllString(s, `"replication_lag_ms":"<ms>"`)
+	s = clusterNodeMS.ReplaceAllString(s, `"$1":"<ms>"`) // null (unknown) stays
 	return n.ts.normalize(s)
 }
 

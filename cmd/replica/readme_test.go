@@ -35,6 +35,13 @@ func TestREADMEExamples(t *testing.T) {
 	binAddr := freeAddr(t)
 	srv := startChild(t, "dev", "--data", filepath.Join(t.TempDir(), "dev-data"), "--addresses", binAddr, "--http", "127.0.0.1:0")
 	httpAddr := httpAddrFromBanner(t, srv)
+	// The README shows some cluster id; the server must show the one its
+	// banner printed.
+	m := regexp.MustCompile(`cluster ([0-9a-f-]{36}),`).FindStringSubmatch(srv.stdout.String())
+	if m == nil {
+		t.Fatalf("no cluster id in the banner:\n%s", srv.stdout)
+	}
+	clusterID := m[1]
 
 	want, got := newReadmeNormalizer(), newReadmeNormalizer()
 	hc := &http.Client{Timeout: 30 * time.Second}
@@ -45,6 +52,8 @@ func TestREADMEExamples(t *testing.T) {
 		}
 		// The dev server of the README listens on the default address.
 		out = strings.ReplaceAll(out, binAddr, "127.0.0.1:3000")
+		out = strings.ReplaceAll(out, `"cluster_id":"`+clusterID+`"`, `"cluster_id":"<the banner's>"`)
+		s.output = readmeClusterID.ReplaceAllString(s.output, `"cluster_id":"<the banner's>"`)
 		if w, g := want.normalize(s.output), got.normalize(out); w != g {
 			t.Errorf("%s\nthe README shows:\n%s\nthe server answered:\n%s", s.command, s.output, out)
 		}
@@ -246,6 +255,7 @@ var (
 	readmeTimestamp = regexp.MustCompile(`\b[0-9]{19}\b`)
 	readmeCursor    = regexp.MustCompile(`"cursor":"[^"]*"`)
 	readmeUptime    = regexp.MustCompile(`"uptime_seconds":[0-9]+`)
+	readmeClusterID = regexp.MustCompile(`"cluster_id":"[0-9a-f-]{36}"`)
 )
 
 func (n *readmeNormalizer) normalize(s string) string {
