@@ -9,7 +9,7 @@ import (
 // topologyOf asks replica i for the topology, as a client would.
 func (c *cluster) topologyOf(i int) *core.TopologyReply {
 	c.t.Helper()
-	c.nodes[i].r.Receive(8, core.Header{Type: core.MsgRequest}, mustRequest(c.t, core.OpTopology, nil))
+	c.nodes[i].r.Receive(8, core.Header{Type: core.MsgRequest}, core.AppendSessionlessRead(nil, testCluster, mustRequest(c.t, core.OpTopology, nil)))
 	rs := (&cclient{c: c, node: i, conn: 8}).await()
 	if len(rs) != 1 || rs[0].err != nil {
 		c.t.Fatalf("topology of replica %d: %+v", i, rs)
