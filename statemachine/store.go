@@ -79,8 +79,8 @@ var _ [0]struct{} = [unsafe.Sizeof(fullEntity{}) - 128]struct{}{}
 // batch after a Freeze took 0.63-0.92 s with 4,096-entity chunks (every
 // chunk copied at once, past the 500 ms election timeout), and 95-105 ms
 // with these, each batch after it copying as much until the view is
-// released (17-52 ms in session 7, whose upserts are cheaper). The benchmarks showed no
-// difference between the two sizes. 16-entity chunks cut that burst to
+// released (17-52 ms with an earlier, cheaper upsert path). The benchmarks
+// showed no difference between the two sizes. 16-entity chunks cut that burst to
 // about 20 ms but made every upsert batch 15% slower without a view.
 const chunkBits = 6
 const chunkSize = 1 << chunkBits

@@ -49,7 +49,7 @@ const PrefetchMax = 16
 // (medians of 8). Prefetching the leaves after the first made 1 km radius
 // queries 1.03 times as fast (they step to a leaf not prefetched 3.4 times
 // a query) and polygon queries 1.01 (interleaved in one process, medians
-// of 16 rounds, session 26).
+// of 16 rounds).
 func (t *Tree) Prefetch(starts []Key, ends []uint64) {
 	starts = starts[:min(len(starts), PrefetchMax)]
 	if len(starts) == 0 {
