@@ -185,19 +185,27 @@ func parseEvent(d *doc, n int32, i int, fm form, ev *core.GeoEvent) *failure {
 				f = clientTimestamp(ev.TimestampNS, "timestamp_ns")
 			}
 		case "lat_nano", "lat":
+			field := "lat_nano" // a literal: string(name) would allocate per event
+			if len(name) == len("lat") {
+				field = "lat"
+			}
 			if lat != "" {
-				f, named = bothCoordinates(i, lat, string(name)), true
+				f, named = bothCoordinates(i, lat, field), true
 				break
 			}
-			lat = string(name)
-			ev.LatNano, f = d.eventCoordinate(v, lat)
+			lat = field
+			ev.LatNano, f = d.eventCoordinate(v, field)
 		case "lon_nano", "lon":
+			field := "lon_nano"
+			if len(name) == len("lon") {
+				field = "lon"
+			}
 			if lon != "" {
-				f, named = bothCoordinates(i, lon, string(name)), true
+				f, named = bothCoordinates(i, lon, field), true
 				break
 			}
-			lon = string(name)
-			ev.LonNano, f = d.eventCoordinate(v, lon)
+			lon = field
+			ev.LonNano, f = d.eventCoordinate(v, field)
 		case "group_id":
 			ev.GroupID, f = d.groupID(v, "group_id", fm)
 		case "altitude_mm":
