@@ -926,9 +926,9 @@ func (p params) page() (core.Page, *failure) {
 		}
 	}
 	// Cursors are URL-safe base64, which a query string carries as it is;
-	// a cursor in standard base64 (as earlier versions issued them) pasted
-	// unescaped has had its '+' decoded to a space, which base64 never
-	// holds: it is read back as '+'.
+	// a cursor in standard base64 (still accepted: cursors never expire)
+	// pasted unescaped has had its '+' decoded to a space, which base64
+	// never holds: it is read back as '+'.
 	var f *failure
 	page.Cursor, f = cursorOf(strings.ReplaceAll(p["cursor"], " ", "+"), "cursor")
 	return page, f

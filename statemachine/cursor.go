@@ -23,11 +23,11 @@ import (
 //	     2    8 key.A, little-endian: leaf cell id (radius, polygon) or timestamp_ns (latest, history)
 //	    10   16 key.ID, Uint128 little-endian (Lo, Hi): the entity id
 //
-// Cursors in standard base64 (+ and /), padded to 36 characters or not, as
-// earlier versions issued them, are accepted too and name the same key; so
-// is URL-safe base64 padded with '='. A string mixing the two alphabets,
-// with bits set past the 26 bytes, or of another kind, version or length is
-// 104 INVALID_CURSOR.
+// Cursors in standard base64 (+ and /), padded to 36 characters or not, are
+// accepted too and name the same key: cursors were once issued so, and a
+// cursor never expires. So is URL-safe base64 padded with '='. A string
+// mixing the two alphabets, with bits set past the 26 bytes, or of another
+// kind, version or length is 104 INVALID_CURSOR.
 type cursorKind byte
 
 const (

@@ -21,9 +21,9 @@ func FuzzDecodeCursor(f *testing.F) {
 	f.Add("x")
 	f.Add(encodeCursor(kindRadius, keyOf(core.Uint128{Hi: 1, Lo: 2}, 3)))
 	f.Add(encodeCursor(kindLatest, keyOf(core.Uint128{}, ^uint64(0))))
-	// Cursors as earlier versions wrote them (standard, padded), one
-	// holding both '+' and '/'; unpadded; URL-safe padded; mixed
-	// alphabets; a line break (which package base64 would skip).
+	// Standard base64, padded, holding both '+' and '/'; unpadded;
+	// URL-safe padded; mixed alphabets; a line break (which package
+	// base64 would skip).
 	old := oldCursor(kindHistory, keyOf(core.Uint128{Hi: ^uint64(0), Lo: 0xfbef_fbef_fbef_fbef}, 0xfbff_fbff_fbff_fbff))
 	f.Add(old)
 	f.Add(strings.TrimRight(old, "="))
@@ -57,7 +57,7 @@ func FuzzDecodeCursor(f *testing.F) {
 }
 
 // oldCursor is encodeCursor's text in standard base64 with padding, the
-// encoding of earlier versions.
+// encoding cursors were once issued in.
 func oldCursor(kind cursorKind, k btree.Key) string {
 	b, err := cursorURL.DecodeString(encodeCursor(kind, k))
 	if err != nil {
