@@ -36,21 +36,15 @@
 // ?form is ignored. Errors are in the form known when they are found: a body
 // that is not JSON is answered in the ?form form.
 //
-// Events (/events, /insert) take each coordinate in nanodegrees (lat_nano,
-// lon_nano) or in degrees (lat, lon), in either form and mixed within a
-// batch: one of each pair, both is 400 with 1 MALFORMED_REQUEST. Their units
-// do not make the request Form A: the answer stays Form B unless ?form=a,
-// so that an answer's shape (code or result; 200 or 400 for a batch that
-// did not commit) does not turn on the unit of a coordinate.
-//
 //   - Form A: degrees; radius_m in metres (an int32, 1 to 40,000,000);
 //     events show lat and lon in degrees beside lat_nano and lon_nano;
-//     radius results carry distance_mm; EventResult {index, result}; errors {error_code, error_name,
-//     message}; GET /entity/{id} of an unknown entity is 404 with {event:
-//     null, found: false} and the error fields (code 3 ENTITY_NOT_FOUND);
-//     /entities/batch omits missing entities; a batch that did not commit
-//     is 400 with the first failing event's code mapped by core.BatchCode
-//     (100 INVALID_COORDINATES, 101 INVALID_ENTITY_ID, 105 INVALID_EVENT);
+//     radius results carry distance_mm; EventResult {index, result};
+//     errors {error_code, error_name, message}; GET /entity/{id} of an
+//     unknown entity is 404 with {event: null, found: false} and the
+//     error fields (code 3 ENTITY_NOT_FOUND); /entities/batch omits
+//     missing entities; a batch that did not commit is 400 with the first
+//     failing event's code mapped by core.BatchCode (100
+//     INVALID_COORDINATES, 101 INVALID_ENTITY_ID, 105 INVALID_EVENT);
 //     entity ids are UUID strings only.
 //   - Form B: nanodegrees; radius_mm (1 to 40,000,000,000); EventResult
 //     {index, code, message (the code's name) when code is not 0, updated
@@ -60,11 +54,18 @@
 //     is 200 with committed false and every event's code; entity ids are
 //     UUID strings or decimal strings.
 //
+// Events (/events, /insert) take each coordinate in nanodegrees (lat_nano,
+// lon_nano) or in degrees (lat, lon), in either form and mixed within a
+// batch: one of each pair, both is 400 with 1 MALFORMED_REQUEST. Their units
+// do not make the request Form A: the answer stays Form B unless ?form=a,
+// so that an answer's shape (code or result; 200 or 400 for a batch that
+// did not commit) does not turn on the unit of a coordinate.
+//
 // Both forms render a GeoEvent with every field of SPEC.md plus id
 // ("<entity_id>:<timestamp_ns>") and timestamp_ns; Form A adds lat and lon
-// in degrees (after lon_nano). EventResults of a
-// committed batch also carry the event's id and timestamp_ns, so a client
-// learns the key the server assigned.
+// in degrees (after lon_nano). EventResults of a committed batch also carry
+// the event's id and timestamp_ns, so a client learns the key the server
+// assigned.
 //
 // # JSON rules
 //
