@@ -158,12 +158,15 @@ func appendDegrees(b []byte, nano int64) []byte {
 	if frac == 0 {
 		return b
 	}
-	var d [10]byte // '.' and nine digits
+	var d [10]byte // '.' and nine digits, two at a time
 	d[0] = '.'
-	for i := 9; i >= 1; i-- {
-		d[i] = byte('0' + frac%10)
-		frac /= 10
+	for i := 8; i >= 2; i -= 2 {
+		q := frac / 100
+		x := (frac - 100*q) * 2
+		d[i], d[i+1] = decimalPairs[x], decimalPairs[x+1]
+		frac = q
 	}
+	d[1] = byte('0' + frac)
 	n := 10
 	for d[n-1] == '0' {
 		n--
