@@ -76,6 +76,18 @@ func BenchmarkRenderQuery80(b *testing.B) {
 	b.SetBytes(int64(len(w.b)))
 }
 
+// BenchmarkRenderQuery80FormA: Form A events add lat and lon in degrees.
+func BenchmarkRenderQuery80FormA(b *testing.B) {
+	r := &core.QueryResult{Events: benchEvents(80), DistancesMM: make([]uint64, 80)}
+	w := &jw{formA: true}
+	b.ReportAllocs()
+	for b.Loop() {
+		w.b = w.b[:0]
+		w.queryResult(r, true)
+	}
+	b.SetBytes(int64(len(w.b)))
+}
+
 func BenchmarkRenderInsert10k(b *testing.B) {
 	evs := benchEvents(10_000)
 	req := &core.InsertRequest{Events: evs}

@@ -37,12 +37,14 @@
 // that is not JSON is answered in the ?form form.
 //
 //   - Form A: degrees; radius_m in metres (an int32, 1 to 40,000,000);
-//     EventResult {index, result}; errors {error_code, error_name,
-//     message}; GET /entity/{id} of an unknown entity is 404 with {event:
-//     null, found: false} and the error fields (code 3 ENTITY_NOT_FOUND);
-//     /entities/batch omits missing entities; a batch that did not commit
-//     is 400 with the first failing event's code mapped by core.BatchCode
-//     (100 INVALID_COORDINATES, 101 INVALID_ENTITY_ID, 105 INVALID_EVENT);
+//     events show lat and lon in degrees beside lat_nano and lon_nano;
+//     radius results carry distance_mm; EventResult {index, result};
+//     errors {error_code, error_name, message}; GET /entity/{id} of an
+//     unknown entity is 404 with {event: null, found: false} and the
+//     error fields (code 3 ENTITY_NOT_FOUND); /entities/batch omits
+//     missing entities; a batch that did not commit is 400 with the first
+//     failing event's code mapped by core.BatchCode (100
+//     INVALID_COORDINATES, 101 INVALID_ENTITY_ID, 105 INVALID_EVENT);
 //     entity ids are UUID strings only.
 //   - Form B: nanodegrees; radius_mm (1 to 40,000,000,000); EventResult
 //     {index, code, message (the code's name) when code is not 0, updated
@@ -52,10 +54,18 @@
 //     is 200 with committed false and every event's code; entity ids are
 //     UUID strings or decimal strings.
 //
+// Events (/events, /insert) take each coordinate in nanodegrees (lat_nano,
+// lon_nano) or in degrees (lat, lon), in either form and mixed within a
+// batch: one of each pair, both is 400 with 1 MALFORMED_REQUEST. Their units
+// do not make the request Form A: the answer stays Form B unless ?form=a,
+// so that an answer's shape (code or result; 200 or 400 for a batch that
+// did not commit) does not turn on the unit of a coordinate.
+//
 // Both forms render a GeoEvent with every field of SPEC.md plus id
-// ("<entity_id>:<timestamp_ns>") and timestamp_ns. EventResults of a
-// committed batch also carry the event's id and timestamp_ns, so a client
-// learns the key the server assigned.
+// ("<entity_id>:<timestamp_ns>") and timestamp_ns; Form A adds lat and lon
+// in degrees (after lon_nano). EventResults of a committed batch also carry
+// the event's id and timestamp_ns, so a client learns the key the server
+// assigned.
 //
 // # JSON rules
 //
@@ -73,12 +83,34 @@
 //     0 to 2^64-1 in Form B and -2^63 to 2^63-1 in Form A (108
 //     INVALID_ARGUMENT outside), and a response shows it in the
 //     response's form.
-//   - Degrees (Form A) are JSON numbers converted exactly from their
-//     decimal text: the value times 10^9, rounded half away from zero to an
-//     integer number of nanodegrees, with no binary floating point on the
-//     way; the range check (±90, ±180 degrees) applies to the rounded value.
-//     So 90.0000000004 is 90,000,000,000 nanodegrees (valid) and
-//     90.0000000005 is 90,000,000,001 (100 INVALID_COORDINATES).
+//   - Degrees (Form A's coordinates, and events' lat and lon in either
+//     form) are JSON numbers converted exactly from their decimal text: the
+//     value times 10^9, rounded half away from zero to an integer number of
+//     nanodegrees, with no binary floating point on the way; the range check
+//     (±90, ±180 degrees) applies to the rounded value. So 90.0000000004 is
+//     90,000,000,000 nanodegrees (valid) and 90.0000000005 is
+//     90,000,000,001 (100 INVALID_COORDINATES; an event's per-event 9).
+//     Degrees are rendered exactly too: the nanodegrees as a decimal with
+//     at most nine fraction digits and no trailing zeros (38115500000 is
+//     38.1155, -5 is -0.000000005, 0 is 0); at most 12 significant digits,
+//     which a float64 reads and prints back unchanged, and which read back
+//     as the same nanodegrees.
+//   - An event's timestamp_ns is nanoseconds since the Unix epoch; 0 or no
+//     timestamp_ns lets the server assign the time. A value before
+//     2000-01-01T00:00:00Z (946684800000000000) is taken for a unit
+//     mistake: 108 INVALID_ARGUMENT, the whole request refused, with a
+//     message naming the field and, when the value read as seconds,
+//     milliseconds or microseconds lands between 2000 and 2100, that value
+//     in nanoseconds and RFC 3339 ("timestamp_ns": 1795815268 suggests
+//     1795815268000000000, 2026-11-27T21:34:28Z). The bounds of reads
+//     (since_ns, until_ns of history and latest) are not checked so: 0 and
+//     small values are meaningful bounds there. The rule is the gateway's:
+//     the binary protocol takes any timestamp.
+//   - Cursors are opaque: 35 characters of URL-safe base64 (A-Z, a-z, 0-9,
+//     '-', '_'; RFC 4648 section 5, unpadded), which go into ?cursor= as
+//     they are. Cursors in standard base64 ('+', '/', padded with '=' or
+//     not) are accepted too, and in ?cursor= a '+' that the query's
+//     decoding turned into a space is read back as '+'.
 //   - Ids (entity_id, correlation_id, user_data) are strings: a UUID in any
 //     form google/uuid parses (rendered canonical, lowercase), or in Form B
 //     also an unsigned decimal integer. id is read-only: a request that
@@ -96,9 +128,9 @@
 //     10,000 events or ids or a limit above 10,000; other fields 108
 //     INVALID_ARGUMENT (limit 0, ttl_seconds above 2^32-1, mode, ...).
 //     In /events, fields the state machine checks per event (entity_id
-//     zero, lat_nano, lon_nano, altitude_mm, velocity_mms, heading_cdeg,
-//     timestamp_ns in the future, an existing key) are reported per event
-//     (codes 7-14), the batch uncommitted.
+//     zero, lat_nano or lat, lon_nano or lon, altitude_mm, velocity_mms,
+//     heading_cdeg, timestamp_ns in the future, an existing key) are
+//     reported per event (codes 7-14), the batch uncommitted.
 //   - Content-Type is not enforced; bodies must be JSON. The body limit is
 //     16 MiB (DefaultMaxBodyBytes): a larger body is 413 with code 300 and
 //     a JSON error body.

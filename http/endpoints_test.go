@@ -12,7 +12,19 @@ var eventKeys = []string{"id", "entity_id", "correlation_id", "user_data", "time
 // fields (plus distance_mm when withDistance).
 func checkEventKeys(t *testing.T, what string, v any, withDistance bool) {
 	t.Helper()
-	want := slices.Clone(eventKeys)
+	checkEventKeysOf(t, what, v, withDistance, eventKeys)
+}
+
+// checkEventKeysA checks a Form A event: the GeoEvent fields and lat and
+// lon in degrees (plus distance_mm when withDistance).
+func checkEventKeysA(t *testing.T, what string, v any, withDistance bool) {
+	t.Helper()
+	checkEventKeysOf(t, what, v, withDistance, append(slices.Clone(eventKeys), "lat", "lon"))
+}
+
+func checkEventKeysOf(t *testing.T, what string, v any, withDistance bool, fields []string) {
+	t.Helper()
+	want := slices.Clone(fields)
 	if withDistance {
 		want = append(want, "distance_mm")
 	}
@@ -266,8 +278,10 @@ func TestEndpointsFormA(t *testing.T) {
 	// in Form A, unsigned in Form B.
 	r = e.req("GET", "/entity/"+truck+"?form=a", nil)
 	expectOK(t, r, "getLatest A")
-	checkEventKeys(t, "getLatest A", get(r.body, "event"), false)
+	checkEventKeysA(t, "getLatest A", get(r.body, "event"), false)
 	eq(t, "group_id", get(r.body, "event", "group_id"), "-1")
+	eq(t, "lat", get(r.body, "event", "lat"), "38.115")
+	eq(t, "lon", get(r.body, "event", "lon"), "13.361")
 	r = e.req("GET", "/entity/"+truck, nil)
 	eq(t, "group_id Form B", get(r.body, "event", "group_id"), `"18446744073709551615"`)
 	// Unknown: 404 with the GetLatestResponse shape and the error fields.
@@ -283,13 +297,15 @@ func TestEndpointsFormA(t *testing.T) {
 	r = e.req("GET", "/entity/12345?form=a", nil)
 	expectErr(t, r, "decimal id in Form A", "a", 400, 101, "INVALID_ENTITY_ID")
 
-	// POST /query/radius (Form A by its fields): degrees and metres, no distance_mm.
+	// POST /query/radius (Form A by its fields): degrees and metres; events
+	// with degrees and distance_mm.
 	r = e.req("POST", "/query/radius", map[string]any{"center_lat": 38.115, "center_lon": 13.361, "radius_m": 10})
 	expectOK(t, r, "radius A")
 	if n := len(get(r.body, "events").([]any)); n != 1 {
 		t.Fatalf("radius A: %s", r.raw)
 	}
-	checkEventKeys(t, "radius A", get(r.body, "events", 0), false)
+	checkEventKeysA(t, "radius A", get(r.body, "events", 0), true)
+	eq(t, "radius A distance_mm", get(r.body, "events", 0, "distance_mm"), "0")
 	// group_id as the int64 Form A shows.
 	r = e.req("POST", "/query/radius", map[string]any{"center_lat": 38.115, "center_lon": 13.361, "radius_m": 10_000, "group_id": -1})
 	if n := len(get(r.body, "events").([]any)); n != 1 || get(r.body, "events", 0, "entity_id") != truck {

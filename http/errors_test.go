@@ -79,7 +79,7 @@ func TestErrorCodes(t *testing.T) {
 		{"events not an array", "POST", "/events", `{"events":{}}`, "b", 400, 1, "MALFORMED_REQUEST", "events"},
 		{"unknown top field", "POST", "/events", `{"events":[],"foo":1}`, "b", 400, 1, "MALFORMED_REQUEST", `"foo"`},
 		{"case matters", "POST", "/events", `{"Events":[]}`, "b", 400, 1, "MALFORMED_REQUEST", `"Events"`},
-		{"unknown event field", "POST", "/events", events(ev(id, 1, 1, "lat", 1.5)), "b", 400, 1, "MALFORMED_REQUEST", `"lat" in events[0]`},
+		{"unknown event field", "POST", "/events", events(ev(id, 1, 1, "latitude", 1.5)), "b", 400, 1, "MALFORMED_REQUEST", `"latitude" in events[0]`},
 		{"id is read-only", "POST", "/events", events(ev(id, 1, 1, "id", id+":1")), "b", 400, 1, "MALFORMED_REQUEST", "events[0].id is read-only"},
 		{"id is read-only, Form A", "POST", "/events?form=a", events(ev(id, 1, 1, "id", id+":1")), "a", 400, 1, "MALFORMED_REQUEST", "read-only"},
 		{"lat_nano missing", "POST", "/events", events(map[string]any{"entity_id": id, "lon_nano": 1}), "b", 400, 1, "MALFORMED_REQUEST", "events[0].lat_nano is required"},

@@ -36,6 +36,8 @@ func FuzzRequests(f *testing.F) {
 		`{"entity_id":"` + id + `","ttl_seconds":5}`, `{"entity_id":"` + id + `","extend_by_seconds":5}`,
 		`{"limit":1,"since_ns":"5"}`, `{"a":{"b":[[[[[[1]]]]]]}}`, `[`, `"\ud800"`, "{\"\xff\":1}", ``, `null`,
 		`{"events":[{"entity_id":"` + id + `","lat_nano":1,"lon_nano":2,"entity_id":"1"}]}`,
+		`{"events":[{"entity_id":"` + id + `","lat":38.1155,"lon":-1e-9},{"entity_id":"42","lat":1,"lat_nano":1,"lon":0}]}`,
+		`{"events":[{"entity_id":"` + id + `","lat_nano":1,"lon_nano":2,"timestamp_ns":1795815268}]}`,
 	} {
 		for i := range fuzzRoutes {
 			f.Add(uint8(i), []byte(s))

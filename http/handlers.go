@@ -127,7 +127,7 @@ func (g *Gateway) radius(c *call) *failure {
 	if f != nil {
 		return f
 	}
-	return c.query(core.OpQueryRadius, q, fm == formB)
+	return c.query(core.OpQueryRadius, q, true) // both forms carry distance_mm
 }
 
 // query runs a paged query and writes its QueryResult.

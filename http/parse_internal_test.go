@@ -246,6 +246,7 @@ var parseSeeds = []string{
 	`{"events":[{"entity_id":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","lat_nano":1,"lon_nano":"2"}]}`,
 	`{"center_lat":1.5,"center_lon":-2,"radius_m":5,"limit":"3","group_id":-1}`,
 	`{"vertices":[{"lat_nano":0,"lon_nano":0},{"lat_nano":1,"lon_nano":0}],"holes":[[{"lat":1,"lon":2}]]}`,
+	`{"events":[{"entity_id":"1","lat":-90.0000000004,"lon":1e2,"timestamp_ns":1795815268123},{"lat":"1","lon_nano":1,"lon":2}]}`,
 	`{"entity_ids":["1","2"],"limit":3}`, `{"entity_id":"1","ttl_seconds":1}`, `{"max_entries":null}`,
 	` { "a" : [ 1 , 2 ] } `, `{"a":1,"a":2}`, `[1,]`, `{"a"}`, `01`, `1.`, `-`, `"\x"`, "\"\x01\"", `[`, `{"a":1}}`,
 	"\"\xff\"", `1e`, `tru`, `{"":0}`,

@@ -10,7 +10,9 @@ import (
 )
 
 // jsSafe reports the first number in a JSON document that a JavaScript
-// client (float64) could not hold exactly, or "".
+// client (float64) could not hold exactly, or "". A number with a fraction
+// (degrees) is safe with at most 15 significant digits: a float64 reads
+// such a decimal and prints it back the same (DBL_DIG is 15).
 func jsSafe(raw []byte) string {
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -23,7 +25,11 @@ func jsSafe(raw []byte) string {
 	walk = func(v any) {
 		switch x := v.(type) {
 		case json.Number:
-			if i, err := x.Int64(); err != nil || i > 1<<53-1 || i < -(1<<53-1) {
+			if strings.ContainsAny(x.String(), ".eE") {
+				if significantDigits(x.String()) > 15 {
+					bad = x.String()
+				}
+			} else if i, err := x.Int64(); err != nil || i > 1<<53-1 || i < -(1<<53-1) {
 				if f, err := x.Float64(); err != nil || math.Abs(f) >= 1<<53 || f != math.Trunc(f) {
 					bad = x.String()
 				}
@@ -42,6 +48,14 @@ func jsSafe(raw []byte) string {
 	return bad
 }
 
+// significantDigits counts the digits of a JSON number's mantissa from its
+// first non-zero one.
+func significantDigits(num string) int {
+	mant, _, _ := strings.Cut(strings.ToLower(num), "e")
+	digits := strings.TrimLeft(strings.NewReplacer("-", "", ".", "").Replace(mant), "0")
+	return len(digits)
+}
+
 func TestPrecision(t *testing.T) {
 	e := newEnv(t)
 	big, safe, unsafe, neg := newID(), newID(), newID(), newID()
@@ -49,13 +63,15 @@ func TestPrecision(t *testing.T) {
 	// (-2 as an int64) as a number.
 	body := `{"events":[
 		{"entity_id":"` + big + `","lat_nano":1,"lon_nano":1,"group_id":9223372036854775809},
-		{"entity_id":"` + safe + `","lat_nano":1,"lon_nano":2,"group_id":"9007199254740991","timestamp_ns":5},
+		{"entity_id":"` + safe + `","lat_nano":1,"lon_nano":2,"group_id":"9007199254740991","timestamp_ns":946684800000000000},
 		{"entity_id":"` + unsafe + `","lat_nano":1,"lon_nano":3,"group_id":"9007199254740992"},
 		{"entity_id":"` + neg + `","lat_nano":1,"lon_nano":4,"group_id":18446744073709551614}]}`
 	r := e.req("POST", "/events", body)
 	expectOK(t, r, "insert")
-	eq(t, "client timestamp 5 id", get(r.body, "results", 1, "id"), `"`+safe+`:5"`)
-	eq(t, "client timestamp 5", get(r.body, "results", 1, "timestamp_ns"), "5")
+	// A client's timestamp (2000-01-01, the earliest accepted) is kept, and
+	// rendered as a string: it is above 2^53.
+	eq(t, "client timestamp id", get(r.body, "results", 1, "id"), `"`+safe+`:946684800000000000"`)
+	eq(t, "client timestamp", get(r.body, "results", 1, "timestamp_ns"), `"946684800000000000"`)
 	if _, ok := get(r.body, "results", 0, "timestamp_ns").(string); !ok {
 		t.Errorf("a server timestamp (> 2^53) is not rendered as a string: %s", r.raw)
 	}

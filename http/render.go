@@ -151,6 +151,38 @@ func appendI64(b []byte, v int64) []byte {
 	return append(b, '"')
 }
 
+// appendDegrees appends nanodegrees as a JSON number of degrees, exactly:
+// the integer part, then the fraction's nine digits without their
+// trailing zeros (no fraction when it is zero), with no binary floating
+// point on the way. 38115500000 is 38.1155, -5 is -0.000000005, 0 is 0.
+// Read back as a Form A coordinate it is the same number of nanodegrees.
+func appendDegrees(b []byte, nano int64) []byte {
+	u := uint64(nano)
+	if nano < 0 {
+		b = append(b, '-')
+		u = -u
+	}
+	b = appendUint(b, u/1e9)
+	frac := u % 1e9
+	if frac == 0 {
+		return b
+	}
+	var d [10]byte // '.' and nine digits, two at a time
+	d[0] = '.'
+	for i := 8; i >= 2; i -= 2 {
+		q := frac / 100
+		x := (frac - 100*q) * 2
+		d[i], d[i+1] = decimalPairs[x], decimalPairs[x+1]
+		frac = q
+	}
+	d[1] = byte('0' + frac)
+	n := 10
+	for d[n-1] == '0' {
+		n--
+	}
+	return append(b, d[:n]...)
+}
+
 // appendInt is strconv.AppendInt(b, v, 10).
 func appendInt(b []byte, v int64) []byte {
 	if v < 0 {
@@ -242,12 +274,14 @@ func appendString(b []byte, s string) []byte {
 }
 
 // maxEventJSON bounds the length of one rendered event: 4 UUIDs, 7
-// integers of up to 20 digits and their quotes, and the field names.
-const maxEventJSON = 512
+// integers of up to 20 digits and their quotes, Form A's two coordinates
+// in degrees, and the field names.
+const maxEventJSON = 640
 
 // event writes a GeoEvent: every field of SPEC.md, with id and
-// timestamp_ns; distance_mm when dist is not nil. It is written straight
-// from literals (this is most of the bytes of a query's answer).
+// timestamp_ns; in Form A also lat and lon in degrees (after lon_nano);
+// distance_mm when dist is not nil. It is written straight from literals
+// (this is most of the bytes of a query's answer).
 func (w *jw) event(e *core.GeoEvent, dist *uint64) {
 	w.sep()
 	b := slices.Grow(w.b, maxEventJSON)
@@ -276,10 +310,15 @@ func (w *jw) event(e *core.GeoEvent, dist *uint64) {
 	b = appendI64(b, e.LatNano)
 	b = append(b, `,"lon_nano":`...)
 	b = appendI64(b, e.LonNano)
-	b = append(b, `,"group_id":`...)
 	if w.formA {
+		b = append(b, `,"lat":`...)
+		b = appendDegrees(b, e.LatNano)
+		b = append(b, `,"lon":`...)
+		b = appendDegrees(b, e.LonNano)
+		b = append(b, `,"group_id":`...)
 		b = appendI64(b, int64(e.GroupID))
 	} else {
+		b = append(b, `,"group_id":`...)
 		b = appendU64(b, e.GroupID)
 	}
 	b = append(b, `,"altitude_mm":`...)
@@ -330,7 +369,7 @@ func errorBody(fm form, info core.CodeInfo, msg string) []byte {
 }
 
 // queryResult writes {events, has_more, cursor}; distances are written
-// (Form B radius results) when not nil.
+// (radius results, both forms) when distances is set.
 func (w *jw) queryResult(r *core.QueryResult, distances bool) {
 	w.open()
 	w.key("events")

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -50,8 +52,17 @@ func refEvent(w *jw, e *core.GeoEvent, dist *uint64) {
 	w.i64(e.LatNano)
 	w.key("lon_nano")
 	w.i64(e.LonNano)
-	w.key("group_id")
-	w.u64(e.GroupID)
+	if w.formA {
+		w.key("lat")
+		w.b = append(w.b, refDegrees(e.LatNano)...)
+		w.key("lon")
+		w.b = append(w.b, refDegrees(e.LonNano)...)
+		w.key("group_id")
+		w.i64(int64(e.GroupID))
+	} else {
+		w.key("group_id")
+		w.u64(e.GroupID)
+	}
 	w.key("altitude_mm")
 	w.num(int64(e.AltitudeMM))
 	w.key("velocity_mms")
@@ -69,6 +80,17 @@ func refEvent(w *jw, e *core.GeoEvent, dist *uint64) {
 		w.u64(*dist)
 	}
 	w.close()
+}
+
+// refDegrees is nanodegrees in degrees by exact rational arithmetic: nine
+// decimals, then the trailing zeros and a bare point dropped.
+func refDegrees(nano int64) string {
+	s := new(big.Rat).SetFrac(big.NewInt(nano), big.NewInt(1e9)).FloatString(9)
+	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	if s == "-0" {
+		s = "0"
+	}
+	return s
 }
 
 func refInsertResults(w *jw, r *core.InsertReply, req *core.InsertRequest, op core.Operation, fm form) {
@@ -148,7 +170,8 @@ func TestRenderEventMatchesReference(t *testing.T) {
 			dist = &d
 		}
 		// As the second element of an array, to check the separator too.
-		var got, want jw
+		formA := rapid.Bool().Draw(t, "formA")
+		got, want := jw{formA: formA}, jw{formA: formA}
 		for _, w := range []*jw{&got, &want} {
 			w.openArr()
 			w.num(1)
@@ -161,6 +184,30 @@ func TestRenderEventMatchesReference(t *testing.T) {
 		var m map[string]any
 		if err := json.Unmarshal(got.b[3:], &m); err != nil {
 			t.Fatalf("%s: %v", got.b, err)
+		}
+	})
+}
+
+func TestAppendDegrees(t *testing.T) {
+	for nano, want := range map[int64]string{
+		38_115_500_000: "38.1155", -5: "-0.000000005", 0: "0", 90_000_000_000: "90", -180_000_000_000: "-180",
+		1_000_000_001: "1.000000001", -13_361_000_000: "-13.361", 100_000_000: "0.1",
+		math.MinInt64: "-9223372036.854775808", math.MaxInt64: "9223372036.854775807",
+	} {
+		if got := string(appendDegrees([]byte("x"), nano)); got != "x"+want {
+			t.Errorf("appendDegrees(%d) = %s, want x%s", nano, got, want)
+		}
+	}
+	// Against exact rational arithmetic, and back through the Form A
+	// parser to the same nanodegrees.
+	rapid.Check(t, func(t *rapid.T) {
+		nano := rapid.OneOf(rapid.Int64(), rapid.Int64Range(-200e9, 200e9), rapid.Int64Range(-2e9, 2e9)).Draw(t, "nano")
+		got := string(appendDegrees(nil, nano))
+		if want := refDegrees(nano); got != want {
+			t.Fatalf("appendDegrees(%d) = %s, want %s", nano, got, want)
+		}
+		if back, ok := degreesToNano([]byte(got)); nano > -1e15 && nano < 1e15 && (!ok || back != nano) {
+			t.Fatalf("%d renders as %s, which reads back as %d %v", nano, got, back, ok)
 		}
 	})
 }

@@ -1,9 +1,11 @@
 package http
 
 import (
+	"fmt"
 	"math"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/geoevent/geoevent/core"
 )
@@ -69,7 +71,7 @@ func (d *doc) object(i int32, path string) *failure {
 
 // ---- POST /events, /insert ----
 
-const eventFieldList = "entity_id, correlation_id, user_data, timestamp_ns, lat_nano, lon_nano, group_id, altitude_mm, velocity_mms, ttl_seconds, accuracy_mm, heading_cdeg, flags"
+const eventFieldList = "entity_id, correlation_id, user_data, timestamp_ns, lat_nano or lat, lon_nano or lon, group_id, altitude_mm, velocity_mms, ttl_seconds, accuracy_mm, heading_cdeg, flags"
 
 // parseInsert decodes a createBatch body: {events, mode}.
 func parseInsert(d *doc, fm form) (core.Operation, *core.InsertRequest, *failure) {
@@ -133,11 +135,14 @@ func parseInsert(d *doc, fm form) (core.Operation, *core.InsertRequest, *failure
 }
 
 // parseEvent decodes events[i] at node n into ev. Fields whose ranges the
-// state machine checks with a per-event code (lat_nano 9, lon_nano 10,
-// altitude_mm 11, velocity_mms 12, heading_cdeg 13, a zero entity_id 7)
-// are passed on even when out of range, clamped to their record type, so
-// that the batch reports them per event; other values outside their type
-// are refused here.
+// state machine checks with a per-event code (lat_nano or lat 9, lon_nano
+// or lon 10, altitude_mm 11, velocity_mms 12, heading_cdeg 13, a zero
+// entity_id 7) are passed on even when out of range, clamped to their
+// record type, so that the batch reports them per event; other values
+// outside their type are refused here, and so is a timestamp_ns before
+// 2000 (see clientTimestamp). Each coordinate comes in nanodegrees
+// (lat_nano, lon_nano) or in degrees (lat, lon, converted exactly as Form
+// A's coordinates are), in either form: one of each pair, not both.
 func parseEvent(d *doc, n int32, i int, fm form, ev *core.GeoEvent) *failure {
 	if d.nodes[n].kind != kObject {
 		return d.wrongType(n, index("events", i), "an event object")
@@ -145,7 +150,8 @@ func parseEvent(d *doc, n int32, i int, fm form, ev *core.GeoEvent) *failure {
 	// The value decoders name the field alone in their messages (which
 	// begin with the path); the event's path is put in front only on
 	// failure, so that a valid event costs no string building.
-	var hasID, hasLat, hasLon bool
+	var hasID bool
+	var lat, lon string // the field that gave each coordinate: "" (none yet), lat_nano or lat, lon_nano or lon
 	var f *failure
 	named := false // f names its whole path already
 	d.members(n, func(k, v int32) bool {
@@ -156,7 +162,7 @@ func parseEvent(d *doc, n int32, i int, fm form, ev *core.GeoEvent) *failure {
 		}
 		if d.isNull(v) {
 			switch string(name) {
-			case "entity_id", "lat_nano", "lon_nano":
+			case "entity_id", "lat_nano", "lon_nano", "lat", "lon":
 				f, named = malformed("%s is required, got null", join(index("events", i), string(name))), true
 			case "correlation_id", "user_data", "timestamp_ns", "group_id", "altitude_mm", "velocity_mms",
 				"ttl_seconds", "accuracy_mm", "heading_cdeg", "flags":
@@ -175,17 +181,31 @@ func parseEvent(d *doc, n int32, i int, fm form, ev *core.GeoEvent) *failure {
 		case "user_data":
 			ev.UserData, f = d.idOf(v, "user_data", fm, core.MalformedRequest)
 		case "timestamp_ns":
-			ev.TimestampNS, f = d.uintIn(v, "timestamp_ns", 0, math.MaxUint64, core.InvalidArgument)
-		case "lat_nano":
-			if x, f = d.integerOf(v, "lat_nano"); f == nil {
-				ev.LatNano = x.clampI64()
+			if ev.TimestampNS, f = d.uintIn(v, "timestamp_ns", 0, math.MaxUint64, core.InvalidArgument); f == nil {
+				f = clientTimestamp(ev.TimestampNS, "timestamp_ns")
 			}
-			hasLat = true
-		case "lon_nano":
-			if x, f = d.integerOf(v, "lon_nano"); f == nil {
-				ev.LonNano = x.clampI64()
+		case "lat_nano", "lat":
+			field := "lat_nano" // a literal: string(name) would allocate per event
+			if len(name) == len("lat") {
+				field = "lat"
 			}
-			hasLon = true
+			if lat != "" {
+				f, named = bothCoordinates(i, lat, field), true
+				break
+			}
+			lat = field
+			ev.LatNano, f = d.eventCoordinate(v, field)
+		case "lon_nano", "lon":
+			field := "lon_nano"
+			if len(name) == len("lon") {
+				field = "lon"
+			}
+			if lon != "" {
+				f, named = bothCoordinates(i, lon, field), true
+				break
+			}
+			lon = field
+			ev.LonNano, f = d.eventCoordinate(v, field)
 		case "group_id":
 			ev.GroupID, f = d.groupID(v, "group_id", fm)
 		case "altitude_mm":
@@ -231,12 +251,84 @@ func parseEvent(d *doc, n int32, i int, fm form, ev *core.GeoEvent) *failure {
 		return f
 	case !hasID:
 		return required(join(index("events", i), "entity_id"))
-	case !hasLat:
-		return required(join(index("events", i), "lat_nano"))
-	case !hasLon:
-		return required(join(index("events", i), "lon_nano"))
+	case lat == "":
+		return malformed("%s is required (or lat, in degrees)", join(index("events", i), "lat_nano"))
+	case lon == "":
+		return malformed("%s is required (or lon, in degrees)", join(index("events", i), "lon_nano"))
 	}
 	return nil
+}
+
+// eventCoordinate decodes an event's lat_nano or lon_nano (an integer of
+// nanodegrees) or lat or lon (a JSON number of degrees, see
+// degreesToNano), clamped to int64 and not range-checked: the state
+// machine reports a coordinate out of range per event.
+func (d *doc) eventCoordinate(v int32, name string) (int64, *failure) {
+	if name == "lat_nano" || name == "lon_nano" {
+		x, f := d.integerOf(v, name)
+		return x.clampI64(), f
+	}
+	if d.nodes[v].kind != kNumber {
+		return 0, d.wrongType(v, name, "a number of degrees")
+	}
+	text := d.raw(v)
+	nano, ok := degreesToNano(text)
+	switch {
+	case ok:
+		return nano, nil
+	case text[0] == '-':
+		return math.MinInt64, nil
+	}
+	return math.MaxInt64, nil
+}
+
+// bothCoordinates is the failure of an event that gives a coordinate twice,
+// in degrees and in nanodegrees.
+func bothCoordinates(i int, first, second string) *failure {
+	deg, nano := first, second
+	if len(deg) > len(nano) {
+		deg, nano = nano, deg
+	}
+	return malformed("%s: %s is given too: send %s (degrees) or %s (nanodegrees), not both",
+		join(index("events", i), second), first, deg, nano)
+}
+
+// The client timestamps an event may carry: 0 (the server assigns the
+// time), or nanoseconds since the Unix epoch from 2000-01-01T00:00:00Z on.
+// Earlier instants are refused as a unit mistake: 1795815268 is a time in
+// seconds, not 1.8 seconds after 1970. The state machine accepts any
+// timestamp (its tests and the binary protocol use small ones); the rule
+// is the gateway's, for JSON clients.
+const (
+	minClientTimestampNS = 946_684_800_000_000_000   // 2000-01-01T00:00:00Z
+	maxGuessTimestampNS  = 4_102_444_800_000_000_000 // 2100-01-01T00:00:00Z
+)
+
+// clientTimestamp checks a client-given timestamp_ns (see
+// minClientTimestampNS): one before 2000 is 108 INVALID_ARGUMENT with a
+// message that says the unit and shows what the value probably meant, the
+// value in seconds, milliseconds or microseconds scaled to nanoseconds
+// (the one landing between 2000 and 2100; the three ranges are disjoint).
+func clientTimestamp(ns uint64, path string) *failure {
+	if ns == 0 || ns >= minClientTimestampNS {
+		return nil
+	}
+	guess := ""
+	for _, u := range []struct {
+		scale uint64
+		unit  string
+	}{{1e9, "seconds"}, {1e6, "milliseconds"}, {1e3, "microseconds"}} {
+		if ns >= maxGuessTimestampNS/u.scale {
+			continue // past 2100 (and so ns*scale below stays under 2^63)
+		}
+		if t := ns * u.scale; t >= minClientTimestampNS {
+			guess = fmt.Sprintf("; if %d is in %s, send %d (%s)", ns, u.unit, t,
+				time.Unix(0, int64(t)).UTC().Format(time.RFC3339Nano))
+			break
+		}
+	}
+	return fail(core.InvalidArgument, "%s: %d is %s, before 2000-01-01T00:00:00Z: timestamp_ns is nanoseconds since the Unix epoch, or 0 for the time the server assigns%s",
+		path, ns, time.Unix(0, int64(ns)).UTC().Format(time.RFC3339Nano), guess)
 }
 
 // ---- paging and filters shared by the queries ----
@@ -833,8 +925,12 @@ func (p params) page() (core.Page, *failure) {
 			return page, f
 		}
 	}
+	// Cursors are URL-safe base64, which a query string carries as it is;
+	// a cursor in standard base64 (still accepted: cursors never expire)
+	// pasted unescaped has had its '+' decoded to a space, which base64
+	// never holds: it is read back as '+'.
 	var f *failure
-	page.Cursor, f = cursorOf(p["cursor"], "cursor")
+	page.Cursor, f = cursorOf(strings.ReplaceAll(p["cursor"], " ", "+"), "cursor")
 	return page, f
 }
 

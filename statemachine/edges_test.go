@@ -1,7 +1,10 @@
 package statemachine
 
 import (
+	"encoding/base64"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/geoevent/geoevent/core"
@@ -215,6 +218,48 @@ func TestCursorErrors(t *testing.T) {
 	cur := encodeCursor(kindHistory, keyOf(testID(2), 5))
 	_, err = sm.History(epoch, &core.HistoryQuery{EntityID: testID(1), Page: core.Page{Cursor: cur}})
 	wantCode(t, "history cursor of another entity", err, core.InvalidCursor)
+}
+
+// TestCursorEncodings: a cursor is URL-safe base64 without padding (no
+// character a URL's query changes), and the same key in standard base64,
+// padded or not, or URL-safe with padding, pages on exactly as it does.
+func TestCursorEncodings(t *testing.T) {
+	sm := New()
+	sm.Insert(epoch, &core.InsertRequest{Events: batch(3)})
+	c := core.Coordinate{LatNano: 38_100_000_000, LonNano: 13_360_000_000}
+	first, _ := sm.QueryRadius(epoch, &core.RadiusQuery{Center: c, RadiusMM: 1e6, Page: core.Page{Limit: 1}})
+	if len(first.Cursor) != 35 || strings.Trim(first.Cursor, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
+		t.Fatalf("cursor %q is not 35 characters of URL-safe base64", first.Cursor)
+	}
+	want, _ := sm.QueryRadius(epoch, &core.RadiusQuery{Center: c, RadiusMM: 1e6, Page: core.Page{Limit: 1, Cursor: first.Cursor}})
+	raw, err := base64.RawURLEncoding.DecodeString(first.Cursor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, alt := range []string{
+		base64.StdEncoding.EncodeToString(raw),
+		base64.RawStdEncoding.EncodeToString(raw),
+		base64.URLEncoding.EncodeToString(raw),
+	} {
+		got, err := sm.QueryRadius(epoch, &core.RadiusQuery{Center: c, RadiusMM: 1e6, Page: core.Page{Limit: 1, Cursor: alt}})
+		if err != nil || !slices.Equal(got.Events, want.Events) || got.Cursor != want.Cursor {
+			t.Errorf("cursor %q (%q in another encoding): %+v %v, want %+v", alt, first.Cursor, got, err, want)
+		}
+	}
+	// A standard cursor holding both '+' and '/', read in its alphabet.
+	k := keyOf(core.Uint128{Hi: ^uint64(0), Lo: 0xfbef_fbef_fbef_fbef}, 0xfbff_fbff_fbff_fbff)
+	old := oldCursor(kindHistory, k)
+	if !strings.ContainsAny(old, "+") || !strings.ContainsAny(old, "/") {
+		t.Fatalf("%q holds no '+' or no '/'", old)
+	}
+	if got, ok, err := decodeCursor(old, kindHistory); err != nil || !ok || got != k {
+		t.Errorf("old cursor %q: %v %v %v, want %v", old, got, ok, err, k)
+	}
+	// Mixed alphabets are refused.
+	mixed := strings.Replace(old, "/", "_", 1)
+	if _, _, err := decodeCursor(mixed, kindHistory); err == nil {
+		t.Errorf("mixed alphabets %q accepted", mixed)
+	}
 }
 
 func TestTTLErrors(t *testing.T) {

@@ -2,21 +2,34 @@ package statemachine
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/binary"
 	"hash/crc32"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/statemachine/internal/btree"
 )
 
 // FuzzDecodeCursor: any string is either refused with INVALID_CURSOR or
-// decodes to a key that re-encodes to the very same string.
+// decodes to a key whose cursor is the string itself in the canonical
+// text (URL-safe alphabet, no padding): every accepted text names one key.
 func FuzzDecodeCursor(f *testing.F) {
 	f.Add("")
 	f.Add("x")
 	f.Add(encodeCursor(kindRadius, keyOf(core.Uint128{Hi: 1, Lo: 2}, 3)))
 	f.Add(encodeCursor(kindLatest, keyOf(core.Uint128{}, ^uint64(0))))
+	// Standard base64, padded, holding both '+' and '/'; unpadded;
+	// URL-safe padded; mixed alphabets; a line break (which package
+	// base64 would skip).
+	old := oldCursor(kindHistory, keyOf(core.Uint128{Hi: ^uint64(0), Lo: 0xfbef_fbef_fbef_fbef}, 0xfbff_fbff_fbff_fbff))
+	f.Add(old)
+	f.Add(strings.TrimRight(old, "="))
+	f.Add(encodeCursor(kindPolygon, keyOf(core.Uint128{Hi: ^uint64(0)}, ^uint64(0))) + "=")
+	f.Add(strings.Replace(old, "/", "_", 1))
+	f.Add(old[:10] + "\n" + old[10:34])
 	f.Fuzz(func(t *testing.T, s string) {
 		for kind := cursorKind(0); kind <= 5; kind++ {
 			k, ok, err := decodeCursor(s, kind)
@@ -26,11 +39,31 @@ func FuzzDecodeCursor(f *testing.F) {
 				}
 				continue
 			}
-			if ok && encodeCursor(kind, k) != s {
-				t.Fatalf("%q decodes but does not re-encode to itself", s)
+			if ok != (s != "") {
+				t.Fatalf("%q: ok %v", s, ok)
+			}
+			if !ok {
+				continue
+			}
+			canon := strings.NewReplacer("+", "-", "/", "_").Replace(strings.TrimRight(s, "="))
+			if got := encodeCursor(kind, k); got != canon {
+				t.Fatalf("%q decodes to a key whose cursor is %q, not %q", s, got, canon)
+			}
+			if k2, ok2, err2 := decodeCursor(canon, kind); err2 != nil || !ok2 || k2 != k {
+				t.Fatalf("%q: its canonical %q decodes to %v %v %v", s, canon, k2, ok2, err2)
 			}
 		}
 	})
+}
+
+// oldCursor is encodeCursor's text in standard base64 with padding, the
+// encoding cursors were once issued in.
+func oldCursor(kind cursorKind, k btree.Key) string {
+	b, err := cursorURL.DecodeString(encodeCursor(kind, k))
+	if err != nil {
+		panic(err)
+	}
+	return base64.StdEncoding.EncodeToString(b)
 }
 
 // FuzzQueriesWithCursor: arbitrary cursors and limits against a small state
