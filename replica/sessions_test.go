@@ -281,3 +281,47 @@ func TestRegistrationFloodIsCapped(t *testing.T) {
 		t.Fatalf("after the close: %+v", rs)
 	}
 }
+
+// In a cluster the replica that holds the connection counts its
+// registrations, a follower forwarding them as well as the leader; and a
+// request number reused for another request is refused by a new leader,
+// from the checksum every replica applied from the log.
+func TestSessionRulesInACluster(t *testing.T) {
+	c := newCluster(t, 3, Config{MaxSessionsPerConn: 4})
+	l := c.leader()
+	f := (l + 1) % 3
+	const conn = 7
+	for i := range 50 {
+		c.nodes[f].r.Receive(conn, core.Header{Request: uint32(i + 1), Type: core.MsgRegister}, core.AppendRegister(nil, testCluster))
+	}
+	c.run(testET)
+	var registered, refused int
+	for _, fr := range c.nodes[f].io.sent[conn] {
+		h, p, _, _ := core.DecodeFrame(fr)
+		switch rp := decodeReply(t, h, p); {
+		case h.Type == core.MsgRegisterReply:
+			registered++
+		case rp.err != nil && rp.err.Code == core.SessionLimit.Code:
+			refused++
+		default:
+			t.Fatalf("answer %+v", rp)
+		}
+	}
+	c.nodes[f].io.sent[conn] = nil
+	if registered != 4 || refused != 46 {
+		t.Fatalf("through the follower: %d registered, %d refused; want 4 and 46", registered, refused)
+	}
+
+	cl := c.client(f, 8)
+	if rp := cl.call(core.OpUpsert, insertReq(ev(1, 1, 1))); rp.err != nil {
+		t.Fatal(rp.err)
+	}
+	c.crash(l)
+	c.leader()
+	cl.req-- // the same number again, for another request
+	wantCode(t, "after a leader change", cl.call(core.OpUpsert, insertReq(ev(2, 1, 1))), core.RequestMismatch)
+	cl.req--
+	if rp := cl.call(core.OpUpsert, insertReq(ev(1, 1, 1))); rp.err != nil || rp.h.Type != core.MsgReply {
+		t.Fatalf("the same request again: %+v", rp)
+	}
+}
