@@ -482,7 +482,22 @@ func (s *Server) servePeerConn(p *peer, nc net.Conn) error {
 		err := s.writeFrames(nc, frames)
 		spare = frames[:0]
 		if err != nil {
+			// A peer that refused the hello wrote why before it closed the
+			// connection, which may fail a write first: its reason is the
+			// one to report.
+			select {
+			case werr := <-over:
+				var refusal *peerRefusal
+				if errors.As(werr, &refusal) {
+					return werr
+				}
+			case <-time.After(peerRefusalWait):
+			}
 			return err
 		}
 	}
 }
+
+// peerRefusalWait is how long a dialer whose write failed waits for the
+// peer's refusal, which the watcher may still be reading.
+const peerRefusalWait = 100 * time.Millisecond
