@@ -106,7 +106,11 @@
 //
 // A retry resends the same request with the same session id and request
 // number, so the server recognises it and answers a write that was already
-// applied from its session cache instead of applying it twice. After a
+// applied from its session cache instead of applying it twice. (The server
+// keeps the request's checksum with its reply: another request under a
+// number already used is answered 16 REQUEST_MISMATCH. And it lets one
+// connection hold at most 1,024 live sessions, 205 SESSION_LIMIT beyond:
+// a PoolSize above that takes a second Client.) After a
 // connection error or a timeout the session moves to the next address in
 // the list, round robin (connecting when the client has no connection
 // there), and resends with its session id and request number; answers 211 CLUSTER_UNAVAILABLE, 214 STALE_FOLLOWER, 215

@@ -36,6 +36,7 @@ var (
 	HeadingOutOfRange    = CodeInfo{13, "HEADING_OUT_OF_RANGE", 400, false}      // per event
 	TimestampInFuture    = CodeInfo{14, "TIMESTAMP_IN_FUTURE", 400, false}       // per event
 	ReservedBytesNotZero = CodeInfo{15, "RESERVED_NOT_ZERO", 400, false}
+	RequestMismatch      = CodeInfo{16, "REQUEST_MISMATCH", 400, false} // a session's request number reused for another request
 
 	// Validation, 100-199.
 	InvalidCoordinates = CodeInfo{100, "INVALID_COORDINATES", 400, false} // spec
@@ -50,12 +51,13 @@ var (
 	InvalidTimeRange   = CodeInfo{107, "INVALID_TIME_RANGE", 400, false}
 	InvalidArgument    = CodeInfo{108, "INVALID_ARGUMENT", 400, false}
 
-	// State, 200-299. Codes 201-204 and 212 are ours: the session protocol
+	// State, 200-299. Codes 201-205 and 212 are ours: the session protocol
 	// of the binary client and backpressure.
 	SessionExpired       = CodeInfo{201, "SESSION_EXPIRED", 400, false}  // unknown or evicted session: register again
 	RequestInFlight      = CodeInfo{202, "REQUEST_IN_FLIGHT", 503, true} // an earlier request of the session is not yet applied here: retry
 	StaleRequest         = CodeInfo{203, "STALE_REQUEST", 400, false}    // request number below the session's last
 	WrongCluster         = CodeInfo{204, "WRONG_CLUSTER", 400, false}
+	SessionLimit         = CodeInfo{205, "SESSION_LIMIT", 400, false}          // the connection holds as many live sessions as it may register
 	ClusterBusy          = CodeInfo{212, "CLUSTER_BUSY", 503, true}            // queues full: retry with backoff
 	ClusterUnavailable   = CodeInfo{211, "CLUSTER_UNAVAILABLE", 503, true}     // spec
 	FollowerReadOnly     = CodeInfo{213, "FOLLOWER_READ_ONLY", 400, false}     // spec
@@ -93,9 +95,10 @@ var Codes = []CodeInfo{
 	MalformedRequest, ChecksumMismatch, EntityNotFound, UnknownOperation,
 	EntityIDZero, EventExists, LatOutOfRange, LonOutOfRange,
 	AltitudeOutOfRange, VelocityOutOfRange, HeadingOutOfRange, TimestampInFuture, ReservedBytesNotZero,
+	RequestMismatch,
 	InvalidCoordinates, InvalidEntityID, InvalidRadius, EmptyRequest, PolygonTooComplex,
 	InvalidPolygon, InvalidCursor, InvalidEvent, NoTTLSet, InvalidTimeRange, InvalidArgument,
-	SessionExpired, RequestInFlight, StaleRequest, WrongCluster,
+	SessionExpired, RequestInFlight, StaleRequest, WrongCluster, SessionLimit,
 	ClusterUnavailable, ClusterBusy, FollowerReadOnly, StaleFollower, PrimaryUnreachable, ReplicationTimeout,
 	ConflictDetected, GeoShardMismatch, NotShardLeader, ShardUnavailable, ReshardingInProgress,
 	InvalidShardCount, ShardMigrationFailed,

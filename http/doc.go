@@ -190,7 +190,7 @@
 // timeout (DefaultRequestTimeout, 30 s) or the client's deadline is 504
 // with 216 REPLICATION_TIMEOUT (retryable; a write may have committed); a backend that cannot be reached is 503 with 211
 // CLUSTER_UNAVAILABLE (retryable); codes of the binary session protocol
-// (2, 4, 201-204) mean the gateway itself failed and are 500 with 500
+// (2, 4, 16, 201-205) mean the gateway itself failed and are 500 with 500
 // INTERNAL_ERROR. HTTP-level errors outside the table: 404 for an unknown
 // path and 405 (with Allow) for a method a path does not take, both with
 // code 4 UNKNOWN_OPERATION; 413 for a body over the limit.

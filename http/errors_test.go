@@ -258,7 +258,7 @@ func TestEveryCodeKeepsItsStatus(t *testing.T) {
 		code = info
 		want := info
 		switch info.Code {
-		case 2, 4, 201, 202, 203, 204:
+		case 2, 4, 16, 201, 202, 203, 204, 205:
 			want = core.InternalError
 		}
 		for _, form := range []string{"a", "b"} {

@@ -462,7 +462,8 @@ func (c *call) backendFailure(op core.Operation, err error) *failure {
 		info := ce.CodeInfo
 		switch info.Code {
 		case core.ChecksumMismatch.Code, core.UnknownOperation.Code, core.SessionExpired.Code,
-			core.RequestInFlight.Code, core.StaleRequest.Code, core.WrongCluster.Code:
+			core.RequestInFlight.Code, core.StaleRequest.Code, core.WrongCluster.Code,
+			core.RequestMismatch.Code, core.SessionLimit.Code:
 			return fail(core.InternalError, "the gateway's session with the replica failed: %s (%d): %s", info.Name, info.Code, ce.Message)
 		case core.InvalidEntityID.Code:
 			if op == core.OpQueryRadius {

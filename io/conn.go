@@ -344,6 +344,7 @@ func (s *Server) read(c *conn) {
 					zap.Uint32("peer", from), zap.Stringer("remote", c.nc.RemoteAddr()))
 				continue
 			}
+			err = s.refusePeer(c.nc, err) // answers the dialer, rate-limits the warning
 		} else {
 			err = checkFrame(kind, from, h)
 		}

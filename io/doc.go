@@ -79,13 +79,16 @@
 //
 // A replica listens on one address (its entry of Options.Addresses) for
 // clients and for the other replicas. A connection whose first frame is a
-// peer hello (MsgPeerHello: cluster id and sender index) is another
-// replica's outbound connection: it carries only that replica's
+// peer hello (MsgPeerHello: cluster id, sender index, the index it meant
+// to reach and its address list) is another replica's outbound
+// connection: it carries only that replica's
 // replica-to-replica messages (types 64..126, client id = its index), each
 // handed to Replica.ReceivePeer; replies go back over this replica's own
 // outbound connection to it. Any other connection is a client's, carrying
 // client messages (types 1..5) to Replica.Receive; a replica-to-replica
-// frame on it closes it, as does a bad hello (wrong cluster, bad index).
+// frame on it closes it, as does a bad hello (wrong cluster, bad index,
+// another address list: the refusal is answered with its reason, and both
+// replicas log it).
 //
 // The payload handed to Replica.Receive and Replica.ReceivePeer aliases the
 // reader's buffer and is valid only during the call: what the replica keeps

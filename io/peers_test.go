@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -134,7 +135,7 @@ func TestPeerHello(t *testing.T) {
 	// A good hello, then messages: they arrive in order with the sender's
 	// index.
 	peer := dial(t, b.Addr())
-	peer.nc.Write(appendPeerHello(nil, testCluster, 2))
+	peer.nc.Write(appendPeerHello(nil, peerHello{cluster: testCluster, from: 2, to: 1, addrs: addrs}))
 	for i := range 3 {
 		peer.nc.Write(testPeerFrame(2, fmt.Sprint("hello-", i)))
 	}
@@ -147,31 +148,54 @@ func TestPeerHello(t *testing.T) {
 	clientServed()
 
 	hello := func(cluster core.Uint128, index uint32, clientID uint64) []byte {
-		var p [peerHelloSize]byte
+		h, p, _, err := core.DecodeFrame(appendPeerHello(nil, peerHello{cluster: cluster, from: index, to: 1, addrs: addrs}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.ClientID = clientID
+		return core.AppendFrame(nil, h, p)
+	}
+	otherList := []string{addrs[1], addrs[0], addrs[2]}
+	helloV1 := func(cluster core.Uint128, index uint32) []byte {
+		var p [peerHelloV1Size]byte
 		cluster.PutLE(p[:16])
 		binary.LittleEndian.PutUint32(p[16:], index)
-		return core.AppendFrame(nil, core.Header{ClientID: clientID, Type: MsgPeerHello}, p[:])
+		return core.AppendFrame(nil, core.Header{ClientID: uint64(index), Type: MsgPeerHello}, p[:])
 	}
 	register := core.AppendFrame(nil, core.Header{Type: core.MsgRegister}, core.AppendRegister(nil, testCluster))
 	for _, tc := range []struct {
-		name   string
-		frames [][]byte
-		reason string // in the warning
+		name    string
+		frames  [][]byte
+		reason  string // in the warning
+		refusal bool   // the hello is answered with an error naming the reason
 	}{
-		{"wrong cluster", [][]byte{hello(core.Uint128{Lo: 9}, 0, 0)}, "of cluster"},
-		{"index out of range", [][]byte{hello(testCluster, 3, 3)}, "has 3 replica(s)"},
-		{"own index", [][]byte{hello(testCluster, 1, 1)}, "own index"},
-		{"client id is not the index", [][]byte{hello(testCluster, 0, 2)}, "client id 2"},
-		{"short hello", [][]byte{core.AppendFrame(nil, core.Header{Type: MsgPeerHello}, []byte{1, 2, 3})}, "payload of 3 bytes"},
-		{"client frame after hello", [][]byte{hello(testCluster, 0, 0), register}, "type register after the peer hello"},
-		{"second hello", [][]byte{hello(testCluster, 0, 0), hello(testCluster, 0, 0)}, "type replica(127) after the peer hello"},
-		{"frame from another replica", [][]byte{hello(testCluster, 0, 0), testPeerFrame(2, "x")}, "from replica 2 on replica 0's connection"},
-		{"hello after a client frame", [][]byte{register, hello(testCluster, 0, 0)}, "did not open with a peer hello"},
+		{"wrong cluster", [][]byte{hello(core.Uint128{Lo: 9}, 0, 0)}, "of cluster", true},
+		{"another address list", [][]byte{appendPeerHello(nil, peerHello{cluster: testCluster, from: 0, to: 1, addrs: otherList})},
+			"replica 0 lists the replicas' addresses as " + strings.Join(otherList, ",") + ", but replica 1 lists them as " + strings.Join(addrs, ","), true},
+		{"another cluster and list", [][]byte{appendPeerHello(nil, peerHello{cluster: core.Uint128{Lo: 9}, from: 0, to: 1, addrs: otherList})},
+			"of cluster 00000000-0000-0000-0000-000000000009 with addresses " + strings.Join(otherList, ","), true},
+		{"meant for another replica", [][]byte{appendPeerHello(nil, peerHello{cluster: testCluster, from: 0, to: 2, addrs: addrs})},
+			"as replica 2's address, but it reached replica 1", true},
+		{"version 1", [][]byte{helloV1(testCluster, 0)}, "version 1", true},
+		{"unknown version", [][]byte{core.AppendFrame(nil, core.Header{Type: MsgPeerHello}, make([]byte, peerHelloFixed+3))}, "version 0", true},
+		{"index out of range", [][]byte{hello(testCluster, 3, 3)}, "has 3 replica(s)", true},
+		{"own index", [][]byte{hello(testCluster, 1, 1)}, "own index", true},
+		{"client id is not the index", [][]byte{hello(testCluster, 0, 2)}, "client id 2", true},
+		{"short hello", [][]byte{core.AppendFrame(nil, core.Header{Type: MsgPeerHello}, []byte{1, 2, 3})}, "payload of 3 bytes", true},
+		{"client frame after hello", [][]byte{hello(testCluster, 0, 0), register}, "type register after the peer hello", false},
+		{"second hello", [][]byte{hello(testCluster, 0, 0), hello(testCluster, 0, 0)}, "type replica(127) after the peer hello", false},
+		{"frame from another replica", [][]byte{hello(testCluster, 0, 0), testPeerFrame(2, "x")}, "from replica 2 on replica 0's connection", false},
+		{"hello after a client frame", [][]byte{register, hello(testCluster, 0, 0)}, "did not open with a peer hello", false},
 	} {
 		before := logs.FilterMessage("closing a replica connection").Len()
 		c := dial(t, b.Addr())
 		for _, f := range tc.frames {
 			c.nc.Write(f)
+		}
+		if tc.refusal {
+			if err := readRefusal(c.nc); !strings.Contains(fmt.Sprint(err), tc.reason) {
+				t.Fatalf("%s: the dialer read %v, want a refusal naming %q", tc.name, err, tc.reason)
+			}
 		}
 		c.expectClosed()
 		got := logs.FilterMessage("closing a replica connection").All()
@@ -179,6 +203,19 @@ func TestPeerHello(t *testing.T) {
 			t.Fatalf("%s: warnings %v, want one with %q", tc.name, got[before:], tc.reason)
 		}
 		clientServed()
+	}
+	// The same refusal again at once: answered, but not warned of again.
+	before := logs.Len()
+	for range 3 {
+		c := dial(t, b.Addr())
+		c.nc.Write(appendPeerHello(nil, peerHello{cluster: testCluster, from: 0, to: 1, addrs: otherList}))
+		if err := readRefusal(c.nc); !strings.Contains(fmt.Sprint(err), "lists them as") {
+			t.Fatalf("a repeated refusal: %v", err)
+		}
+		c.expectClosed()
+	}
+	if n := logs.Len() - before; n != 0 {
+		t.Fatalf("%d warnings for a refusal repeated within %v: %v", n, peerRefusedLogEvery, logs.All()[before:])
 	}
 	// The good peer connection is still open.
 	peer.nc.Write(testPeerFrame(2, "still"))
@@ -267,9 +304,9 @@ func TestFullPeerQueueDrops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Type != MsgPeerHello || h.ClientID != 0 || len(p) != peerHelloSize ||
-		core.Uint128FromLE(p[:16]) != testCluster || binary.LittleEndian.Uint32(p[16:]) != 0 {
-		t.Fatalf("hello: %+v %x", h, p)
+	if hello, err := decodePeerHello(p); err != nil || h.Type != MsgPeerHello || h.ClientID != 0 ||
+		hello.cluster != testCluster || hello.from != 0 || hello.to != 1 || !slices.Equal(hello.addrs, addrs) {
+		t.Fatalf("hello: %+v %x: %+v, %v", h, p, hello, err)
 	}
 	// Now read nothing more.
 	frame := core.AppendFrame(nil, core.Header{ClientID: 0, Type: testPeerType}, make([]byte, 256<<10))

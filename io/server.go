@@ -107,6 +107,7 @@ type Server struct {
 	// payload is valid until it returns. It is the replica's ReceivePeer
 	// (tests observe the transport by replacing it before Run).
 	peerFrame func(h core.Header, payload []byte)
+	refused   refusals // rate-limits the warnings of refused peer hellos (peers.go)
 
 	// replay is the log recovered after the snapshot, which the replica
 	// applies before it answers clients (loop-owned; to is 0 once it has).

@@ -32,7 +32,8 @@
 //	health.go       what a topology reports of each replica; the leader's health reports
 //	messages.go     the replica-to-replica wire format
 //	entry.go        the log entry format
-//	sessions.go     the replicated session table
+//	sessions.go     the replicated session table, in the order registers evict
+//	conncap.go      the bound on the sessions one client connection registers
 //
 // # Invariants
 //
@@ -52,7 +53,10 @@
 //     therefore the same on every replica.
 //   - The replicated state is the state machine, the session table and the
 //     last applied timestamp; a snapshot holds exactly that, so dedupe and
-//     ordering survive a leader change.
+//     ordering survive a leader change. A session keeps its last request's
+//     number, checksum (computed by the leader, carried in the log entry)
+//     and reply: a resend of that request gets the reply again, another
+//     request under its number 16 REQUEST_MISMATCH.
 //   - Client frames reach the leader (followers forward them); the leader
 //     holds them until its term's no-op is applied, so that nothing is
 //     answered from a state that lacks earlier terms' writes.

@@ -119,6 +119,7 @@ func (r *Replica) send(to dest, h core.Header, payload []byte) {
 // afterwards.
 func (r *Replica) sendFrame(to dest, frame []byte) {
 	if to.via == r.self {
+		r.answered(to.conn, frame)
 		r.io.SendClient(to.conn, frame)
 		return
 	}

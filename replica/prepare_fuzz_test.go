@@ -54,6 +54,7 @@ func FuzzPrepareRequest(f *testing.F) {
 			return
 		}
 		want := make([]byte, entryHeaderSize, entryHeaderSize+len(payload)-1)
+		binary.LittleEndian.PutUint32(want[entryBaseSize:], requestSum(payload)) // for the loop
 		want = append(want, payload[1:]...)
 		statemachine.AssignRecordCells(want[entryHeaderSize+4:])
 		if !bytes.Equal(prepared, want) {
@@ -79,6 +80,9 @@ func FuzzPrepareRequest(f *testing.F) {
 			n.settle()
 			var logged []byte
 			if d, err := decodeEntry(n.io.durable[len(n.io.durable)-1].Data); err == nil && d.kind == kindOperation {
+				if !d.summed || d.sum != requestSum(payload) {
+					t.Fatalf("the entry's checksum: summed %v, %08x, want %08x", d.summed, d.sum, requestSum(payload))
+				}
 				logged = d.payload
 			}
 			return logged, n.replies(1)

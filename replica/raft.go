@@ -84,6 +84,7 @@ func (r *Replica) ReceivePeer(h core.Header, payload []byte) {
 		return
 	case msgForwardReply:
 		if r.forwardAnswered(m.conn, m.frame) {
+			r.answered(m.conn, m.frame)
 			r.io.SendClient(m.conn, bytes.Clone(m.frame)) // the payload is the IO layer's buffer
 		}
 		return
@@ -427,7 +428,7 @@ func (r *Replica) becomeLeader() {
 	clear(r.inflight)
 	for idx := r.applied + 1; idx <= r.lastIndex; idx++ {
 		if e, err := decodeEntry(r.entryAt(idx).Data); err == nil && e.kind == kindOperation && e.session != 0 {
-			r.inflight[e.session] = e.request
+			r.inflight[e.session] = inflightReq{request: e.request, summed: e.summed, sum: e.sum}
 		}
 	}
 	recovered := r.lastIndex

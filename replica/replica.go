@@ -21,6 +21,14 @@ type Config struct {
 	MaxPendingEntries int    // unapplied entries before writes are refused (default 4,096)
 	CleanupEveryNS    uint64 // how often the leader appends a cleanup entry when an entity has expired (default 1 s)
 
+	// MaxSessionsPerConn bounds the live sessions registered through one
+	// client connection of a replica, and those it has asked for and not
+	// yet been answered (default 1,024: a Go client's sessions share one
+	// connection per replica). Beyond it a register is refused with 205
+	// SESSION_LIMIT, so that one connection's flood of registrations
+	// cannot evict every other client's session (conncap.go).
+	MaxSessionsPerConn int
+
 	// A snapshot is taken once the log applied since the last one holds
 	// more bytes than max(SnapshotMinBytes, snapshotLogRatio times the
 	// state's events at the last one as 128-byte records
@@ -57,6 +65,9 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = 10_000
+	}
+	if c.MaxSessionsPerConn <= 0 {
+		c.MaxSessionsPerConn = 1024
 	}
 	if c.MaxPendingEntries <= 0 {
 		c.MaxPendingEntries = 4_096
@@ -136,10 +147,10 @@ type Replica struct {
 	votes   []int8 // 1 granted, -1 refused, 0 no answer
 
 	// Leader.
-	peers         []progress        // by replica index; peers[self] unused
-	waiting       map[uint64]waiter // log index -> the client to answer
-	inflight      map[uint64]uint32 // session -> request number in the log, not yet applied
-	lastTS        uint64            // the last timestamp assigned to (or seen in) an entry
+	peers         []progress             // by replica index; peers[self] unused
+	waiting       map[uint64]waiter      // log index -> the client to answer
+	inflight      map[uint64]inflightReq // session -> its request in the log, not yet applied
+	lastTS        uint64                 // the last timestamp assigned to (or seen in) an entry
 	startNS       uint64
 	lastCleanupNS uint64
 	// cleanupBacklog: the last scheduled cleanup applied scanned its whole
@@ -175,6 +186,19 @@ type Replica struct {
 	repairing bool
 
 	failed error // set when the replica cannot go on (a damaged log entry)
+
+	// conns: the registrations through each of this replica's own client
+	// connections (conncap.go). Not replicated: only this replica knows its
+	// connections.
+	conns map[core.ConnID]*connRegs
+}
+
+// inflightReq is a session's request that the leader has in its log and
+// not yet applied: its number and checksum.
+type inflightReq struct {
+	request uint32
+	summed  bool
+	sum     uint32
 }
 
 type heldFrame struct {
@@ -211,7 +235,8 @@ func New(cfg Config, io core.IO, clock core.Clock, rng core.Rand, rec Recovered)
 		sm:       statemachine.New(),
 		sessions: newSessionTable(cfg.MaxSessions),
 		waiting:  make(map[uint64]waiter),
-		inflight: make(map[uint64]uint32),
+		inflight: make(map[uint64]inflightReq),
+		conns:    make(map[core.ConnID]*connRegs),
 		startNS:  clock.MonotonicNS(),
 		term:     rec.HardState.Term,
 		vote:     rec.HardState.Vote,
@@ -352,8 +377,9 @@ func (r *Replica) Tick() {
 }
 
 // Closed tells the replica a client connection is gone: its pending replies
-// are dropped (the client retries, and dedupe answers from the cache).
-func (r *Replica) Closed(conn core.ConnID) {}
+// are dropped (the client retries, and dedupe answers from the cache), and
+// so is its count of registrations.
+func (r *Replica) Closed(conn core.ConnID) { delete(r.conns, conn) }
 
 // Receive handles one client frame (its checksum already verified by the
 // IO layer).
@@ -377,13 +403,17 @@ func PrepareRequest(h core.Header, payload []byte) (prepared []byte) {
 	if _, _, batch := batchRequest(payload); !batch {
 		return nil
 	}
-	return batchEntry(payload)
+	prepared = batchEntry(payload)
+	// The request's checksum, for the loop to take (receiveRequest).
+	binary.LittleEndian.PutUint32(prepared[entryBaseSize:], requestSum(payload))
+	return prepared
 }
 
 // batchEntry returns a new buffer holding the log entry of payload, a
 // well-formed insert or upsert batch, but for the entry's header (see
-// putHeader): the batch as the client encoded it, with each valid event's
-// leaf cell filled in (the leader's geometry, carried in the log).
+// putHeader; a summed one, entryHeaderSize bytes): the batch as the client
+// encoded it, with each valid event's leaf cell filled in (the leader's
+// geometry, carried in the log).
 func batchEntry(payload []byte) []byte {
 	data := make([]byte, entryHeaderSize+len(payload)-1)
 	copy(data[entryHeaderSize:], payload[1:])                // after the operation byte
@@ -425,6 +455,9 @@ func (r *Replica) receiveClient(to dest, h core.Header, payload, prepared []byte
 			return
 		}
 		payload, prepared = request, nil
+	}
+	if h.Type == core.MsgRegister && to.via == r.self && !r.admitRegister(to.conn, h) {
+		return
 	}
 	if h.Type == core.MsgRequest && len(payload) > 0 && isLocal(core.Operation(payload[0])) {
 		// Status, topology and ping describe this replica: any replica
@@ -520,21 +553,35 @@ func (r *Replica) receiveRequest(to dest, h core.Header, payload, prepared []byt
 		r.read(to, h, payload)
 		return
 	}
+	var sum uint32
+	if prepared != nil {
+		sum = binary.LittleEndian.Uint32(prepared[entryBaseSize:]) // PrepareRequest's
+	} else {
+		sum = requestSum(payload)
+	}
 	switch inflight, busy := r.inflight[h.ClientID]; {
 	case h.Request == s.lastRequest && s.reply != nil:
+		if s.summed && s.sum != sum {
+			r.requestMismatch(to, h, s.sum, sum)
+			return
+		}
 		r.send(to, core.Header{ClientID: h.ClientID, Request: h.Request, Type: s.replyType}, s.reply)
 		return
 	case h.Request <= s.lastRequest:
 		r.sendError(to, h, core.StaleRequest, "request %d is older than the session's last, %d", h.Request, s.lastRequest)
 		return
-	case busy && inflight == h.Request:
+	case busy && inflight.request == h.Request:
+		if inflight.summed && inflight.sum != sum {
+			r.requestMismatch(to, h, inflight.sum, sum)
+			return
+		}
 		r.rewait(h, to) // a retry, perhaps on a new connection: answer there
 		return
 	case busy:
 		// Either the client broke the one-request-at-a-time rule, or this
 		// replica is behind: a newer leader answered the earlier request
 		// and this one has not applied it yet. A retry settles both.
-		r.sendError(to, h, core.RequestInFlight, "request %d of this session is not yet applied here; retry", inflight)
+		r.sendError(to, h, core.RequestInFlight, "request %d of this session is not yet applied here; retry", inflight.request)
 		return
 	case r.pending() >= r.cfg.MaxPendingEntries:
 		r.sendError(to, h, core.ClusterBusy, "too many operations pending; retry")
@@ -542,7 +589,7 @@ func (r *Replica) receiveRequest(to dest, h core.Header, payload, prepared []byt
 	}
 	// The entry's header, then the request right after it: one buffer (a
 	// batch is over a megabyte).
-	head := entry{kind: kindOperation, session: h.ClientID, request: h.Request, op: op}
+	head := entry{kind: kindOperation, session: h.ClientID, request: h.Request, op: op, summed: true, sum: sum}
 	data := prepared // a batch's entry, when the connection made it
 	if batch {
 		if data == nil {
@@ -561,7 +608,15 @@ func (r *Replica) receiveRequest(to dest, h core.Header, payload, prepared []byt
 	binary.LittleEndian.PutUint64(data[1:9], ts) // entry.timestamp
 	idx := r.appendData(data)
 	r.waiting[idx] = waiter{to, h, r.term}
-	r.inflight[h.ClientID] = h.Request
+	r.inflight[h.ClientID] = inflightReq{request: h.Request, summed: true, sum: sum}
+}
+
+// requestMismatch refuses request h, whose number the session used for
+// another request, of checksum had; this one's is got.
+func (r *Replica) requestMismatch(to dest, h core.Header, had, got uint32) {
+	r.sendError(to, h, core.RequestMismatch,
+		"request number %d of session %d was used for another request (checksum %08x; this one's is %08x): a retry must resend the same request, and a new request must take the next number",
+		h.Request, h.ClientID, had, got)
 }
 
 // batchRequest reports whether the request payload is a well-formed insert
@@ -648,7 +703,7 @@ func (r *Replica) apply(le core.LogEntry) error {
 	case kindOperation:
 		var s *session
 		if e.session != 0 {
-			if r.inflight[e.session] == e.request {
+			if f, ok := r.inflight[e.session]; ok && f.request == e.request {
 				delete(r.inflight, e.session)
 			}
 			s = r.sessions.get(e.session)
@@ -659,7 +714,11 @@ func (r *Replica) apply(le core.LogEntry) error {
 				return nil
 			}
 			if e.request <= s.lastRequest { // a duplicate in the log: never run twice
-				if waited && e.request == s.lastRequest && s.reply != nil {
+				switch {
+				case !waited || e.request != s.lastRequest || s.reply == nil:
+				case e.summed && s.summed && e.sum != s.sum:
+					r.requestMismatch(w.to, w.h, s.sum, e.sum)
+				default:
 					r.send(w.to, core.Header{ClientID: w.h.ClientID, Request: w.h.Request, Type: s.replyType}, s.reply)
 				}
 				return nil
@@ -690,7 +749,9 @@ func (r *Replica) apply(le core.LogEntry) error {
 			return fmt.Errorf("encoding the reply of log entry %d: %w", le.Index, err)
 		}
 		if s != nil {
-			s.lastRequest, s.lastActivity, s.reply, s.replyType = e.request, le.Index, payload, core.MsgReply
+			s.lastRequest, s.reply, s.replyType = e.request, payload, core.MsgReply
+			s.summed, s.sum = e.summed, e.sum
+			r.sessions.touch(s, le.Index)
 		}
 		if waited {
 			r.sendFrame(w.to, frame)
@@ -755,11 +816,15 @@ func (r *Replica) execute(op core.Operation, ts uint64, req any) (any, error) {
 
 func (r *Replica) nodeID(i uint32) string { return fmt.Sprintf("replica-%d", i) }
 
-// The replicated state's snapshot encoding: magic "GEOREPL1", the last
+// The replicated state's snapshot encoding: magic "GEOREPL2", the last
 // applied timestamp (u64), the session table (see sessionTable.appendTo),
 // then the state machine's own snapshot (which carries its own checksum).
-// Storage wraps the whole in a checksummed file.
-const stateMagic = "GEOREPL1"
+// Storage wraps the whole in a checksummed file. A "GEOREPL1" state, whose
+// sessions keep no request checksums, decodes too.
+const (
+	stateMagic   = "GEOREPL2"
+	stateMagicV1 = "GEOREPL1"
+)
 
 // statePrefix is the state's encoding up to the state machine's snapshot.
 func (r *Replica) statePrefix() []byte {
@@ -788,11 +853,20 @@ type decodedState struct {
 // decode decodes b (see stateMagic). It reads nothing of any replica, so
 // it may run beside the event loop.
 func (s *decodedState) decode(b []byte, maxSessions int) error {
-	if len(b) < 16 || string(b[:8]) != stateMagic {
+	version := 0
+	if len(b) >= 16 {
+		switch string(b[:8]) {
+		case stateMagic:
+			version = 2
+		case stateMagicV1:
+			version = 1
+		}
+	}
+	if version == 0 {
 		return core.Errorf(core.Corruption, "snapshot is not a GeoEvent replica state")
 	}
 	s.lastOpTS = binary.LittleEndian.Uint64(b[8:16])
-	sessions, rest, err := decodeSessions(b[16:], maxSessions)
+	sessions, rest, err := decodeSessions(b[16:], maxSessions, version)
 	if err != nil {
 		return err
 	}

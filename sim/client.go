@@ -13,8 +13,10 @@ import (
 // knows no leader, 215 PRIMARY_UNREACHABLE for a request whose entry a
 // leader change overwrote) is resent after a backoff, after 211 and 215
 // perhaps to another replica; 201 SESSION_EXPIRED ends the operation (a
-// write's outcome is then unknown) and the client registers again. A
-// client whose replica is down connects to another one.
+// write's outcome is then unknown) and the client registers again; 205
+// SESSION_LIMIT for a register (its connection holds registrations whose
+// answers were lost) makes it register on a new connection. A client whose
+// replica is down connects to another one.
 
 type cstate uint8
 
@@ -279,6 +281,11 @@ func (c *client) receive(cn *conn, frame []byte) {
 			return
 		}
 		switch {
+		case c.state == csRegistering && h.ClientID == 0 && h.Request == c.regNonce && e.Code == core.SessionLimit.Code:
+			// The connection holds as many sessions as it may: registers
+			// of this client whose answers were lost. Closing it frees
+			// them; the client registers again on a new one.
+			c.moveOn("session limit")
 		case c.state == csRegistering && h.ClientID == 0 && h.Request == c.regNonce:
 			if !e.Retryable {
 				w.fail("client %d: register answered with %v", c.id, e)

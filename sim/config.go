@@ -97,16 +97,17 @@ type runConfig struct {
 	monoBase   []uint64
 
 	// Replica configuration.
-	maxSessions       int
-	maxPending        int
-	snapshotEvery     uint64
-	snapshotMinBytes  uint64
-	shedBatch         uint64
-	maxApply          int
-	cleanupEveryNS    uint64
-	electionTimeoutNS uint64
-	heartbeatNS       uint64
-	clockRealBase     uint64
+	maxSessions        int
+	maxSessionsPerConn int // 0: the replica's default
+	maxPending         int
+	snapshotEvery      uint64
+	snapshotMinBytes   uint64
+	shedBatch          uint64
+	maxApply           int
+	cleanupEveryNS     uint64
+	electionTimeoutNS  uint64
+	heartbeatNS        uint64
+	clockRealBase      uint64
 
 	// Clients.
 	requestTimeout   int64   // ticks before a client resends
@@ -190,6 +191,11 @@ func newRunConfig(r *rand.Rand, opts Options) runConfig {
 		// register (after a lost reply, or by a restarted client) evicts
 		// someone.
 		c.maxSessions = c.clients + 1
+	case 3:
+		// One live session per connection: a register resent after its
+		// answer was lost is refused with 205 SESSION_LIMIT (the first
+		// one registered), and the client registers on a new connection.
+		c.maxSessionsPerConn = 1
 	}
 	c.newInstance = pick(r, 0, 0.002, 0.01)
 
@@ -286,7 +292,7 @@ func (c runConfig) String() string {
 		fmt.Fprintf(&b, "damage/crash=%.2f ", c.damagePerCrash)
 		fmt.Fprintf(&b, "readfail=%.2f ", c.readFail)
 	}
-	fmt.Fprintf(&b, "replica(sessions=%d pending=%d snapEvery=%d snapBytes=%d shed=%d apply=%d cleanupNS=%d) client(timeout=%d reconnect<=%d think<=%d new=%.3f) ttl=%.2f invalid=%.2f",
-		c.maxSessions, c.maxPending, c.snapshotEvery, c.snapshotMinBytes, c.shedBatch, c.maxApply, c.cleanupEveryNS, c.requestTimeout, c.reconnectMax, c.thinkMax, c.newInstance, c.ttlShare, c.invalidShare)
+	fmt.Fprintf(&b, "replica(sessions=%d perConn=%d pending=%d snapEvery=%d snapBytes=%d shed=%d apply=%d cleanupNS=%d) client(timeout=%d reconnect<=%d think<=%d new=%.3f) ttl=%.2f invalid=%.2f",
+		c.maxSessions, c.maxSessionsPerConn, c.maxPending, c.snapshotEvery, c.snapshotMinBytes, c.shedBatch, c.maxApply, c.cleanupEveryNS, c.requestTimeout, c.reconnectMax, c.thinkMax, c.newInstance, c.ttlShare, c.invalidShare)
 	return b.String()
 }

@@ -279,19 +279,20 @@ func newWorld(seed int64, ticks int64, opts Options) *world {
 		n.clock = &Clock{now: &w.now, monoBase: w.cfg.monoBase[i], realBase: w.cfg.clockRealBase + w.cfg.realOffset[i], DriftPPM: w.cfg.driftPPM[i]}
 		n.rand = rand.New(rand.NewPCG(w.rng.Uint64(), w.rng.Uint64()))
 		n.cfg = replica.Config{
-			Cluster:           clusterID,
-			ReplicaIndex:      uint32(i),
-			ReplicaCount:      uint32(k),
-			Addresses:         addrs,
-			MaxSessions:       w.cfg.maxSessions,
-			MaxPendingEntries: w.cfg.maxPending,
-			SnapshotEvery:     w.cfg.snapshotEvery,
-			SnapshotMinBytes:  w.cfg.snapshotMinBytes,
-			ShedBatch:         w.cfg.shedBatch,
-			MaxApplyEntries:   w.cfg.maxApply,
-			CleanupEveryNS:    w.cfg.cleanupEveryNS,
-			ElectionTimeoutNS: w.cfg.electionTimeoutNS,
-			HeartbeatNS:       w.cfg.heartbeatNS,
+			Cluster:            clusterID,
+			ReplicaIndex:       uint32(i),
+			ReplicaCount:       uint32(k),
+			Addresses:          addrs,
+			MaxSessions:        w.cfg.maxSessions,
+			MaxSessionsPerConn: w.cfg.maxSessionsPerConn,
+			MaxPendingEntries:  w.cfg.maxPending,
+			SnapshotEvery:      w.cfg.snapshotEvery,
+			SnapshotMinBytes:   w.cfg.snapshotMinBytes,
+			ShedBatch:          w.cfg.shedBatch,
+			MaxApplyEntries:    w.cfg.maxApply,
+			CleanupEveryNS:     w.cfg.cleanupEveryNS,
+			ElectionTimeoutNS:  w.cfg.electionTimeoutNS,
+			HeartbeatNS:        w.cfg.heartbeatNS,
 		}
 		w.nodes = append(w.nodes, n)
 	}
