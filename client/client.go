@@ -203,6 +203,7 @@ func (c *Client) call(ctx context.Context, op core.Operation, req any) (any, err
 
 	st := callState{op: op, payload: payload}
 	retries := 0
+	hops := 0 // moves to the next address at once since the last wait
 	for {
 		st.attempts++
 		reply, err := s.attempt(ctx, &st)
@@ -213,6 +214,10 @@ func (c *Client) call(ctx context.Context, op core.Operation, req any) (any, err
 			return nil, &RetryError{Attempts: st.attempts, Err: err, Reason: c.closedOr(context.Cause(ctx))}
 		}
 		var ce *core.Error
+		moved := false // the session moved to the next address: a dial failed, or the replica said to
+		if cerr, ok := err.(*connError); ok && cerr.op == "connect to" {
+			moved = true
+		}
 		if errors.As(err, &ce) {
 			switch {
 			case ce.Code == core.SessionExpired.Code:
@@ -230,6 +235,7 @@ func (c *Client) call(ctx context.Context, op core.Operation, req any) (any, err
 			case rotates(ce.Code):
 				s.closeConn()
 				s.next()
+				moved = true
 			case ce.Retryable:
 			default:
 				return nil, err // validation, limits and other final answers
@@ -240,6 +246,15 @@ func (c *Client) call(ctx context.Context, op core.Operation, req any) (any, err
 		if c.opts.DisableRetries {
 			return nil, err
 		}
+		if moved && hops < len(c.addrs)-1 {
+			// A replica that is down or knows no leader says so at once:
+			// try the next one at once, and wait only once every address
+			// has been tried (so a failover costs the election, not a
+			// backoff for each dead address on the way).
+			hops++
+			continue
+		}
+		hops = 0
 		if retries >= c.opts.MaxRetries {
 			return nil, &RetryError{Attempts: st.attempts, Err: err}
 		}

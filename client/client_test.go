@@ -913,3 +913,32 @@ func TestCallsReuseRequestBuffers(t *testing.T) {
 		t.Fatal("a client with Options.Dial pooled a request buffer")
 	}
 }
+
+// Dead addresses and replicas that say "try another" are passed over at
+// once: a call reaches the live replica behind two dead ones and one that
+// answers 211 without a single backoff wait, and waits only once every
+// address has failed since the last wait.
+func TestDeadAddressesCostNoBackoff(t *testing.T) {
+	s := startServer(t, testserver.Config{})
+	opts := testOptions(s)
+	opts.BaseBackoff, opts.MaxBackoff = time.Second, time.Second // a wait would show
+	opts.PoolSize = 1
+	c := newClient(t, []string{deadAddr(t), deadAddr(t), s.Addr()}, opts)
+	start := time.Now()
+	if _, err := c.Upsert(context.Background(), []core.GeoEvent{ev(1, lat0, lon0)}); err != nil {
+		t.Fatalf("Upsert: %v", err)
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Fatalf("the call took %v past two dead addresses: it waited", d)
+	}
+	// The live replica answers 211 once: the call moves on at once to the
+	// two dead ones and back, a full round, and then waits once.
+	s.FailNext(1, core.ClusterUnavailable)
+	start = time.Now()
+	if _, err := c.Upsert(context.Background(), []core.GeoEvent{ev(2, lat0, lon0)}); err != nil {
+		t.Fatalf("Upsert: %v", err)
+	}
+	if d := time.Since(start); d < time.Second || d > 2500*time.Millisecond {
+		t.Fatalf("the call took %v; want one backoff wait (1 s to 1.5 s) after a round of three addresses", d)
+	}
+}

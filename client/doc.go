@@ -87,7 +87,12 @@
 //     running, and it clears once that request finishes.
 //   - Before retry number k (k = 0, 1, ...) the client waits
 //     min(MaxBackoff, BaseBackoff*2^k) plus a jitter uniform in
-//     [0, BaseBackoff/2] (defaults 100 ms and 1600 ms).
+//     [0, BaseBackoff/2] (defaults 100 ms and 1600 ms). A replica that
+//     cannot be dialed, or that answers 211, 214, 215 or 220 (see below),
+//     sends the call to the next address at once, without a wait and
+//     without counting a retry, until every address has been tried since
+//     the last wait: a failover then costs the election, not a growing
+//     backoff for each dead replica on the way.
 //   - A call never outlives Options.TotalTimeout (default 30 s) or its
 //     context: when the next wait would end past either deadline, the call
 //     gives up at once; a cancelled context aborts a blocked read or write.

@@ -411,6 +411,7 @@ func (s *Server) runPeer(p *peer) {
 		switch {
 		case !errors.As(err, &refusal):
 			lg.Info("lost the connection to a replica; reconnecting", zap.Error(err))
+			s.notePeerLost(p.index)
 		case refusal.reason != lastRefusal || time.Since(lastRefusalAt) >= peerRefusedLogEvery:
 			lg.Warn("a replica refused this replica's connection; retrying", zap.String("reason", refusal.reason))
 			lastRefusal, lastRefusalAt = refusal.reason, time.Now()
@@ -501,3 +502,13 @@ func (s *Server) servePeerConn(p *peer, nc net.Conn) error {
 // peerRefusalWait is how long a dialer whose write failed waits for the
 // peer's refusal, which the watcher may still be reading.
 const peerRefusalWait = 100 * time.Millisecond
+
+// notePeerLost tells the loop that the connection to replica index broke
+// (Replica.PeerLost: a killed leader is noticed at once). It is a hint: it
+// never blocks, and is dropped when the loop has not taken the last few.
+func (s *Server) notePeerLost(index uint32) {
+	select {
+	case s.peerLost <- index:
+	default:
+	}
+}

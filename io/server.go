@@ -123,6 +123,7 @@ type Server struct {
 	replyBufs chan []byte
 
 	besideDone chan func()    // the answers of work done beside the loop, for the loop to run
+	peerLost   chan uint32    // replicas whose connection broke, for Replica.PeerLost (notePeerLost)
 	loopDone   chan struct{}  // closed when the loop has exited (or never will run)
 	stop       chan struct{}  // closed by Close
 	wg         sync.WaitGroup // accept, readers, writers, peer dialers and watchers, work beside the loop
@@ -184,6 +185,7 @@ func openLocked(dir string, lock *DirLock, opts Options) (s *Server, err error) 
 		status:     replica.Status{Leader: replica.NoLeader},
 		replyBufs:  make(chan []byte, reusedReplies),
 		besideDone: make(chan func(), 1),
+		peerLost:   make(chan uint32, 8),
 		loopDone:   make(chan struct{}),
 		stop:       make(chan struct{}),
 		live:       make(map[*conn]struct{}),
@@ -442,6 +444,8 @@ func (s *Server) loop(ctx context.Context) error {
 			}
 		case answer := <-s.besideDone:
 			answer()
+		case p := <-s.peerLost:
+			s.r.PeerLost(p)
 		case <-tick.C:
 			s.r.Tick()
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -57,16 +58,26 @@ func TestFailoverUnderRestartChurn(t *testing.T) {
 		}
 		killedAt := time.Now()
 		c.kill(leader)
+		var errs []string // the probe's failed writes, for a slow failover's log
 		for {
 			next++
-			if err := wl.write(ctx, probe, 9<<40|next*clusterBatch); err == nil {
+			err := wl.write(ctx, probe, 9<<40|next*clusterBatch)
+			if err == nil {
 				break
-			} else if ctx.Err() != nil {
+			}
+			errs = append(errs, fmt.Sprintf("%v: %v", time.Since(killedAt).Round(time.Millisecond), err))
+			if ctx.Err() != nil {
 				t.Fatalf("cycle %d: no write acknowledged %v after the kill: %v", cycle, time.Since(killedAt), err)
 			}
 		}
-		failovers = append(failovers, time.Since(killedAt))
-		t.Logf("cycle %d: killed leader %d; failover took %v", cycle, leader, failovers[len(failovers)-1].Round(time.Millisecond))
+		took := time.Since(killedAt)
+		failovers = append(failovers, took)
+		t.Logf("cycle %d: killed leader %d; failover took %v", cycle, leader, took.Round(time.Millisecond))
+		if took > time.Second {
+			for _, e := range errs {
+				t.Logf("  probe failed at %s", e)
+			}
+		}
 		c.start(leader)
 	}
 	stopLoad()
