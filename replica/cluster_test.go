@@ -21,6 +21,7 @@ type clusterIO struct {
 	saved      []uint64 // snapshots written, not yet reported
 	holdBeside bool     // step leaves the queued encodings and decodings alone
 	holdSyncs  bool     // step leaves the Syncs in flight alone
+	holdApply  bool     // step leaves a backlog of committed entries unapplied
 }
 
 func (io *clusterIO) SendPeer(to uint32, frame ...[]byte) {
@@ -129,7 +130,7 @@ func (c *cluster) step() {
 			if !cn.io.holdBeside && cn.io.completeBeside(cn.r) {
 				busy = true
 			}
-			for cn.r.Backlog() {
+			for cn.r.Backlog() && !cn.io.holdApply {
 				busy = true
 				cn.r.ApplyMore()
 			}

@@ -1,6 +1,10 @@
 package replica
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/geoevent/geoevent/core"
+)
 
 // electedWithin runs the cluster in steps of a hundredth of the election
 // timeout until a replica other than old leads in a later term than term,
@@ -69,5 +73,47 @@ func TestPeerLostToALiveLeaderChangesNothing(t *testing.T) {
 	c.run(3 * testET)
 	if s := c.nodes[l].r.Status(); s.Term != term || s.Role != Leader {
 		t.Fatalf("leader after PeerLost of a follower: %+v", s)
+	}
+}
+
+// A replica still applying committed entries (as after a restart, which
+// replays its log) votes but does not campaign: when the leader dies, the
+// replica that is ready leads, and clients do not wait for the replay.
+// Once applied, it campaigns again.
+func TestReplayingReplicaDoesNotCampaign(t *testing.T) {
+	c := newCluster(t, 3, Config{MaxApplyEntries: 1})
+	l := c.leader()
+	w := c.client(l, 1)
+	for i := range uint32(20) {
+		c.nodes[l].r.Receive(1, core.Header{ClientID: w.session, Request: i + 1, Type: core.MsgRequest}, mustRequest(t, core.OpInsert, insertReq(ev(uint64(i+1), 1, 1))))
+		w.await()
+	}
+	slow, ready := (l+1)%3, (l+2)%3
+	c.restart(slow)
+	c.nodes[slow].io.holdApply = true
+	c.run(testET / 2)
+	if s := c.nodes[slow].r.Status(); s.Applied >= s.Commit {
+		t.Fatalf("setup: the restarted replica applied its log: %+v", s)
+	}
+	c.crash(l)
+	// Told at once that the leader is gone, the slow one would campaign
+	// within a quarter of the election timeout; it must not, however long.
+	c.nodes[slow].r.PeerLost(uint32(l))
+	for range 300 {
+		c.run(testET / 100)
+		if s := c.nodes[slow].r.Status(); s.Role != Follower {
+			t.Fatalf("the replica replaying its log campaigns: %+v", s)
+		}
+	}
+	if s := c.nodes[ready].r.Status(); s.Role != Leader {
+		t.Fatalf("the ready replica does not lead: %+v", s)
+	}
+	// Applied, the slow one campaigns when the leader dies.
+	c.nodes[slow].io.holdApply = false
+	c.run(testET)
+	c.crash(ready)
+	c.restart(l)
+	if got := c.leader(); got != slow && got != l {
+		t.Fatalf("leader %d", got)
 	}
 }

@@ -257,9 +257,17 @@ func (r *Replica) advanceRaftClock() uint64 {
 func (r *Replica) tickRaft(now uint64) {
 	if r.role != Leader {
 		if now >= r.electionDeadline {
-			if r.repairing {
+			switch {
+			case r.repairing:
 				r.resetElectionTimer() // it may lack entries it acknowledged: no campaign
-			} else {
+			case r.quorum > 1 && r.applied < r.commit:
+				// Still applying committed entries (a restart replays its
+				// log): as leader it would hold every client until it had
+				// applied them all, which takes seconds for a large log. It
+				// votes, and leaves campaigning to a replica that is ready;
+				// once applied, it campaigns like any other.
+				r.resetElectionTimer()
+			default:
 				r.startPreVote()
 			}
 		}

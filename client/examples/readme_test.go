@@ -32,10 +32,10 @@ func goBlocks(readme string) []string {
 	return blocks
 }
 
-// TestREADMEGo compiles and vets every ```go block of the README as a
-// program of its own, in a module outside this one that requires it
-// (replaced by this checkout), as a user's program would; and checks that
-// each is gofmt-formatted. A block must be a whole program (package main),
+// TestREADMEGo compiles and vets every ```go block of the README and of
+// docs/*.md as a program of its own, in a module outside this one that
+// requires it (replaced by this checkout), as a user's program would; and
+// checks that each is gofmt-formatted. A block must be a whole program (package main),
 // so that a user can paste it.
 func TestREADMEGo(t *testing.T) {
 	if testing.Short() {
@@ -45,13 +45,20 @@ func TestREADMEGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	var blocks []string
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := goBlocks(string(readme))
+	for _, name := range append([]string{filepath.Join(root, "README.md")}, docs...) {
+		text, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks = append(blocks, goBlocks(string(text))...)
+	}
 	if len(blocks) == 0 {
-		t.Fatal("the README has no ```go block")
+		t.Fatal("neither the README nor docs/ has a ```go block")
 	}
 	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
 	if err != nil {
@@ -70,11 +77,11 @@ func TestREADMEGo(t *testing.T) {
 	var pkgs []string
 	for i, src := range blocks {
 		if !strings.HasPrefix(src, "package main\n") {
-			t.Errorf("README Go block %d is not a whole program (package main):\n%s", i+1, src)
+			t.Errorf("Go block %d of the README and docs/ is not a whole program (package main):\n%s", i+1, src)
 			continue
 		}
 		if formatted, err := format.Source([]byte(src)); err == nil && !bytes.Equal(formatted, []byte(src)) {
-			t.Errorf("README Go block %d is not gofmt-formatted; gofmt makes it:\n%s", i+1, formatted)
+			t.Errorf("Go block %d of the README and docs/ is not gofmt-formatted; gofmt makes it:\n%s", i+1, formatted)
 		}
 		pkg := fmt.Sprintf("block%d", i+1)
 		if err := os.MkdirAll(filepath.Join(dir, pkg), 0o755); err != nil {

@@ -16,7 +16,8 @@ import (
 	"time"
 )
 
-// TestREADMEClusterExamples replays the README's "A 3-replica cluster":
+// TestREADMEClusterExamples replays "A 3-replica cluster" of
+// docs/operations.md (whose commands the README gives too):
 // it formats and starts the three replicas its commands describe (the
 // cluster id, the replica count and which replica serves HTTP on which
 // port are read from them; the ports themselves are free ones), then runs
@@ -37,7 +38,7 @@ import (
 // clusterNormalizer): terms by the order they first appear in, the
 // replication lag by being more than zero.
 func TestREADMEClusterExamples(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,25 +13,38 @@ import (
 	"time"
 )
 
-// TestREADMEExamples replays the README's curl transcript ("Every line
-// below is from one run against a fresh go run ./cmd/replica dev") against
-// a fresh dev server, in order, and checks that every answer is the one
-// printed there. What differs from run to run is compared by its shape
-// (see readmeNormalizer): timestamps by the order they first appear in,
-// cursors and the uptime not at all. So the README's examples stay what
-// the server answers: change an answer, and the README must change too.
+// TestREADMEExamples replays the curl transcripts of the README (its
+// short tour) and of docs/api.md (every endpoint), each introduced by
+// "Every line below is from one run against a fresh", against a fresh dev
+// server each, in order, and checks that every answer is the one printed
+// there. What differs from run to run is compared by its shape (see
+// readmeNormalizer): timestamps by the order they first appear in, cursors
+// and the uptime not at all. So the examples stay what the server answers:
+// change an answer, and the page must change too.
 func TestREADMEExamples(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
+	for _, doc := range []struct {
+		name     string
+		minSteps int
+	}{{"README.md", 4}, {filepath.Join("docs", "api.md"), 20}} {
+		t.Run(filepath.Base(doc.name), func(t *testing.T) {
+			raw, err := os.ReadFile(filepath.Join("..", "..", doc.name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			steps, err := parseTranscript(string(raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(steps) < doc.minSteps {
+				t.Fatalf("found %d curl examples in %s; expected at least %d", len(steps), doc.name, doc.minSteps)
+			}
+			replayTranscript(t, steps)
+		})
 	}
-	steps, err := parseTranscript(string(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(steps) < 20 {
-		t.Fatalf("found %d curl examples in the README; expected the whole transcript", len(steps))
-	}
+}
+
+// replayTranscript runs steps against a fresh dev server.
+func replayTranscript(t *testing.T, steps []readmeStep) {
 	binAddr := freeAddr(t)
 	srv := startChild(t, "dev", "--data", filepath.Join(t.TempDir(), "dev-data"), "--addresses", binAddr, "--http", "127.0.0.1:0")
 	httpAddr := httpAddrFromBanner(t, srv)
