@@ -24,11 +24,14 @@ import (
 const DefaultMaxBodyBytes = 16 << 20
 
 // DefaultBodyBudget bounds the bytes of request bodies the gateway holds
-// at once, over all requests: 256 MiB (16 bodies at the 16 MiB limit).
+// at once, over all requests: 128 MiB (8 bodies at the 16 MiB limit, a
+// hundred batches of 10,000 events). The heap of a full budget is about
+// twice that (buffers outgrown and not yet collected, the collector's
+// headroom).
 // A request whose body would take more waits up to bodyBudgetWait for
 // others to end, and is answered 503 with 212 CLUSTER_BUSY (retryable)
 // if none does.
-const DefaultBodyBudget = 256 << 20
+const DefaultBodyBudget = 128 << 20
 
 // bodyBudgetWait is how long a body waits for room in the budget.
 const bodyBudgetWait = time.Second
