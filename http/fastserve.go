@@ -34,9 +34,11 @@ import (
 // Anything else -- HTTP/1.0, Transfer-Encoding, Expect, Upgrade, an
 // unclean or escaped path, repeated or odd headers, a header block over
 // the buffer -- hands the connection, with the bytes read so far, to a
-// net/http server over the same Gateway, which serves it from then on.
-// Both paths call the same handlers, so the answers are the same; the fast
-// path passes no request headers to them (the handlers read none) and its
+// net/http server over the same Gateway, which serves it from then on; but
+// a body framed two ways is refused first (see parse). Both paths call
+// the same handlers, so the answers are the same; the fast path passes
+// the handlers the three request headers the gateway reads (Content-Type,
+// Origin, Access-Control-Request-Method; see call) and no others, and its
 // requests' contexts are not cancelled when the client goes away (the
 // operation runs to its end or its timeout).
 //

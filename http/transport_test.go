@@ -403,3 +403,31 @@ func TestBodyBudget(t *testing.T) {
 		t.Errorf("a body over the whole budget: %d after %v", res.StatusCode, time.Since(start))
 	}
 }
+
+// Every operation that takes a body documents the 415 of a body not
+// declared JSON.
+func TestOpenAPIDocuments415(t *testing.T) {
+	doc, _ := loadOpenAPI(t)
+	n := 0
+	for path, item := range doc.Paths {
+		for m, op := range item {
+			var o struct {
+				RequestBody any            `json:"requestBody"`
+				Responses   map[string]any `json:"responses"`
+			}
+			json.Unmarshal(op, &o)
+			if o.RequestBody != nil {
+				n++
+				if o.Responses["415"] == nil {
+					t.Errorf("%s %s takes a body and documents no 415", m, path)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no operation takes a body")
+	}
+	if doc.Components.Responses["UnsupportedMediaType"] == nil {
+		t.Fatal("no UnsupportedMediaType response")
+	}
+}
