@@ -25,12 +25,11 @@ const DefaultMaxBodyBytes = 16 << 20
 
 // DefaultBodyBudget bounds the bytes of request bodies the gateway holds
 // at once, over all requests: 128 MiB (8 bodies at the 16 MiB limit, a
-// hundred batches of 10,000 events). The heap of a full budget is about
-// twice that (buffers outgrown and not yet collected, the collector's
-// headroom).
-// A request whose body would take more waits up to bodyBudgetWait for
-// others to end, and is answered 503 with 212 CLUSTER_BUSY (retryable)
-// if none does.
+// hundred batches of 10,000 events). A request whose body would take more
+// waits up to bodyBudgetWait for others to end, and is answered 503 with
+// 212 CLUSTER_BUSY (retryable) if none does. The heap a full budget takes
+// is about twice it (buffers outgrown and not yet collected, the
+// collector's headroom).
 const DefaultBodyBudget = 128 << 20
 
 // bodyBudgetWait is how long a body waits for room in the budget.
@@ -218,8 +217,8 @@ func (g *Gateway) serveEndpoint(c *call, e *endpoint) {
 			g.serve(c, func(c *call) *failure {
 				c.form = lenientForm(r)
 				return &failure{info: core.MalformedRequest, status: stdhttp.StatusForbidden,
-					msg: fmt.Sprintf("cross-origin requests from %s are not allowed: the server allows %s (Config.CORSOrigins; replica --cors-origin)",
-						truncate(c.origin, 200), g.cors.describe())}
+					msg: fmt.Sprintf("cross-origin requests from %s are not allowed: the server's allowed origins are set by Config.CORSOrigins (replica --cors-origin)",
+						truncate(c.origin, 200))}
 			})
 			return
 		}
@@ -547,6 +546,9 @@ func (c *call) body(optional bool) (*doc, *failure) {
 	for {
 		if int64(len(buf)) == usable {
 			next := min(max(2*usable, minBodyBuffer), end)
+			if next == usable { // not reached: the readers stop before end
+				return nil, tooLarge()
+			}
 			if !c.g.budget.acquire(c.ctx, next-usable, bodyBudgetWait) {
 				return nil, busy()
 			}
