@@ -9,6 +9,7 @@ import (
 	"net"
 	stdhttp "net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -246,10 +247,7 @@ func (c *fastConn) serve() {
 			if c.s.inShutdown.Load() {
 				return
 			}
-			if c.nc.SetReadDeadline(time.Now().Add(idleTimeout)) != nil {
-				return
-			}
-			if _, err := c.br.Peek(1); err != nil {
+			if !c.awaitRequest() {
 				return
 			}
 			if !c.state.CompareAndSwap(int32(connIdle), int32(connActive)) {
@@ -280,6 +278,40 @@ func (c *fastConn) serve() {
 		}
 	}
 }
+
+// awaitRequest waits, up to idleTimeout, for the next request's first
+// byte; false: the connection is to close. A connection whose buffers
+// grew past idleScratch keeps them for the next request only while it
+// follows within scratchIdle: an idle connection holds little memory
+// (about the 16 KiB of its read buffer), however large its last request.
+func (c *fastConn) awaitRequest() bool {
+	now := time.Now()
+	if c.sc.size() > idleScratch {
+		if c.nc.SetReadDeadline(now.Add(scratchIdle)) != nil {
+			return false
+		}
+		_, err := c.br.Peek(1)
+		if err == nil {
+			return true
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			return false
+		}
+		c.sc = scratch{}
+		c.out = nil
+	}
+	if c.nc.SetReadDeadline(now.Add(idleTimeout)) != nil {
+		return false
+	}
+	_, err := c.br.Peek(1)
+	return err == nil
+}
+
+// What an idle connection keeps of its buffers (see awaitRequest).
+const (
+	idleScratch = 64 << 10
+	scratchIdle = time.Second
+)
 
 // readHead returns the request's head (request line to empty line) without
 // consuming it, reading more as needed under the header timeout; nil when

@@ -3,7 +3,9 @@ package http_test
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
+	stdhttp "net/http"
 	"os"
 	"runtime"
 	"strings"
@@ -94,4 +96,67 @@ func residentMiB(t *testing.T, field string) int {
 	}
 	t.Fatalf("no %s in /proc/self/status", field)
 	return 0
+}
+
+// TestMemoryOfIdleConnections measures the heap 2,000 connections hold
+// while idle after one 200 KB insert each, at once and after the
+// connections' buffers are dropped (a second of idleness). It runs only
+// with GEOEVENT_MEMATTACK=1.
+func TestMemoryOfIdleConnections(t *testing.T) {
+	if os.Getenv("GEOEVENT_MEMATTACK") == "" {
+		t.Skip("set GEOEVENT_MEMATTACK=1 to run the memory measurement")
+	}
+	const conns = 2000
+	addr := serveGateway(t, ghttp.Config{Backend: cannedBackend()}).Addr().String()
+	event := `{"entity_id":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","lat_nano":1,"lon_nano":2}`
+	body := `{"events":[` + strings.Repeat(event+",", 2499) + event + `]}`
+	req := fmt.Sprintf("POST /events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	heap := func() int {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return int(m.HeapInuse >> 20)
+	}
+	base := heap()
+	var open []net.Conn
+	defer func() {
+		for _, nc := range open {
+			nc.Close()
+		}
+	}()
+	start := time.Now()
+	sem := make(chan struct{}, 50)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range conns {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			nc, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			open = append(open, nc)
+			mu.Unlock()
+			nc.SetDeadline(time.Now().Add(60 * time.Second))
+			if _, err := nc.Write([]byte(req)); err != nil {
+				t.Error(err)
+				return
+			}
+			res, err := stdhttp.ReadResponse(bufio.NewReader(nc), nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, res.Body)
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d idle connections after a %d KB insert each (%v): heap in use %d MiB above the start", conns, len(body)>>10, time.Since(start).Round(time.Millisecond), heap()-base)
+	time.Sleep(1500 * time.Millisecond)
+	t.Logf("1.5 s later: heap in use %d MiB above the start", heap()-base)
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"go.uber.org/zap"
 
@@ -369,6 +370,11 @@ type scratch struct {
 	body  []byte
 	nodes []node
 	out   jw
+}
+
+// size is the bytes the scratch's buffers hold.
+func (sc *scratch) size() int {
+	return cap(sc.body) + cap(sc.nodes)*int(unsafe.Sizeof(node{})) + cap(sc.out.b)
 }
 
 // maxScratch and maxScratchNodes bound the buffers a scratch keeps for the

@@ -431,3 +431,45 @@ func TestOpenAPIDocuments415(t *testing.T) {
 		t.Fatal("no UnsupportedMediaType response")
 	}
 }
+
+// A connection idle for a while after a large request drops the buffers
+// it grew (awaitRequest) and serves its next requests as before.
+func TestIdleConnectionAfterLargeRequest(t *testing.T) {
+	t.Parallel()
+	addr := serveGateway(t, ghttp.Config{Backend: cannedBackend()}).Addr().String()
+	event := `{"entity_id":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","lat_nano":1,"lon_nano":2}`
+	large := `{"events":[` + strings.Repeat(event+",", 999) + event + `]}`
+	post := func(body string) string {
+		return fmt.Sprintf("POST /events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	}
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	br := bufio.NewReader(nc)
+	roundTrip := func(req string) string {
+		t.Helper()
+		nc.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.WriteString(nc, req); err != nil {
+			t.Fatal(err)
+		}
+		res, err := stdhttp.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return describe(res)
+	}
+	first := roundTrip(post(large))
+	if !strings.Contains(first, "HTTP/1.1 200") || !strings.Contains(first, `"index":999`) {
+		t.Fatalf("large insert: %.300s", first)
+	}
+	time.Sleep(1300 * time.Millisecond)
+	if again := roundTrip(post(large)); again != first {
+		t.Errorf("after idling: %.300s", again)
+	}
+	small := roundTrip(post(`{"events":[` + event + `]}`))
+	if !strings.Contains(small, "HTTP/1.1 200") || strings.Contains(small, `"index":1`) {
+		t.Errorf("small insert after idling: %.300s", small)
+	}
+}
