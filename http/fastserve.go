@@ -533,10 +533,7 @@ func (q *fastRequest) parse(head []byte) parseResult {
 		return parseHandOver
 	}
 	http10 := string(version) == "HTTP/1.0"
-	if !http10 && string(version) != "HTTP/1.1" {
-		return parseHandOver
-	}
-	fast := !http10 && cleanTarget(target)
+	fast := string(version) == "HTTP/1.1" && cleanTarget(target)
 	q.method = methodString(method)
 	q.target = string(target)
 	q.path, q.query, _ = cutByte(q.target, '?')

@@ -266,6 +266,7 @@ func TestRequestSmugglingRefused(t *testing.T) {
 		"POST /events?form=a HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " + fmt.Sprint(len(event)) + "\r\nContent-Length: " + fmt.Sprint(len(event)) + "\r\n\r\n" + event + smuggled,
 		"POST /events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 3\r\nContent-Length: " + fmt.Sprint(len(event)) + "\r\n\r\n" + event + smuggled,
 		"POST /events HTTP/1.0\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked + smuggled,
+		"POST /events HTTP/1.2\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked + smuggled,
 		// A path the fast path would hand over: refused before that.
 		"POST /./events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " + fmt.Sprint(len(chunked)) + "\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked + smuggled,
 	} {
