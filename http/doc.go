@@ -99,8 +99,8 @@
 //     zero, lat_nano, lon_nano, altitude_mm, velocity_mms, heading_cdeg,
 //     timestamp_ns in the future, an existing key) are reported per event
 //     (codes 7-14), the batch uncommitted.
-//   - A request with a body (Content-Length above 0, or chunked) must
-//     send Content-Type: application/json (in any case; parameters such
+//   - A POST or DELETE with a body (Content-Length above 0, or chunked)
+//     must send Content-Type: application/json (in any case; parameters such
 //     as charset=utf-8 are ignored). Any other type, or none, is 415 with
 //     1 MALFORMED_REQUEST, naming what was sent, before the request is
 //     read further: so a web page cannot make a browser post a "simple"
@@ -146,7 +146,10 @@
 // buffer's bytes from one budget for the whole gateway (Config.BodyBudget,
 // DefaultBodyBudget 128 MiB) until its request ends; a body that would
 // exceed it waits up to a second for room and is otherwise answered 503
-// with 212 CLUSTER_BUSY (retryable).
+// with 212 CLUSTER_BUSY (retryable). A connection keeps the buffers of its
+// last request for the next one; buffers over 64 KiB only while the next
+// request follows within a second, so an idle connection holds about its
+// 16 KiB read buffer.
 //
 // # Cross-origin requests (CORS)
 //

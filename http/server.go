@@ -52,7 +52,8 @@ type Config struct {
 	// CORSOrigins are the origins (scheme://host[:port]) whose browser
 	// pages may call the API cross-origin; "*" allows any origin (for
 	// development). None by default: browsers keep other sites' pages
-	// from reading answers, and a preflight is refused (403).
+	// from reading answers, and a preflight is refused (403). New refuses
+	// an entry that is neither (see CheckCORSOrigin).
 	CORSOrigins []string
 }
 
@@ -259,10 +260,10 @@ func (g *Gateway) serveEndpoint(c *call, e *endpoint) {
 }
 
 // checkContentType is "" when the request's body is declared JSON (see
-// isJSONType), and otherwise what is wrong. A request with a body must
-// say so: browsers send a cross-site form or text/plain POST without
+// isJSONType), and otherwise what is wrong. A POST or DELETE with a body
+// must say so: browsers send a cross-site form or text/plain POST without
 // asking the server first (no preflight), and such a request must not
-// write.
+// write. (GET and HEAD handlers read no body.)
 func (c *call) checkContentType() string {
 	switch {
 	case c.contentTypes > 1:
