@@ -157,6 +157,9 @@ func benchServe(b *testing.B, method, target string, body []byte) {
 		rd.Reset(string(body))
 		r, _ := stdhttp.NewRequest(method, target, io.NopCloser(rd))
 		r.ContentLength = int64(len(body))
+		if len(body) > 0 {
+			r.Header.Set("Content-Type", "application/json")
+		}
 		clear(w.h)
 		w.status = 0
 		g.ServeHTTP(w, r)
@@ -200,7 +203,11 @@ func benchFastServe(b *testing.B, method, target string, body []byte) {
 		b.Fatal(err)
 	}
 	defer nc.Close()
-	req := fmt.Appendf(nil, "%s %s HTTP/1.1\r\nHost: bench\r\nContent-Length: %d\r\n\r\n%s", method, target, len(body), body)
+	ctype := ""
+	if len(body) > 0 {
+		ctype = "Content-Type: application/json\r\n"
+	}
+	req := fmt.Appendf(nil, "%s %s HTTP/1.1\r\nHost: bench\r\n%sContent-Length: %d\r\n\r\n%s", method, target, ctype, len(body), body)
 	br := bufio.NewReaderSize(nc, 64<<10)
 	b.ReportAllocs()
 	for b.Loop() {

@@ -131,9 +131,15 @@
 //     zero, lat_nano or lat, lon_nano or lon, altitude_mm, velocity_mms,
 //     heading_cdeg, timestamp_ns in the future, an existing key) are
 //     reported per event (codes 7-14), the batch uncommitted.
-//   - Content-Type is not enforced; bodies must be JSON. The body limit is
-//     16 MiB (DefaultMaxBodyBytes): a larger body is 413 with code 300 and
-//     a JSON error body.
+//   - A POST or DELETE with a body (Content-Length above 0, or chunked)
+//     must send Content-Type: application/json (in any case; parameters such
+//     as charset=utf-8 are ignored). Any other type, or none, is 415 with
+//     1 MALFORMED_REQUEST, naming what was sent, before the request is
+//     read further: so a web page cannot make a browser post a "simple"
+//     cross-site request (a form or text/plain, sent without a preflight)
+//     that writes. A request without a body (POST /cleanup/expired with
+//     none) needs no type. The body limit is 16 MiB (DefaultMaxBodyBytes):
+//     a larger body is 413 with code 300 and a JSON error body.
 //
 // # Status and topology
 //
@@ -172,8 +178,41 @@
 // read of it, to a net/http server over the same [Gateway]: the answers are
 // the same either way, net/http's merely cost twice the CPU. Timeouts: 10
 // s for a request's header block, 2 minutes for the whole request and for
-// an idle connection. Handlers read no request header (the fast path passes
-// none).
+// an idle connection. The request headers the gateway reads are
+// Content-Type, Origin and Access-Control-Request-Method; the fast path
+// parses those three and no others.
+//
+// A request that frames its body two ways -- Content-Length with
+// Transfer-Encoding, two Content-Length headers, or Transfer-Encoding in
+// HTTP/1.0 -- is 400 (code 1) and its connection closes, so the bytes
+// after it are never taken for another request (request smuggling, RFC
+// 9112 sections 6.1 and 6.3). net/http drops the Content-Length of such a
+// request before the gateway sees it, so on a connection handed over a
+// chunked request closes the connection after its answer, and a chunked
+// request that follows another on it is refused (400).
+//
+// Request bodies are read into buffers that grow as bytes arrive (a
+// declared length reserves nothing up front). Every body holds its
+// buffer's bytes from one budget for the whole gateway (Config.BodyBudget,
+// DefaultBodyBudget 128 MiB) until its request ends; a body that would
+// exceed it waits up to a second for room and is otherwise answered 503
+// with 212 CLUSTER_BUSY (retryable). A connection keeps the buffers of its
+// last request for the next one; buffers over 64 KiB only while the next
+// request follows within a second, so an idle connection holds about its
+// 16 KiB read buffer.
+//
+// # Cross-origin requests (CORS)
+//
+// By default no other origin is allowed: answers carry no CORS header, so
+// browsers keep other sites' pages from reading them, and a preflight
+// (OPTIONS with Origin and Access-Control-Request-Method) is 403 with a
+// JSON error. Config.CORSOrigins (replica's --cors-origin) lists the
+// origins allowed, as scheme://host[:port], or "*" for any (for
+// development). For an allowed origin every answer carries
+// Access-Control-Allow-Origin (the request's origin) and Vary: Origin, and
+// a preflight to an API path is 204 with Access-Control-Allow-Methods (the
+// path's methods), Access-Control-Allow-Headers: Content-Type and
+// Access-Control-Max-Age: 600.
 //
 // Nothing is written by a rejected request: a request is decoded and
 // validated completely before it is submitted, and a batch with an invalid
@@ -193,6 +232,9 @@
 // (2, 4, 16, 201-205) mean the gateway itself failed and are 500 with 500
 // INTERNAL_ERROR. HTTP-level errors outside the table: 404 for an unknown
 // path and 405 (with Allow) for a method a path does not take, both with
-// code 4 UNKNOWN_OPERATION; 413 for a body over the limit.
+// code 4 UNKNOWN_OPERATION; 413 for a body over the limit; 415 for a
+// body not declared JSON and 400 for a body framed two ways (code 1); 403
+// for a preflight from an origin not allowed (code 1); 503 with 212
+// CLUSTER_BUSY when the body budget is full.
 // GET /ping is 503 {pong: false, reason} when the cluster does not answer.
 package http

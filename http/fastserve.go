@@ -9,12 +9,15 @@ import (
 	"net"
 	stdhttp "net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/geoevent/geoevent/core"
 )
 
 // The server's connection loop. On the project's 2-core VM net/http's
@@ -32,9 +35,11 @@ import (
 // Anything else -- HTTP/1.0, Transfer-Encoding, Expect, Upgrade, an
 // unclean or escaped path, repeated or odd headers, a header block over
 // the buffer -- hands the connection, with the bytes read so far, to a
-// net/http server over the same Gateway, which serves it from then on.
-// Both paths call the same handlers, so the answers are the same; the fast
-// path passes no request headers to them (the handlers read none) and its
+// net/http server over the same Gateway, which serves it from then on; but
+// a body framed two ways is refused first (see parse). Both paths call
+// the same handlers, so the answers are the same; the fast path passes
+// the handlers the three request headers the gateway reads (Content-Type,
+// Origin, Access-Control-Request-Method; see call) and no others, and its
 // requests' contexts are not cancelled when the client goes away (the
 // operation runs to its end or its timeout).
 //
@@ -84,7 +89,10 @@ func newFastServer(g *Gateway, ln net.Listener) *fastServer {
 	s := &fastServer{g: g, log: g.log, ln: ln, conns: map[*fastConn]struct{}{}}
 	s.handoff = newHandoffListener(ln.Addr())
 	s.std = &stdhttp.Server{
-		Handler:           g,
+		Handler: stdhttp.HandlerFunc(s.serveHandedOver),
+		ConnContext: func(ctx context.Context, _ net.Conn) context.Context {
+			return context.WithValue(ctx, handedRequestsKey{}, new(atomic.Int64))
+		},
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		IdleTimeout:       idleTimeout,
@@ -239,10 +247,7 @@ func (c *fastConn) serve() {
 			if c.s.inShutdown.Load() {
 				return
 			}
-			if c.nc.SetReadDeadline(time.Now().Add(idleTimeout)) != nil {
-				return
-			}
-			if _, err := c.br.Peek(1); err != nil {
+			if !c.awaitRequest() {
 				return
 			}
 			if !c.state.CompareAndSwap(int32(connIdle), int32(connActive)) {
@@ -255,9 +260,17 @@ func (c *fastConn) serve() {
 			return
 		}
 		req := fastRequest{host: c.host}
-		if head == nil || !req.parse(head) {
+		verdict := parseHandOver
+		if head != nil {
+			verdict = req.parse(head)
+		}
+		switch verdict {
+		case parseHandOver:
 			c.handOver()
 			handedOver = true
+			return
+		case parseReject:
+			c.refuse(&req, len(head))
 			return
 		}
 		if !c.serveRequest(&req, len(head), start) {
@@ -265,6 +278,40 @@ func (c *fastConn) serve() {
 		}
 	}
 }
+
+// awaitRequest waits, up to idleTimeout, for the next request's first
+// byte; false: the connection is to close. A connection whose buffers
+// grew past idleScratch keeps them for the next request only while it
+// follows within scratchIdle: an idle connection holds little memory
+// (about the 16 KiB of its read buffer), however large its last request.
+func (c *fastConn) awaitRequest() bool {
+	now := time.Now()
+	if c.sc.size() > idleScratch {
+		if c.nc.SetReadDeadline(now.Add(scratchIdle)) != nil {
+			return false
+		}
+		_, err := c.br.Peek(1)
+		if err == nil {
+			return true
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			return false
+		}
+		c.sc = scratch{}
+		c.out = nil
+	}
+	if c.nc.SetReadDeadline(now.Add(idleTimeout)) != nil {
+		return false
+	}
+	_, err := c.br.Peek(1)
+	return err == nil
+}
+
+// What an idle connection keeps of its buffers (see awaitRequest).
+const (
+	idleScratch = 64 << 10
+	scratchIdle = time.Second
+)
 
 // readHead returns the request's head (request line to empty line) without
 // consuming it, reading more as needed under the header timeout; nil when
@@ -310,6 +357,46 @@ func (c *fastConn) handOver() {
 	}
 }
 
+// refuse answers a request whose head (n bytes) parse rejected: 400, in
+// the ?form's form, and the connection closes without reading on -- what
+// follows the head cannot be told apart from its body.
+func (c *fastConn) refuse(req *fastRequest, n int) {
+	if _, err := c.br.Discard(n); err != nil {
+		return
+	}
+	c.url = url.URL{Path: req.path, RawQuery: req.query}
+	c.req = stdhttp.Request{Method: req.method, URL: &c.url, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Host: req.host, RequestURI: req.target, RemoteAddr: c.remote, Body: stdhttp.NoBody}
+	c.body = fastBody{c: c}
+	c.w.reset(c, req.method == "HEAD", true)
+	c.ctx.begin(c.s.g.cfg.RequestTimeout)
+	c.call = call{g: c.s.g, w: &c.w, r: &c.req, ctx: &c.ctx, sc: &c.sc}
+	msg := req.reject
+	c.s.g.serve(&c.call, func(cl *call) *failure {
+		cl.form = lenientForm(cl.r)
+		return &failure{info: core.MalformedRequest, status: stdhttp.StatusBadRequest, msg: msg}
+	})
+	c.ctx.end()
+	c.call = call{}
+	if c.w.finish() == nil {
+		c.lingerClose()
+	}
+}
+
+// lingerClose closes our side of the connection and reads what the client
+// still sends, for up to rstAvoidanceDelay: closing a socket with unread
+// data resets it, and the client could lose the answer.
+func (c *fastConn) lingerClose() {
+	cw, ok := c.nc.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	if c.nc.SetReadDeadline(time.Now().Add(rstAvoidanceDelay)) != nil {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, c.nc, maxUnreadBody)
+}
+
 // serveRequest runs one parsed request whose head is n bytes long and
 // writes the answer; false means the connection must close.
 func (c *fastConn) serveRequest(req *fastRequest, n int, start time.Time) bool {
@@ -344,7 +431,8 @@ func (c *fastConn) serveRequest(req *fastRequest, n int, start time.Time) bool {
 	e, id := c.s.g.route(req.path)
 	c.w.reset(c, r.Method == "HEAD", req.close || c.s.inShutdown.Load())
 	c.ctx.begin(c.s.g.cfg.RequestTimeout)
-	c.call = call{g: c.s.g, w: &c.w, r: r, ctx: &c.ctx, pathID: id, sc: &c.sc}
+	c.call = call{g: c.s.g, w: &c.w, r: r, ctx: &c.ctx, pathID: id, sc: &c.sc,
+		contentType: req.contentType, contentTypes: req.contentTypes, origin: req.origin, preflight: req.preflight}
 	c.s.g.serveEndpoint(&c.call, e)
 	c.ctx.end()
 	c.call = call{}
@@ -371,6 +459,33 @@ func (c *fastConn) serveRequest(req *fastRequest, n int, start time.Time) bool {
 	return !c.w.closeAfter
 }
 
+// handedRequestsKey keys a handed-over connection's request count in its
+// requests' contexts.
+type handedRequestsKey struct{}
+
+// serveHandedOver serves a request of a connection handed over. The
+// connection's first request is the one the fast path parsed (and refused
+// if it framed its body two ways). A later one was parsed by net/http
+// alone, which drops a Content-Length sent beside Transfer-Encoding before
+// the handler sees it: so a chunked request after the first is refused
+// (400, and the connection closes), as it cannot be told from a smuggling
+// attempt. (ServeHTTP closes the connection after any chunked request, so
+// a chunked request is always a connection's last: this refuses only
+// chunked requests that follow another request.)
+func (s *fastServer) serveHandedOver(w stdhttp.ResponseWriter, r *stdhttp.Request) {
+	n, _ := r.Context().Value(handedRequestsKey{}).(*atomic.Int64)
+	if n != nil && n.Add(1) > 1 && len(r.TransferEncoding) > 0 {
+		w.Header().Set("Connection", "close")
+		s.g.serve(&call{g: s.g, w: w, r: r}, func(c *call) *failure {
+			c.form = lenientForm(r)
+			return &failure{info: core.MalformedRequest, status: stdhttp.StatusBadRequest,
+				msg: "a chunked request must be the first on its connection here, as its Content-Length, if any, cannot be seen (RFC 9112 section 6.3): open a new connection for it"}
+		})
+		return
+	}
+	s.g.ServeHTTP(w, r)
+}
+
 // handovers counts the connections handed to net/http (for tests).
 var handovers atomic.Int64
 
@@ -383,23 +498,46 @@ type fastRequest struct {
 	method, target, path, query, host string
 	contentLength                     int64
 	close                             bool // Connection: close
+	// The headers the gateway reads (see call): Content-Type (how many,
+	// and the first), Origin, Access-Control-Request-Method.
+	contentType  string
+	contentTypes int
+	origin       string
+	preflight    string
+	reject       string // parseReject's reason
 }
 
+// What parse makes of a request head.
+type parseResult int
+
+const (
+	parseServe    parseResult = iota // the fast path serves it
+	parseHandOver                    // net/http serves the connection
+	parseReject                      // 400 and close: ambiguous framing
+)
+
 // parse parses head, the request line and headers up to the empty line,
-// and reports whether the fast path serves it (see the top of this file).
+// and tells whether the fast path serves it (see the top of this file),
+// hands it over, or refuses it: a body framed two ways -- Content-Length
+// and Transfer-Encoding, or two Content-Length headers, or
+// Transfer-Encoding in HTTP/1.0 -- is a request smuggling attempt (RFC
+// 9112 sections 6.1 and 6.3), answered 400 with the connection closed. So
+// the headers are read to the end even for a request handed over.
 // q.host may hold a likely Host (the connection's last): it is kept,
 // rather than copied again, when the request's is the same.
-func (q *fastRequest) parse(head []byte) bool {
+func (q *fastRequest) parse(head []byte) parseResult {
 	line, rest, _ := bytes.Cut(head, []byte("\r\n"))
 	method, line, ok1 := bytes.Cut(line, []byte(" "))
 	target, version, ok2 := bytes.Cut(line, []byte(" "))
-	if !ok1 || !ok2 || len(method) == 0 || !isToken(method) || string(version) != "HTTP/1.1" || !cleanTarget(target) {
-		return false
+	if !ok1 || !ok2 || len(method) == 0 || !isToken(method) {
+		return parseHandOver
 	}
+	http10 := string(version) == "HTTP/1.0"
+	fast := string(version) == "HTTP/1.1" && cleanTarget(target)
 	q.method = methodString(method)
 	q.target = string(target)
 	q.path, q.query, _ = cutByte(q.target, '?')
-	hosts, lengths := 0, 0
+	hosts, lengths, encodings, origins, preflights := 0, 0, 0, 0, 0
 	for {
 		line, rest, _ = bytes.Cut(rest, []byte("\r\n"))
 		if len(line) == 0 {
@@ -407,48 +545,97 @@ func (q *fastRequest) parse(head []byte) bool {
 		}
 		name, value, ok := bytes.Cut(line, []byte(":"))
 		if !ok || len(name) == 0 || !isToken(name) {
-			return false // obs-fold (a leading space) included
+			fast = false // obs-fold (a leading space) included
+			continue
 		}
 		value = bytes.Trim(value, " \t")
 		for _, b := range value {
 			if b < 0x20 && b != '\t' || b == 0x7f {
-				return false
+				fast = false
 			}
 		}
-		switch {
-		case asciiEqualFold(name, "Host"):
-			hosts++
-			if string(value) != q.host {
-				q.host = string(value)
-			}
-		case asciiEqualFold(name, "Content-Length"):
-			lengths++
-			if len(value) == 0 || len(value) > 15 {
-				return false
-			}
-			for _, b := range value {
-				if b < '0' || b > '9' {
-					return false
+		// By length first: most headers are none of these.
+		switch len(name) {
+		case 4:
+			if asciiEqualFold(name, "Host") {
+				hosts++
+				if string(value) != q.host {
+					q.host = string(value)
 				}
 			}
-			q.contentLength, _ = strconv.ParseInt(string(value), 10, 64)
-		case asciiEqualFold(name, "Connection"):
-			for _, tok := range bytes.Split(value, []byte(",")) {
-				tok = bytes.Trim(tok, " \t")
-				switch {
-				case asciiEqualFold(tok, "close"):
-					q.close = true
-				case asciiEqualFold(tok, "keep-alive"), len(tok) == 0:
-				default:
-					return false // upgrade and the like
+		case 14:
+			if asciiEqualFold(name, "Content-Length") {
+				lengths++
+				if len(value) == 0 || len(value) > 15 {
+					fast = false
+					continue
+				}
+				for _, b := range value {
+					if b < '0' || b > '9' {
+						fast = false
+					}
+				}
+				q.contentLength, _ = strconv.ParseInt(string(value), 10, 64)
+			}
+		case 12:
+			if asciiEqualFold(name, "Content-Type") {
+				q.contentTypes++
+				if string(value) == "application/json" {
+					q.contentType = "application/json" // no copy
+				} else {
+					q.contentType = string(value)
 				}
 			}
-		case asciiEqualFold(name, "Transfer-Encoding"), asciiEqualFold(name, "Expect"),
-			asciiEqualFold(name, "Upgrade"), asciiEqualFold(name, "Trailer"):
-			return false
+		case 6:
+			if asciiEqualFold(name, "Origin") {
+				origins++
+				q.origin = string(value)
+			} else if asciiEqualFold(name, "Expect") {
+				fast = false
+			}
+		case 10:
+			if asciiEqualFold(name, "Connection") {
+				for _, tok := range bytes.Split(value, []byte(",")) {
+					tok = bytes.Trim(tok, " \t")
+					switch {
+					case asciiEqualFold(tok, "close"):
+						q.close = true
+					case asciiEqualFold(tok, "keep-alive"), len(tok) == 0:
+					default:
+						fast = false // upgrade and the like
+					}
+				}
+			}
+		case 17:
+			if asciiEqualFold(name, "Transfer-Encoding") {
+				encodings++
+			}
+		case 7:
+			if asciiEqualFold(name, "Upgrade") || asciiEqualFold(name, "Trailer") {
+				fast = false
+			}
+		case 29:
+			if asciiEqualFold(name, "Access-Control-Request-Method") {
+				preflights++
+				q.preflight = string(value)
+			}
 		}
 	}
-	return hosts == 1 && lengths <= 1
+	switch {
+	case encodings > 0 && lengths > 0:
+		q.reject = "the request has both Content-Length and Transfer-Encoding, which frame its body two ways (RFC 9112 section 6.3): send one of them"
+		return parseReject
+	case lengths > 1:
+		q.reject = "the request has more than one Content-Length header (RFC 9112 section 6.3): send one"
+		return parseReject
+	case encodings > 0 && http10:
+		q.reject = "an HTTP/1.0 request cannot use Transfer-Encoding (RFC 9112 section 6.1): send Content-Length"
+		return parseReject
+	}
+	if !fast || hosts != 1 || encodings > 0 || q.contentTypes > 1 || origins > 1 || preflights > 1 {
+		return parseHandOver
+	}
+	return parseServe
 }
 
 // methodString is string(m), without a copy for the API's methods.
@@ -659,7 +846,7 @@ func (w *fastResponse) finish() error {
 	if w.sent {
 		return w.err
 	}
-	if w.header["Content-Length"] == nil {
+	if w.header["Content-Length"] == nil && w.status != stdhttp.StatusNoContent {
 		w.header["Content-Length"] = []string{strconv.Itoa(len(w.buf))}
 	}
 	return w.send(w.buf)

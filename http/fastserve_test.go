@@ -113,15 +113,22 @@ func TestFastPathAnswersAsNetHTTP(t *testing.T) {
 	stdAddr := strings.TrimPrefix(std.URL, "http://")
 
 	const id = "6ba7b810-9dad-11d1-80b4-00c04fd430c8"
+	// post sends Content-Type: application/json unless headers has a
+	// Content-Type of its own ("" for none).
 	post := func(target, body string, headers ...string) string {
-		return "POST " + target + " HTTP/1.1\r\nHost: x\r\n" + strings.Join(headers, "") +
+		h := strings.Join(headers, "")
+		if !strings.Contains(strings.ToLower(h), "content-type") {
+			h += "Content-Type: application/json\r\n"
+		}
+		h = strings.ReplaceAll(h, "Content-Type: \r\n", "")
+		return "POST " + target + " HTTP/1.1\r\nHost: x\r\n" + h +
 			fmt.Sprintf("Content-Length: %d\r\n\r\n%s", len(body), body)
 	}
 	get := func(target string, headers ...string) string {
 		return "GET " + target + " HTTP/1.1\r\nHost: x\r\n" + strings.Join(headers, "") + "\r\n"
 	}
 	radius := `{"center_lat_nano":38110000000,"center_lon_nano":13360000000,"radius_mm":1000000}`
-	fastOnes := 24 // the first requests below; the others are handed over
+	fastOnes := 34 // the first requests below; the others are handed over
 	for i, req := range []string{
 		// The fast path's requests.
 		get("/entity/" + id),
@@ -148,6 +155,19 @@ func TestFastPathAnswersAsNetHTTP(t *testing.T) {
 		post("/events", `{"events":[{"entity_id":"`+id+`","lat_nano":1,"lon_nano":2}]}`, "connection: keep-alive\r\n", "X-Other:  spaced  \r\n"),
 		post("/events", ``),
 		get("/ping", "Content-Length: 5\r\n") + "hello",
+		// Content-Type: a body must be declared JSON (415 otherwise); an
+		// empty body needs no type.
+		post("/query/radius", radius, "Content-Type: \r\n"),
+		post("/query/radius?form=a", radius, "Content-Type: text/plain\r\n"),
+		post("/events", `{"events":[]}`, "Content-Type: application/x-www-form-urlencoded\r\n"),
+		post("/query/radius", radius, "content-type: Application/JSON; charset=utf-8\r\n"),
+		post("/query/radius", radius, "Content-Type: application/jsonx\r\n"),
+		post("/cleanup/expired", ``, "Content-Type: \r\n"),
+		"DELETE /entities HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}",
+		// CORS, with no origin allowed: no CORS header, preflights 403.
+		get("/ping", "Origin: http://evil.example\r\n"),
+		"OPTIONS /events HTTP/1.1\r\nHost: x\r\nOrigin: http://evil.example\r\nAccess-Control-Request-Method: POST\r\n\r\n",
+		"OPTIONS /events?form=a HTTP/1.1\r\nHost: x\r\n\r\n",
 		// Handed over to net/http.
 		get("/entity/%36ba7b810-9dad-11d1-80b4-00c04fd430c8"),
 		get("/a/../ping"),
@@ -160,8 +180,10 @@ func TestFastPathAnswersAsNetHTTP(t *testing.T) {
 		"GET /ping HTTP/1.1\nHost: x\n\n",
 		"GET /ping HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n b\r\n\r\n",
 		"GET http://x/ping HTTP/1.1\r\nHost: x\r\n\r\n",
+		"POST /query/radius HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" + fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(radius), radius),
 		"POST /query/radius HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(radius), radius),
-		"POST /query/radius HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n{}  ",
+		"POST /query/radius HTTP/1.0\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}",
+		"POST /query/radius HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
 		"POST /query/radius HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
 		get("/ping", "X-Big: "+strings.Repeat("b", 20<<10)+"\r\n"),
 		get("/ping?q=a b"),
@@ -186,7 +208,7 @@ func TestFastPathPipelining(t *testing.T) {
 	const id = "6ba7b810-9dad-11d1-80b4-00c04fd430c8"
 	reqs := "GET /entity/" + id + " HTTP/1.1\r\nHost: x\r\n\r\n" +
 		"GET /ping HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n0123456789" + // a body GET /ping does not read
-		"POST /query/radius HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}" +
+		"POST /query/radius HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}" +
 		"GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
 	res := rawRoundTrip(t, addr, reqs, 4)
 	for i, want := range []int{200, 200, 400, 200} {
@@ -275,7 +297,7 @@ func TestFastPathReusesNothingOfAnEarlierRequest(t *testing.T) {
 	addr := serveGateway(t, ghttp.Config{Backend: cannedBackend()}).Addr().String()
 	const id = "6ba7b810-9dad-11d1-80b4-00c04fd430c8"
 	post := func(target, body string) string {
-		return "POST " + target + " HTTP/1.1\r\nHost: x\r\n" + fmt.Sprintf("Content-Length: %d\r\n\r\n%s", len(body), body)
+		return "POST " + target + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + fmt.Sprintf("Content-Length: %d\r\n\r\n%s", len(body), body)
 	}
 	event := `{"entity_id":"` + id + `","lat_nano":1,"lon_nano":2}`
 	many := `{"events":[` + strings.Repeat(event+",", 40) + event + `]}`

@@ -209,6 +209,7 @@ func TestBodyLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	req.ContentLength = -1
+	req.Header.Set("Content-Type", "application/json")
 	res, err := (&stdhttp.Client{Timeout: time.Minute}).Do(req)
 	if err != nil {
 		t.Fatal(err)

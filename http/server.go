@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"go.uber.org/zap"
 
@@ -22,6 +23,18 @@ import (
 // DefaultMaxBodyBytes is the request body limit: 16 MiB. A larger body is
 // answered 413 with a JSON error body.
 const DefaultMaxBodyBytes = 16 << 20
+
+// DefaultBodyBudget bounds the bytes of request bodies the gateway holds
+// at once, over all requests: 128 MiB (8 bodies at the 16 MiB limit, a
+// hundred batches of 10,000 events). A request whose body would take more
+// waits up to bodyBudgetWait for others to end, and is answered 503 with
+// 212 CLUSTER_BUSY (retryable) if none does. The heap a full budget takes
+// is about twice it (buffers outgrown and not yet collected, the
+// collector's headroom).
+const DefaultBodyBudget = 128 << 20
+
+// bodyBudgetWait is how long a body waits for room in the budget.
+const bodyBudgetWait = time.Second
 
 // DefaultRequestTimeout bounds each request's operation; past it the answer
 // is 504 with 216 REPLICATION_TIMEOUT.
@@ -33,6 +46,15 @@ type Config struct {
 	Logger         *zap.Logger   // nil: none
 	MaxBodyBytes   int64         // 0: DefaultMaxBodyBytes
 	RequestTimeout time.Duration // 0: DefaultRequestTimeout
+	// BodyBudget bounds the bytes of request bodies in flight, over all
+	// requests (0: DefaultBodyBudget).
+	BodyBudget int64
+	// CORSOrigins are the origins (scheme://host[:port]) whose browser
+	// pages may call the API cross-origin; "*" allows any origin (for
+	// development). None by default: browsers keep other sites' pages
+	// from reading answers, and a preflight is refused (403). New refuses
+	// an entry that is neither (see CheckCORSOrigin).
+	CORSOrigins []string
 }
 
 //go:embed openapi.json
@@ -57,6 +79,8 @@ type Gateway struct {
 	// literal paths and the two patterns with {entity_id}.
 	literal               map[string]*endpoint
 	entity, entityHistory *endpoint
+	cors                  corsPolicy
+	budget                *byteBudget // of request body bytes in flight
 }
 
 // endpoint is one path of the API and its handler for each method it takes.
@@ -79,10 +103,18 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
+	if cfg.BodyBudget <= 0 {
+		cfg.BodyBudget = DefaultBodyBudget
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, mux: stdhttp.NewServeMux(), literal: map[string]*endpoint{}}
+	cors, err := newCORSPolicy(cfg.CORSOrigins)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, mux: stdhttp.NewServeMux(), literal: map[string]*endpoint{},
+		cors: cors, budget: newByteBudget(cfg.BodyBudget)}
 	byPath := map[string]*endpoint{}
 	var paths []string
 	add := func(method, path string, h handlerFunc) {
@@ -163,11 +195,36 @@ func (g *Gateway) route(path string) (e *endpoint, entityID string) {
 	return nil, ""
 }
 
-// serveEndpoint serves c (whose g, w, r and pathID are set, and ctx and
-// sc when the caller provides them) with e's handler for its method: 405
-// for a method e does not take, 404 when e is nil.
+// serveEndpoint serves c (whose g, w, r and pathID are set, and ctx, sc
+// and the request's headers when the caller provides them) with e's
+// handler for its method: 405 for a method e does not take, 404 when e is
+// nil. It answers CORS preflights, adds the CORS headers of an allowed
+// origin to every answer, and refuses a body that is not declared JSON
+// (415) before the handler runs.
 func (g *Gateway) serveEndpoint(c *call, e *endpoint) {
 	r := c.r
+	if r.Header != nil { // net/http's request; the fast path sets the fields itself
+		c.headersFrom(r.Header)
+	}
+	if c.origin != "" {
+		if g.cors.allows(c.origin) {
+			h := c.w.Header()
+			h["Access-Control-Allow-Origin"] = []string{c.origin}
+			h["Vary"] = varyOrigin
+			if r.Method == "OPTIONS" && c.preflight != "" && e != nil {
+				g.answerPreflight(c, e)
+				return
+			}
+		} else if r.Method == "OPTIONS" && c.preflight != "" {
+			g.serve(c, func(c *call) *failure {
+				c.form = lenientForm(r)
+				return &failure{info: core.MalformedRequest, status: stdhttp.StatusForbidden,
+					msg: fmt.Sprintf("cross-origin requests from %s are not allowed: the server's allowed origins are set by Config.CORSOrigins (replica --cors-origin)",
+						truncate(c.origin, 200))}
+			})
+			return
+		}
+	}
 	if e == nil {
 		g.serve(c, func(c *call) *failure {
 			c.form = lenientForm(r)
@@ -190,7 +247,77 @@ func (g *Gateway) serveEndpoint(c *call, e *endpoint) {
 		})
 		return
 	}
+	if method != "GET" && (r.ContentLength != 0 || c.contentTypes > 1) {
+		if msg := c.checkContentType(); msg != "" {
+			g.serve(c, func(c *call) *failure {
+				c.form = lenientForm(r)
+				return &failure{info: core.MalformedRequest, status: stdhttp.StatusUnsupportedMediaType, msg: msg}
+			})
+			return
+		}
+	}
 	g.serve(c, h)
+}
+
+// checkContentType is "" when the request's body is declared JSON (see
+// isJSONType), and otherwise what is wrong. A POST or DELETE with a body
+// must say so: browsers send a cross-site form or text/plain POST without
+// asking the server first (no preflight), and such a request must not
+// write. (GET and HEAD handlers read no body.)
+func (c *call) checkContentType() string {
+	switch {
+	case c.contentTypes > 1:
+		return "the request has more than one Content-Type header: send one, Content-Type: application/json"
+	case c.contentTypes == 0:
+		return "the request has a body but no Content-Type: send it as JSON with Content-Type: application/json"
+	case !isJSONType(c.contentType):
+		return fmt.Sprintf("Content-Type %q is not accepted: the body must be JSON, sent with Content-Type: application/json",
+			truncate(c.contentType, 200))
+	}
+	return ""
+}
+
+// isJSONType reports whether a Content-Type value's media type is
+// application/json, in any case, its parameters (charset=utf-8) aside.
+func isJSONType[T string | []byte](v T) bool {
+	i := 0
+	for i < len(v) && v[i] != ';' {
+		i++
+	}
+	for i > 0 && (v[i-1] == ' ' || v[i-1] == '\t') {
+		i--
+	}
+	j := 0
+	for j < i && (v[j] == ' ' || v[j] == '\t') {
+		j++
+	}
+	const want = "application/json"
+	if i-j != len(want) {
+		return false
+	}
+	for k := 0; k < len(want); k++ {
+		b := v[j+k]
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		if b != want[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// headersFrom sets the call's header fields from a net/http request's.
+func (c *call) headersFrom(h stdhttp.Header) {
+	if v := h["Content-Type"]; len(v) > 0 {
+		c.contentType, c.contentTypes = v[0], len(v)
+	}
+	if v := h["Origin"]; len(v) == 1 {
+		c.origin = v[0]
+	}
+	if v := h["Access-Control-Request-Method"]; len(v) > 0 {
+		c.preflight = v[0]
+	}
 }
 
 // lenientForm is the ?form of a request that is refused before its
@@ -205,8 +332,19 @@ func lenientForm(r *stdhttp.Request) form {
 // Routes lists every method and path the gateway serves.
 func (g *Gateway) Routes() []Route { return append([]Route(nil), g.routes...) }
 
-// ServeHTTP serves the API.
-func (g *Gateway) ServeHTTP(w stdhttp.ResponseWriter, r *stdhttp.Request) { g.mux.ServeHTTP(w, r) }
+// ServeHTTP serves the API. A chunked request's connection closes after
+// the answer: net/http removes a Content-Length sent beside
+// Transfer-Encoding before the handler sees the request, so a request that
+// may have framed its body two ways (RFC 9112 section 6.3: a smuggling
+// attempt) cannot be told from a plain chunked one, and the bytes after it
+// must not be read as another request. (The fast path refuses such a
+// request with 400 before handing a connection over.)
+func (g *Gateway) ServeHTTP(w stdhttp.ResponseWriter, r *stdhttp.Request) {
+	if len(r.TransferEncoding) > 0 {
+		w.Header().Set("Connection", "close")
+	}
+	g.mux.ServeHTTP(w, r)
+}
 
 // call is one request in flight.
 type call struct {
@@ -217,6 +355,13 @@ type call struct {
 	ctx    context.Context
 	pathID string   // the path's {entity_id}
 	sc     *scratch // nil: buffers from bufPool and the heap
+	// From the request's headers: the first Content-Type and how many
+	// there are, the Origin (one) and Access-Control-Request-Method.
+	contentType  string
+	contentTypes int
+	origin       string
+	preflight    string
+	held         int64 // bytes of the body budget the request holds
 }
 
 // scratch holds the buffers of one connection's requests, which the fast
@@ -228,12 +373,21 @@ type scratch struct {
 	out   jw
 }
 
+// size is the bytes the scratch's buffers hold.
+func (sc *scratch) size() int {
+	return cap(sc.body) + cap(sc.nodes)*int(unsafe.Sizeof(node{})) + cap(sc.out.b)
+}
+
 // maxScratch and maxScratchNodes bound the buffers a scratch keeps for the
 // next request.
 const (
 	maxScratch      = 256 << 10
 	maxScratchNodes = 16 << 10
 )
+
+// minBodyBuffer is a body buffer's first capacity (less for a shorter
+// declared length).
+const minBodyBuffer = 4 << 10
 
 var bufPool = sync.Pool{New: func() any { return &jw{b: make([]byte, 0, 4096)} }}
 
@@ -246,6 +400,10 @@ func (g *Gateway) serve(c *call, h handlerFunc) {
 		c.ctx = ctx
 	}
 	defer func() {
+		if c.held > 0 {
+			g.budget.release(c.held)
+			c.held = 0
+		}
 		if p := recover(); p != nil {
 			if p == stdhttp.ErrAbortHandler {
 				panic(p)
@@ -364,15 +522,25 @@ func (c *call) body(optional bool) (*doc, *failure) {
 	if c.r.ContentLength > limit {
 		return nil, tooLarge()
 	}
-	size := int64(512)
+	// The buffer grows as bytes arrive, doubling, to at most the declared
+	// length and a byte to see the end (limit+1 for a body of unknown
+	// length): a declared length allocates nothing up front. The request
+	// holds its usable capacity from the gateway's body budget until it
+	// ends (serve releases it).
+	end := limit + 1
 	if c.r.ContentLength > 0 {
-		size = c.r.ContentLength + 1 // room to see the end without growing
+		end = c.r.ContentLength + 1
+	}
+	busy := func() *failure {
+		return fail(core.ClusterBusy, "the gateway holds its limit of request bodies in flight (%d bytes, Config.BodyBudget) and no room came free within %v: retry with backoff",
+			c.g.cfg.BodyBudget, bodyBudgetWait)
+	}
+	if c.r.ContentLength >= c.g.cfg.BodyBudget {
+		return nil, busy() // it would never fit
 	}
 	var buf []byte
-	if c.sc != nil && int64(cap(c.sc.body)) >= size {
+	if c.sc != nil {
 		buf = c.sc.body[:0]
-	} else {
-		buf = make([]byte, 0, size)
 	}
 	// A body of known length is not longer than it (net/http's reader and
 	// the fast path's stop there), which is within the limit; only a body
@@ -381,11 +549,25 @@ func (c *call) body(optional bool) (*doc, *failure) {
 	if c.r.ContentLength <= 0 {
 		body = stdhttp.MaxBytesReader(c.w, c.r.Body, limit)
 	}
+	usable := int64(0) // buf's capacity the request holds from the budget
 	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
+		if int64(len(buf)) == usable {
+			next := min(max(2*usable, minBodyBuffer), end)
+			if next == usable { // not reached: the readers stop before end
+				return nil, tooLarge()
+			}
+			if !c.g.budget.acquire(c.ctx, next-usable, bodyBudgetWait) {
+				return nil, busy()
+			}
+			c.held += next - usable
+			usable = next
+			if int64(cap(buf)) < usable {
+				nb := make([]byte, len(buf), usable)
+				copy(nb, buf)
+				buf = nb
+			}
 		}
-		n, err := body.Read(buf[len(buf):cap(buf)])
+		n, err := body.Read(buf[len(buf):usable])
 		buf = buf[:len(buf)+n]
 		if err == io.EOF {
 			break

@@ -1,8 +1,8 @@
 // Command replica is the GeoEvent server: one replica of a cluster.
 //
 //	replica format --cluster ID --replica I --replica-count N --data DIR
-//	replica start  --data DIR --addresses A0,A1,...  [--http HOST:PORT] [--pprof HOST:PORT]
-//	replica dev    [--data DIR] [--http HOST:PORT] [--addresses HOST:PORT] [--pprof HOST:PORT]
+//	replica start  --data DIR --addresses A0,A1,...  [--http HOST:PORT] [--cors-origin ORIGIN]... [--pprof HOST:PORT]
+//	replica dev    [--data DIR] [--http HOST:PORT] [--addresses HOST:PORT] [--cors-origin ORIGIN]... [--pprof HOST:PORT]
 //
 // format makes DIR the data directory of replica I of cluster ID (a UUID or
 // a decimal id) with N replicas (1, 3 or 5); it refuses a directory that is
@@ -26,6 +26,12 @@
 // (dev from its format through its serving). Another process on the same
 // DIR exits at once with code 1, naming the directory and the holder's
 // pid.
+//
+// --cors-origin ORIGIN (start and dev; repeatable or comma-separated) lets
+// browser pages of ORIGIN (scheme://host[:port], e.g.
+// http://localhost:3000) call the HTTP API cross-origin; "*" allows any
+// origin, for development only. None is allowed by default (see package
+// http, CORS).
 //
 // --pprof HOST:PORT (start and dev) serves Go's profiling endpoints
 // (net/http/pprof) there, for example
@@ -60,8 +66,8 @@ import (
 
 const usage = `usage:
   replica format --cluster ID --replica I --replica-count N --data DIR
-  replica start  --data DIR --addresses A0,A1,...  [--http HOST:PORT] [--pprof HOST:PORT]
-  replica dev    [--data DIR] [--http HOST:PORT] [--addresses HOST:PORT] [--pprof HOST:PORT]
+  replica start  --data DIR --addresses A0,A1,...  [--http HOST:PORT] [--cors-origin ORIGIN]... [--pprof HOST:PORT]
+  replica dev    [--data DIR] [--http HOST:PORT] [--addresses HOST:PORT] [--cors-origin ORIGIN]... [--pprof HOST:PORT]
 
 format  make DIR the data directory of replica I (0-based) of the cluster ID
         (a UUID or a decimal id) of N replicas (1, 3 or 5); DIR must be new
@@ -76,6 +82,10 @@ dev     a one-replica cluster for development: formats DIR (default
         serves the binary protocol on --addresses (default 127.0.0.1:3000)
         and the HTTP JSON API on --http (default 127.0.0.1:8080; "" for
         none).
+
+--cors-origin (start, dev; repeatable or comma-separated) lets browser pages
+of ORIGIN (scheme://host[:port], e.g. http://localhost:3000) call the HTTP
+API; * allows any origin, for development only. Default: none.
 
 --pprof (start, dev) serves Go's profiling endpoints (net/http/pprof) on
 HOST:PORT, e.g. go tool pprof http://HOST:PORT/debug/pprof/profile?seconds=10;
@@ -172,6 +182,8 @@ func start(args []string, stderr io.Writer) int {
 	data := fset.String("data", "", "the data directory `DIR`, made by replica format")
 	addresses := fset.String("addresses", "", "every replica's binary-protocol address `A0,A1,...` (host:port), in replica order")
 	httpAddr := fset.String("http", "", "serve the HTTP JSON API on `HOST:PORT` (default: none)")
+	var cors originList
+	fset.Var(&cors, "cors-origin", corsUsage)
 	pprofAddr := fset.String("pprof", "", pprofUsage)
 	if code, ok := parse(fset, args, stderr, "data", "addresses"); !ok {
 		return code
@@ -197,7 +209,7 @@ func start(args []string, stderr io.Writer) int {
 		return exitError
 	}
 	defer log.Sync()
-	return serve(log, serveConfig{dir: *data, addrs: addrs, httpAddr: *httpAddr, pprofAddr: *pprofAddr, cmd: "start"}, stderr)
+	return serve(log, serveConfig{dir: *data, addrs: addrs, httpAddr: *httpAddr, cors: cors, pprofAddr: *pprofAddr, cmd: "start"}, stderr)
 }
 
 func dev(args []string, stdout, stderr io.Writer) int {
@@ -205,6 +217,8 @@ func dev(args []string, stdout, stderr io.Writer) int {
 	data := fset.String("data", "geoevent-data", "the data directory `DIR`; formatted as a new one-replica cluster when empty or absent")
 	httpAddr := fset.String("http", "127.0.0.1:8080", "serve the HTTP JSON API on `HOST:PORT` (\"\": none)")
 	addresses := fset.String("addresses", "127.0.0.1:3000", "the binary-protocol address `HOST:PORT`")
+	var cors originList
+	fset.Var(&cors, "cors-origin", corsUsage)
 	pprofAddr := fset.String("pprof", "", pprofUsage)
 	if code, ok := parse(fset, args, stderr); !ok {
 		return code
@@ -258,7 +272,7 @@ func dev(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "  Ctrl-C stops the replica cleanly.\n")
 	}
-	return serve(log, serveConfig{dir: *data, lock: lock, addrs: addrs, httpAddr: *httpAddr, pprofAddr: *pprofAddr, banner: banner, cmd: "dev"}, stderr)
+	return serve(log, serveConfig{dir: *data, lock: lock, addrs: addrs, httpAddr: *httpAddr, cors: cors, pprofAddr: *pprofAddr, banner: banner, cmd: "dev"}, stderr)
 }
 
 // serveConfig is what start and dev hand to serve.
@@ -267,6 +281,7 @@ type serveConfig struct {
 	lock      *geoio.DirLock // dir's, held (dev); nil: serve takes it (geoio.Open)
 	addrs     []string
 	httpAddr  string // "": no HTTP gateway
+	cors      []string
 	pprofAddr string // "": no profiling endpoint
 	banner    func(addr, httpAddr string)
 	cmd       string // for messages: "start" or "dev"
@@ -316,7 +331,7 @@ func serve(log *zap.Logger, cfg serveConfig, stderr io.Writer) int {
 		}
 		backend, err = ghttp.NewLocalBackend(dial, client.Options{Cluster: srv.Cluster().Cluster})
 		if err == nil {
-			gw, err = ghttp.Listen(httpAddr, ghttp.Config{Backend: backend, Logger: log})
+			gw, err = ghttp.Listen(httpAddr, ghttp.Config{Backend: backend, Logger: log, CORSOrigins: cfg.cors})
 			if err != nil {
 				backend.Close()
 			}
@@ -383,6 +398,25 @@ func serve(log *zap.Logger, cfg serveConfig, stderr io.Writer) int {
 		log.Info("signal received: stopped cleanly")
 	}
 	return exitOK
+}
+
+const corsUsage = "let browser pages of `ORIGIN` (scheme://host[:port], e.g. http://localhost:3000) call the HTTP API cross-origin; repeatable or comma-separated; * allows any origin: for development only (default: none)"
+
+// originList is the value of --cors-origin: origins, from repeated flags
+// or comma-separated lists.
+type originList []string
+
+func (l *originList) String() string { return strings.Join(*l, ",") }
+
+func (l *originList) Set(s string) error {
+	for _, o := range strings.Split(s, ",") {
+		o = strings.TrimSpace(o)
+		if err := ghttp.CheckCORSOrigin(o); err != nil {
+			return err
+		}
+		*l = append(*l, o)
+	}
+	return nil
 }
 
 // splitAddresses splits a comma-separated list of host:port addresses.
