@@ -144,11 +144,18 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/geoevent/geoevent/core"
 )
 
 const (
-	segmentMagic      = "GEOLOG01"
-	segmentHeaderSize = 24
+	segmentMagic   = "GEOLOG02"
+	segmentMagicV1 = "GEOLOG01" // the first format: refused (errOldFormat)
+	// segmentHeaderSize: the header page, the fixed header and the two
+	// durable-end slots; records start after it.
+	segmentHeaderSize = 4096
+	// segmentFixedSize: the header's fixed fields.
+	segmentFixedSize = 24
 
 	// DefaultSegmentBytes is the segment size used when LogOptions leaves it 0.
 	DefaultSegmentBytes = 64 << 20
@@ -184,9 +191,9 @@ var (
 
 // LogOptions tunes a Log.
 type LogOptions struct {
-	// SegmentBytes: start a new segment once the current one holds at least
-	// this many bytes (0 means DefaultSegmentBytes). A segment exceeds it by
-	// at most one record.
+	// SegmentBytes: start a new segment once the records of the current
+	// one hold at least this many bytes (0 means DefaultSegmentBytes). A
+	// segment's records exceed it by at most one record.
 	SegmentBytes int64
 
 	// Repair, when set, makes OpenLog cut the log just before damage that
@@ -213,8 +220,11 @@ type Damage struct {
 	// Index is the index the damaged record (or the rejected segment's
 	// first record) should have had: cutting keeps the entries before it,
 	// so the log then ends at Index-1.
-	Index  uint64
-	Reason string // what is wrong, without the file and offset
+	Index uint64
+	// LostThrough is the last durable index lost with it, when the log
+	// knows it (the durable end in the segment's header); 0 when unknown.
+	LostThrough uint64
+	Reason      string // what is wrong, without the file and offset; it names the indexes lost
 	// WholeSegment: the segment's header or place is what is wrong, so the
 	// cut removes the whole file; otherwise it truncates File at Offset.
 	WholeSegment bool
@@ -238,6 +248,11 @@ type RecoveryInfo struct {
 	FirstIndex, LastIndex uint64 // as FirstIndex() and LastIndex() report after opening
 	TruncatedBytes        int64  // size of the torn tail cut off, 0 when none
 	TruncatedFile         string // the segment it was cut from, "" when none
+	// UnlistedSegments counts the segment files removed because the
+	// manifest did not name them (created after the last Sync that would
+	// have named them, or being removed when a crash came): they held
+	// nothing acknowledged.
+	UnlistedSegments int
 	// Damage is the damage cut off under LogOptions.Repair, nil when none;
 	// the log then ends at Damage.Index-1. DroppedSegments counts the
 	// whole segment files that cut removed.
@@ -257,6 +272,11 @@ type segment struct {
 	// advisedTo: the active segment's pages below this offset have been
 	// advised out of the page cache once durable (see "The page cache").
 	advisedTo int64
+	// durable is the newest whole slot of the header (seq), as on disk or
+	// on its way there, except that after a failed slot write its end and
+	// next are those the write tried: an upper bound of what any slot
+	// claims.
+	durable durableEnd
 }
 
 func (s *segment) count() uint64 { return uint64(len(s.offsets)) }
@@ -306,10 +326,14 @@ type Log struct {
 	lastTerm uint64        // term of the last entry (0 when empty)
 
 	syncedSize int64 // bytes of the active segment known durable
-	dirDirty   bool  // an entry of dir was created since the last directory fsync
-	err        error // sticky: set by a failed write or fsync
-	closed     bool
-	hdr        [RecordHeaderSize]byte
+	// listed is what the manifest says (hasManifest: that there is one).
+	listed      span
+	hasManifest bool
+	unlisted    []*segment // OpenLog: segments the manifest does not name, to remove
+	dirDirty    bool       // an entry of dir was created since the last directory fsync
+	err         error      // sticky: set by a failed write or fsync
+	closed      bool
+	hdr         [RecordHeaderSize]byte
 }
 
 func segmentName(first uint64) string { return fmt.Sprintf("log-%020d.seg", first) }
@@ -331,26 +355,35 @@ func parseSegmentName(name string) (first uint64, isSeg, ok bool) {
 	return v, true, true
 }
 
+// segmentHeader is the header page of a new segment: its fixed fields and
+// both slots saying that nothing is durable yet.
 func segmentHeader(first uint64) []byte {
 	h := make([]byte, segmentHeaderSize)
 	copy(h, segmentMagic)
 	binary.LittleEndian.PutUint64(h[8:16], first)
 	binary.LittleEndian.PutUint32(h[20:24], crc32.Checksum(h[0:20], castagnoli))
+	for seq := uint64(0); seq < 2; seq++ {
+		copy(h[slotOffsets[seq%2]:], encodeSlot(first, durableEnd{seq: seq, end: segmentHeaderSize, next: first}))
+	}
 	return h
 }
 
 // OpenLog opens (creating if absent) the log in dir. It scans every segment,
 // verifying every record's checksum and that indexes are contiguous. A torn
-// tail (an incomplete or checksum-failing record at the end of the last
-// segment with no valid record after it) is truncated and reported in
-// RecoveryInfo. Any other damage returns a Corruption error naming the file and
-// the byte offset or, when opts.Repair is set, is cut off with everything after
-// it (see LogOptions.Repair) and reported in RecoveryInfo.Damage: the log
-// then ends just before it, and when nothing is left it is empty as after
-// Reset(Damage.Index). Leftover .tmp segment files are removed. Before returning
-// it fsyncs the last segment and the directory, so whatever it reports as the
-// log is durable (the previous process may have died with writes in the page
-// cache only).
+// tail (an incomplete or checksum-failing record, or zeros, at the end of
+// the last segment, after its durable end and with no valid record after
+// it) is truncated and reported in RecoveryInfo; so are segments created
+// after the manifest last named one (they hold nothing acknowledged). Any
+// other damage, a log that ends before its durable end (a segment the
+// manifest names missing included), returns a Corruption error naming the
+// file, the byte offset and the indexes lost or, when opts.Repair is set,
+// is cut off with everything after it (see LogOptions.Repair) and reported
+// in RecoveryInfo.Damage: the log then ends just before it, and when
+// nothing is left it is empty as after Reset(Damage.Index). Leftover .tmp
+// segment files are removed. A log of the first format (errOldFormat) is
+// refused. Before returning it fsyncs the last segment and the directory,
+// so whatever it reports as the log is durable (the previous process may
+// have died with writes in the page cache only).
 func OpenLog(dir string, opts LogOptions) (*Log, RecoveryInfo, error) {
 	if opts.SegmentBytes <= 0 {
 		opts.SegmentBytes = DefaultSegmentBytes
@@ -382,8 +415,11 @@ func OpenLog(dir string, opts LogOptions) (*Log, RecoveryInfo, error) {
 		l.segs = append(l.segs, &segment{first: first, path: path})
 	}
 	sort.Slice(l.segs, func(i, j int) bool { return l.segs[i].first < l.segs[j].first })
-
 	var info RecoveryInfo
+	if err := l.openManifest(); err != nil {
+		return nil, RecoveryInfo{}, err
+	}
+
 	if err := l.scan(&info); err != nil {
 		var de *damageError
 		if !errors.As(err, &de) {
@@ -405,21 +441,88 @@ func OpenLog(dir string, opts LogOptions) (*Log, RecoveryInfo, error) {
 		d := de.Damage
 		info.Damage = &d
 	}
+	if err := l.removeUnlisted(&info); err != nil {
+		l.closeFiles()
+		return nil, RecoveryInfo{}, err
+	}
 	if l.w != nil {
 		if err := syncFile(l.w); err != nil {
 			l.closeFiles()
 			return nil, RecoveryInfo{}, fmt.Errorf("store: fsync %s: %w", l.w.Name(), err)
+		}
+		// Records found beyond the durable end are durable now.
+		if s := l.segs[len(l.segs)-1]; s.size != s.durable.end {
+			if err := writeSlot(s, l.w, s.size, s.end()); err != nil {
+				l.closeFiles()
+				return nil, RecoveryInfo{}, err
+			}
 		}
 	}
 	if err := syncDir(dir); err != nil {
 		l.closeFiles()
 		return nil, RecoveryInfo{}, err
 	}
+	l.dirDirty = false
+	if sp := l.span(); !l.hasManifest || sp != l.listed {
+		if err := l.saveManifest(sp); err != nil {
+			l.closeFiles()
+			return nil, RecoveryInfo{}, err
+		}
+	}
 	if l.w != nil {
 		l.writeAt(l.segs[len(l.segs)-1].size)
 	}
 	info.FirstIndex, info.LastIndex = l.FirstIndex(), l.LastIndex()
 	return l, info, nil
+}
+
+// openManifest reads the manifest and sets aside (in l.unlisted, for
+// removeUnlisted) the segments it does not name: those before its first (a compaction removes them after it moved
+// the manifest on) and after its last (created since the last Sync, or
+// being removed by a truncation that had already taken them out of the
+// manifest); neither holds anything acknowledged. A directory with
+// segments and no manifest is of the first format, or damaged.
+func (l *Log) openManifest() error {
+	sp, ok, err := loadManifest(l.dir)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if len(l.segs) == 0 {
+			return nil // a new log; OpenLog writes the manifest
+		}
+		s := l.segs[0]
+		if b, err := os.ReadFile(s.path); err == nil && len(b) >= 8 && string(b[:8]) == segmentMagicV1 {
+			return errOldFormat(l.dir)
+		}
+		return corruptAt(filepath.Join(l.dir, manifestName), 0,
+			"the log manifest is missing, yet segments %s to %s exist: segments the log held may be missing",
+			filepath.Base(s.path), filepath.Base(l.segs[len(l.segs)-1].path))
+	}
+	l.listed, l.hasManifest = sp, true
+	var keep []*segment
+	for _, s := range l.segs {
+		if sp == (span{}) || s.first < sp.lo || s.first > sp.hi {
+			l.unlisted = append(l.unlisted, s)
+		} else {
+			keep = append(keep, s)
+		}
+	}
+	l.segs = keep
+	return nil
+}
+
+// removeUnlisted removes, newest first, the segments openManifest found
+// the manifest does not name.
+func (l *Log) removeUnlisted(info *RecoveryInfo) error {
+	for i := len(l.unlisted) - 1; i >= 0; i-- {
+		if err := os.Remove(l.unlisted[i].path); err != nil {
+			return fmt.Errorf("store: remove %s, which the log manifest does not name: %w", l.unlisted[i].path, err)
+		}
+		info.UnlistedSegments++
+	}
+	l.unlisted = nil
+	return nil // OpenLog fsyncs the directory
 }
 
 // writeAt points the writer at offset end of the active segment, whose
@@ -439,6 +542,14 @@ func (w segmentWriter) Write(p []byte) (int, error) { return faultyWrite(p, w.ow
 // scan reads every segment, builds the in-memory index and truncates a torn
 // tail. It leaves the last segment open for appending.
 func (l *Log) scan(info *RecoveryInfo) error {
+	sp := l.listed
+	if sp.lo != 0 && (len(l.segs) == 0 || l.segs[0].first != sp.lo) {
+		which := "first"
+		if sp.lo == sp.hi {
+			which = "only"
+		}
+		return l.missingSegment(0, sp.lo, sp.lo, which)
+	}
 	sc := &scanner{buf: make([]byte, scanBufferSize)}
 	for i, s := range l.segs {
 		last := i == len(l.segs)-1
@@ -467,11 +578,25 @@ func (l *Log) scan(info *RecoveryInfo) error {
 			}
 		}
 	}
-	if n := len(l.segs); n > 0 {
+	n := len(l.segs)
+	if n > 0 {
 		l.w = l.segs[n-1].f
 		l.syncedSize = l.segs[n-1].size
 	}
+	if sp.hi != 0 && l.segs[n-1].first != sp.hi {
+		return l.missingSegment(n, sp.hi, l.next, "last")
+	}
 	return nil
+}
+
+// missingSegment is the damage of segment first, which the manifest names
+// (as the log's first or last: which) but the directory lacks: the entries
+// from index on are lost, and how far they went was recorded in that
+// segment only. seg is where it would stand in l.segs.
+func (l *Log) missingSegment(seg int, first, index uint64, which string) error {
+	return &damageError{seg: seg, Damage: Damage{File: filepath.Join(l.dir, segmentName(first)), Index: index, WholeSegment: true,
+		Reason: fmt.Sprintf("the log manifest names this segment as the log's %s, but it is missing: the entries from index %d on are lost (how far they went was recorded in the segment only)",
+			which, index)}}
 }
 
 // scanSegment scans l.segs[i]. Damage comes back as a *damageError.
@@ -496,10 +621,12 @@ func (l *Log) scanSegment(sc *scanner, i int, last bool, info *RecoveryInfo) err
 		return fmt.Errorf("store: read %s: %w", s.path, err)
 	}
 	switch {
+	case len(h) >= 8 && string(h[0:8]) == segmentMagicV1:
+		return errOldFormat(l.dir)
 	case len(h) < segmentHeaderSize:
-		return headerDamage(int64(len(h)), "segment header is %d bytes, need %d", len(h), segmentHeaderSize)
+		return headerDamage(int64(len(h)), "segment header is %d bytes, need %d%s", len(h), segmentHeaderSize, l.lostAfter(s.first))
 	case string(h[0:8]) != segmentMagic:
-		return headerDamage(0, "bad segment magic %q", h[0:8])
+		return headerDamage(0, "bad segment magic %q%s", h[0:8], l.lostAfter(s.first))
 	case binary.LittleEndian.Uint32(h[20:24]) != crc32.Checksum(h[0:20], castagnoli):
 		return headerDamage(0, "segment header (bytes 0-23) checksum mismatch")
 	case binary.LittleEndian.Uint32(h[16:20]) != 0:
@@ -507,14 +634,29 @@ func (l *Log) scanSegment(sc *scanner, i int, last bool, info *RecoveryInfo) err
 	case binary.LittleEndian.Uint64(h[8:16]) != s.first:
 		return headerDamage(8, "segment header says first index %d, file name says %d", binary.LittleEndian.Uint64(h[8:16]), s.first)
 	}
+	if off := nonZeroPadding(h); off >= 0 {
+		return headerDamage(off, "segment header page has a nonzero byte outside its fields")
+	}
+	d, ok := newestSlot(h, s.first)
+	if !ok {
+		return headerDamage(slotOffsets[0], "both durable-end slots of the segment header fail their checks%s", l.lostAfter(s.first))
+	}
+	s.durable = d
 	pos := int64(segmentHeaderSize)
 	s.size = pos
 	for {
+		if pos == d.end && s.end() != d.next {
+			return recordDamage(pos, "the durable end recorded in the header is byte %d after index %d, but the records there end at index %d",
+				d.end, d.next-1, s.end()-1)
+		}
 		b, err := sc.window(pos, RecordHeaderSize)
 		if err != nil {
 			return fmt.Errorf("store: read %s: %w", s.path, err)
 		}
-		if len(b) == 0 {
+		if len(b) == 0 { // the file's end
+			if pos < d.end {
+				return l.lostTail(s, pos, "the file ends here")
+			}
 			return nil // clean end
 		}
 		if need := recordNeed(b); len(b) < need {
@@ -523,7 +665,19 @@ func (l *Log) scanSegment(sc *scanner, i int, last bool, info *RecoveryInfo) err
 			}
 		}
 		e, n, derr := DecodeRecord(b)
+		if derr == nil && pos < d.end && pos+int64(n) > d.end {
+			derr = core.Errorf(core.Corruption, "the record reaches past the durable end recorded in the header (byte %d)", d.end)
+		}
 		if derr != nil {
+			if pos < d.end {
+				what := reason(derr)
+				if zero, err := zeroFrom(s.f, pos, min(fileSize, d.end)); err != nil {
+					return fmt.Errorf("store: read %s: %w", s.path, err)
+				} else if zero {
+					what = "zeros from here on"
+				}
+				return l.lostTail(s, pos, what)
+			}
 			return l.badRecord(s, last, pos, fileSize, derr, info, recordDamage)
 		}
 		if want := s.end(); e.Index != want {
@@ -538,6 +692,46 @@ func (l *Log) scanSegment(sc *scanner, i int, last bool, info *RecoveryInfo) err
 		pos += int64(n)
 		s.size = pos
 	}
+}
+
+// lostTail is the damage of segment s whose records stop at pos (for the
+// reason what) before the durable end its header records: entries that
+// were synced, and may have been acknowledged, are lost.
+func (l *Log) lostTail(s *segment, pos int64, what string) error {
+	d := s.durable
+	return &damageError{seg: l.segIndex(s), Damage: Damage{File: s.path, Offset: pos, Index: s.end(), LostThrough: d.next - 1,
+		Reason: fmt.Sprintf("%s, before the durable end recorded in the segment header (byte %d): entries %d to %d were synced, may have been acknowledged, and are lost",
+			what, d.end, s.end(), d.next-1)}}
+}
+
+// lostAfter is what a damaged header of the segment that starts at first
+// loses, for a message.
+func (l *Log) lostAfter(first uint64) string {
+	return fmt.Sprintf(": the entries from index %d on are lost (how far they went was recorded in this header)", first)
+}
+
+func (l *Log) segIndex(s *segment) int {
+	for i, t := range l.segs {
+		if t == s {
+			return i
+		}
+	}
+	return len(l.segs)
+}
+
+// nonZeroPadding returns the offset of the first nonzero byte of the
+// header page h outside its fixed fields and its slots, or -1.
+func nonZeroPadding(h []byte) int64 {
+	from := int64(segmentFixedSize)
+	for _, to := range []int64{slotOffsets[0], slotOffsets[1], segmentHeaderSize} {
+		for p := from; p < to; p++ {
+			if h[p] != 0 {
+				return p
+			}
+		}
+		from = to + slotSize
+	}
+	return -1
 }
 
 // badRecord decides what the bad record at pos in s is: a torn tail (last
@@ -592,6 +786,14 @@ func (l *Log) cutDamage(d *damageError, info *RecoveryInfo) error {
 	if d.WholeSegment {
 		keep = d.seg
 	}
+	keep = min(keep, len(l.segs))
+	var after span
+	if keep > 0 {
+		after = span{l.segs[0].first, l.segs[keep-1].first}
+	}
+	if err := l.unlist(after); err != nil {
+		return err
+	}
 	for len(l.segs) > keep {
 		s := l.segs[len(l.segs)-1]
 		s.closeFile()
@@ -619,6 +821,12 @@ func (l *Log) cutDamage(d *damageError, info *RecoveryInfo) error {
 		return fmt.Errorf("store: open segment: %w", err)
 	}
 	s.f = f
+	// The durable end comes back to the records kept first: a crash
+	// after the cut then finds no damage (the hard state says the log is
+	// being repaired, see LogOptions.Repair).
+	if err := l.lowerDurableEnd(s, f); err != nil {
+		return err
+	}
 	// Cut what follows the records kept: the damage (scan indexed the
 	// records before it, so s.size == d.Offset) or, when the damaged
 	// segment went whole, any runway left on the one before it.
@@ -630,6 +838,24 @@ func (l *Log) cutDamage(d *damageError, info *RecoveryInfo) error {
 	}
 	l.w, l.syncedSize = f, s.size
 	l.next = s.end()
+	return nil
+}
+
+// lowerDurableEnd makes s's durable end (the slot in its header) no
+// further than its records now end, before a cut of the file below the
+// end it recorded: a crash during the cut must not leave a slot that
+// claims records the file no longer holds. Records below s.size are
+// durable. It fsyncs the slot only when it lowered it.
+func (l *Log) lowerDurableEnd(s *segment, f *os.File) error {
+	if s.durable.end <= s.size {
+		return nil
+	}
+	if err := writeSlot(s, f, s.size, s.end()); err != nil {
+		return err
+	}
+	if err := syncFile(f); err != nil {
+		return fmt.Errorf("store: fsync %s: %w", s.path, err)
+	}
 	return nil
 }
 
@@ -849,6 +1075,9 @@ func (l *Log) restartAt(first uint64) error {
 	if len(l.segs) > 0 {
 		s := l.segs[0]
 		l.bw.Reset(io.Discard)
+		if err := l.unlist(span{}); err != nil {
+			return err
+		}
 		s.closeFile()
 		l.w = nil
 		l.segs = nil
@@ -869,7 +1098,7 @@ func (l *Log) appendOne(e Entry) error {
 		if err := l.createSegment(e.Index); err != nil {
 			return err
 		}
-	} else if s := l.segs[len(l.segs)-1]; s.size >= l.segBytes && s.count() > 0 {
+	} else if s := l.segs[len(l.segs)-1]; s.size-segmentHeaderSize >= l.segBytes && s.count() > 0 {
 		if err := l.roll(e.Index); err != nil {
 			return err
 		}
@@ -948,7 +1177,8 @@ func (l *Log) createSegment(first uint64) (err error) {
 		return fmt.Errorf("store: rename %s: %w", tmp, err)
 	}
 	l.dirDirty = true
-	l.segs = append(l.segs, &segment{first: first, path: path, size: segmentHeaderSize, f: f})
+	l.segs = append(l.segs, &segment{first: first, path: path, size: segmentHeaderSize, f: f,
+		durable: durableEnd{seq: 1, end: segmentHeaderSize, next: first}})
 	l.w = f
 	l.writeAt(segmentHeaderSize)
 	l.syncedSize = segmentHeaderSize
@@ -971,7 +1201,18 @@ func (l *Log) cutRunway() error {
 		return fmt.Errorf("store: fsync %s: %w", s.path, err)
 	}
 	l.fileEnd, l.syncedSize = s.size, s.size
-	return nil
+	return l.recordDurable(s)
+}
+
+// recordDurable records in the active segment's header that its records
+// are durable up to syncedSize, which an fsync has just made them; the
+// next fsync carries the slot (see "The durable end").
+func (l *Log) recordDurable(s *segment) error {
+	if s.durable.end == l.syncedSize {
+		return nil
+	}
+	k := sort.Search(len(s.offsets), func(i int) bool { return s.offsets[i] >= l.syncedSize })
+	return writeSlot(s, l.w, l.syncedSize, s.first+uint64(k))
 }
 
 // syncActive writes out the buffer and fdatasyncs the active segment if it
@@ -988,7 +1229,7 @@ func (l *Log) syncActive() error {
 	if s.size > l.syncedSize {
 		// A small write that left little runway: extend it, within the
 		// segment's size.
-		if n := min(runwayBytes, l.segBytes-l.fileEnd); n > 0 && s.size-l.syncedSize <= runwayMaxWrite && l.fileEnd-s.size < runwayLow {
+		if n := min(runwayBytes, segmentHeaderSize+l.segBytes-l.fileEnd); n > 0 && s.size-l.syncedSize <= runwayMaxWrite && l.fileEnd-s.size < runwayLow {
 			at := l.fileEnd
 			if _, err := faultyWrite(zeroRunway[:n], func(p []byte) (int, error) { return l.w.WriteAt(p, at) }); err != nil {
 				return fmt.Errorf("store: write %s: %w", s.path, err)
@@ -1000,6 +1241,7 @@ func (l *Log) syncActive() error {
 		}
 		l.syncedSize = s.size
 		l.dropDurable(s)
+		return l.recordDurable(s)
 	}
 	return nil
 }
@@ -1023,8 +1265,12 @@ const redropBytes = 2 << 20
 func (l *Log) dropDurable(s *segment) {
 	to := l.syncedSize &^ (pageSize - 1)
 	if to > s.advisedTo {
-		from := s.advisedTo &^ (redropBytes - 1)
-		dropCached(l.w, from, to-from)
+		// Never the header page: the slots are rewritten after every
+		// fsync, and a dropped page would be read back for it.
+		from := max(s.advisedTo&^(redropBytes-1), (segmentHeaderSize+pageSize-1)&^(pageSize-1))
+		if to > from {
+			dropCached(l.w, from, to-from)
+		}
 	}
 	s.advisedTo = to // lower too, after a cut
 }
@@ -1039,6 +1285,13 @@ func (l *Log) Sync() error {
 	}
 	if err := l.syncActive(); err != nil {
 		return l.failOrRewind(err)
+	}
+	if sp := l.span(); sp != l.listed || !l.hasManifest {
+		// A segment was created since: the manifest names it before its
+		// entries are reported durable (see "The durable end").
+		if err := l.saveManifest(sp); err != nil {
+			return l.failOrRewind(err)
+		}
 	}
 	if l.dirDirty {
 		if err := syncDir(l.dir); err != nil {
@@ -1079,14 +1332,25 @@ func (l *Log) failOrRewind(err error) error {
 	return fmt.Errorf("%w: %w", ErrNoSpace, err)
 }
 
-// durableIndex is the index of the last entry known durable: every entry
-// of the segments before the active one (roll syncs a segment before it
-// starts the next one) and those of the active one below syncedSize.
+// durableIndex is the index of the last entry known durable and in a
+// segment the manifest names: every entry of the named segments before the
+// active one (roll syncs a segment before it starts the next one) and
+// those of the active one below syncedSize. A segment the manifest does
+// not name yet does not count: a crash would remove it (OpenLog), and
+// naming it would take a write that may fail for want of space too.
 func (l *Log) durableIndex() uint64 {
 	if len(l.segs) == 0 {
 		return l.next - 1
 	}
 	s := l.segs[len(l.segs)-1]
+	if hi := l.listed.hi; s.first > hi {
+		for k := len(l.segs) - 1; k >= 0; k-- {
+			if l.segs[k].first <= hi {
+				return l.segs[k].end() - 1
+			}
+		}
+		return l.segs[0].first - 1
+	}
 	k := sort.Search(len(s.offsets), func(i int) bool { return s.offsets[i] >= l.syncedSize })
 	return s.first + uint64(k) - 1
 }
@@ -1100,7 +1364,7 @@ func (l *Log) rewind() error {
 	d := l.durableIndex()
 	l.bw.Reset(io.Discard) // never written, or written only in part
 	removed := false
-	for len(l.segs) > 1 && l.segs[len(l.segs)-1].first > d {
+	for len(l.segs) > 0 && l.segs[len(l.segs)-1].first > d && l.segs[len(l.segs)-1].first > l.listed.hi {
 		if err := l.removeLast(); err != nil {
 			return err
 		}
@@ -1115,7 +1379,8 @@ func (l *Log) rewind() error {
 		l.dirDirty = false
 	}
 	if len(l.segs) == 0 {
-		return nil // no segment was ever made: nothing was written
+		l.next = d + 1 // no segment was named: nothing was acknowledged
+		return nil
 	}
 	s := l.segs[len(l.segs)-1]
 	if l.w == nil {
@@ -1178,8 +1443,15 @@ func (l *Log) TruncateAfter(index uint64) error {
 	if err := l.flush(); err != nil {
 		return err
 	}
+	keep := len(l.segs)
+	for l.segs[keep-1].first > index {
+		keep--
+	}
+	if err := l.unlist(span{l.segs[0].first, l.segs[keep-1].first}); err != nil {
+		return l.fail(err)
+	}
 	removed := false
-	for l.segs[len(l.segs)-1].first > index {
+	for len(l.segs) > keep {
 		if err := l.removeLast(); err != nil {
 			return l.fail(err)
 		}
@@ -1205,6 +1477,9 @@ func (l *Log) TruncateAfter(index uint64) error {
 	}
 	if keep := index - s.first + 1; keep < s.count() {
 		s.cut(keep)
+		if err := l.lowerDurableEnd(s, l.w); err != nil {
+			return l.fail(err)
+		}
 		// The file ends at the last record kept: no record cut, nor any of
 		// the runway after them, stays behind to be read after a crash.
 		if err := l.w.Truncate(s.size); err != nil {
@@ -1228,6 +1503,15 @@ func (l *Log) TruncateAfter(index uint64) error {
 func (l *Log) CompactBefore(index uint64) error {
 	if err := l.usable(); err != nil {
 		return err
+	}
+	k := 0
+	for k+1 < len(l.segs) && l.segs[k+1].first <= index {
+		k++
+	}
+	if k > 0 {
+		if err := l.unlist(span{l.segs[k].first, l.segs[len(l.segs)-1].first}); err != nil {
+			return l.fail(err)
+		}
 	}
 	removed := false
 	for len(l.segs) > 1 && l.segs[1].first <= index {
@@ -1265,6 +1549,9 @@ func (l *Log) Reset(nextIndex uint64) error {
 		return l.Sync() // already there; make its directory entry durable
 	}
 	l.bw.Reset(io.Discard)
+	if err := l.unlist(span{}); err != nil {
+		return l.fail(err)
+	}
 	for len(l.segs) > 0 {
 		if err := l.removeLast(); err != nil {
 			return l.fail(err)
@@ -1277,10 +1564,9 @@ func (l *Log) Reset(nextIndex uint64) error {
 	if err := l.createSegment(nextIndex); err != nil {
 		return l.fail(err)
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := l.saveManifest(l.span()); err != nil {
 		return l.fail(err)
 	}
-	l.dirDirty = false
 	l.lastTerm = 0
 	return nil
 }

@@ -138,6 +138,9 @@ func FuzzOpenLogTail(f *testing.F) {
 		if err := os.WriteFile(path, file, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		if err := os.WriteFile(filepath.Join(dir, manifestName), encodeManifest(span{1, 1}), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		l, info, err := OpenLog(dir, LogOptions{})
 		if err != nil {
 			if !IsCorruption(err) || !strings.Contains(err.Error(), path) {
