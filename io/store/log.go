@@ -8,6 +8,7 @@
 //
 //	log-<first index, 20 digits>.seg                  log segments
 //	log-<first index, 20 digits>.seg.tmp              a segment being created (removed by OpenLog)
+//	log.manifest, log.manifest.tmp                    the log's first and last segments (durable.go)
 //	hardstate, hardstate.tmp                          hard state and its replacement in progress
 //	snapshot-<index, 20 digits>-<term, 20 digits>.snap         snapshots
 //	snapshot-<index, 20 digits>-<term, 20 digits>.snap.tmp     a snapshot being written (ignored; removed by SaveSnapshot)
@@ -16,14 +17,22 @@
 //
 // # Log segment
 //
-// A segment is a 24-byte header followed by records, back to back, then
-// possibly zero bytes up to the end of the file (the runway, below):
+// A segment is a header page of segmentHeaderSize (4 KiB) bytes followed
+// by records, back to back, then possibly zero bytes up to the end of the
+// file (the runway, below). The header page:
 //
 //	offset size field
-//	     0    8 magic "GEOLOG01"
+//	     0    8 magic "GEOLOG02"
 //	     8    8 first index: the index of the segment's first record (equals the file name's)
 //	    16    4 reserved, zero
 //	    20    4 CRC-32C of bytes 0..19
+//	   512   32 durable-end slot 0 (durable.go)
+//	  1024   32 durable-end slot 1
+//	          every other byte zero
+//
+// The first format, "GEOLOG01" (a 24-byte header, no slots, no manifest),
+// recorded nothing of how far it was synced; OpenLog refuses it (see
+// errOldFormat) rather than guess, as it did, that a short tail was torn.
 //
 // A record (RecordHeaderSize = 24 bytes, then the data):
 //
@@ -49,17 +58,82 @@
 //     tail of the last segment is therefore corruption, never a torn write.
 //   - Only the last segment may be empty (header only): after Reset, or after a
 //     crash right after a segment was created.
-//   - A torn tail is what a crash leaves at the end of the last segment: an
-//     incomplete or checksum-failing record with no valid record after it.
-//     OpenLog truncates it. A bad record followed by a valid one (an index in
-//     the range that could follow), or damage in any other segment, stops
-//     OpenLog with a Corruption error naming the file and the byte offset —
-//     unless LogOptions.Repair is set (a replica with peers to repair from):
-//     OpenLog then cuts the log just before the damage (see Damage).
+//   - A segment's durable end (the newest whole slot in its header) never
+//     claims more than was durable when it was written, and the manifest
+//     names every segment that holds an acknowledged entry (see "The
+//     durable end"). So the records below a segment's durable end, and the
+//     segments the manifest names, were synced: if they are not all there,
+//     entries that may have been acknowledged are lost, and that is damage.
+//   - A torn tail is what a crash leaves at the end of the last segment,
+//     beyond its durable end: an incomplete or checksum-failing record, or
+//     zeros, with no valid record after it. OpenLog truncates it, and
+//     removes the segments the manifest does not name (created after the
+//     last Sync). A log that ends before its durable end (cut, zeroed, or a
+//     named segment missing), a bad record followed by a valid one (an
+//     index in the range that could follow), or damage in any other
+//     segment, stops OpenLog with a Corruption error naming the file, the
+//     byte offset and the indexes lost — unless LogOptions.Repair is set (a
+//     replica with peers to repair from): OpenLog then cuts the log just
+//     before the damage (see Damage).
 //   - Removals keep the log contiguous at every step a crash could interrupt:
 //     TruncateAfter, Reset and OpenLog's cut before damage delete segments
 //     newest first, CompactBefore oldest first, and each fsyncs the directory
-//     before it truncates a file or creates a new one.
+//     before it truncates a file or creates a new one. Each first replaces
+//     the manifest when it names a segment that goes, and lowers a durable
+//     end (fsynced) before it cuts a file below it.
+//
+// # The durable end
+//
+// A torn write can only be what was never synced, so recovery must know
+// what was. Two records tell it, neither costing an fsync per Sync:
+//
+//   - The slots. After each fdatasync of the active segment, Sync writes
+//     (pwrite, no fsync) the segment's new durable end, its byte offset and
+//     the index after it, into the older of the header's two slots, with a
+//     larger sequence number. The next fdatasync carries it to the disk
+//     with the next records; the kernel's writeback may carry it earlier,
+//     and a process that is killed leaves it in the page cache, which
+//     reaches the disk all the same.
+//   - The manifest (log.manifest) names the first and last segments. A Sync
+//     after a segment was created replaces it (temporary file, fsync,
+//     rename, directory fsync) before it returns; a removal replaces it
+//     before it removes a segment it names. That is once per segment
+//     (64 MiB by default), not per Sync.
+//
+// Why recovery never calls synced data torn, nor a torn write damage,
+// whatever subset of the writes between two fsyncs a crash keeps, in
+// whatever order the disk wrote them:
+//
+//   - A slot is written only after the fdatasync that made durable what it
+//     claims has returned; a slot never claims more than was durable at
+//     any instant it could reach the disk. Any slot on disk is therefore a
+//     lower bound of the durable end, the newest whole one the best, and a
+//     record below it missing or bad was synced: damage, never torn.
+//   - Slots alternate, and the newest is never overwritten: a write torn
+//     by a crash (its checksum fails) leaves the previous one, which claims
+//     less, so the lower bound still holds. A write that fails is retried
+//     in the same slot.
+//   - What lies beyond the durable end may be acknowledged data whose slot
+//     had not reached the disk: only after a crash of the machine (a killed
+//     process loses no write) and for the last Sync before it. There a
+//     record that is whole is kept; a record cut or zeroed can only be
+//     what that crash did, and is judged torn. Damage there, after such a
+//     crash and before the next Sync, is the one case not told apart.
+//   - Lowering a durable end (TruncateAfter, OpenLog's cut before damage)
+//     writes and fsyncs the slot before the file is cut, so a crash between
+//     the two leaves a slot that claims no more than the file holds.
+//   - The manifest names a segment only once its directory entry is
+//     durable (the directory is fsynced first), and before any of its
+//     entries is reported durable by a Sync; it stops naming one before the
+//     segment is removed. A segment it names is therefore owed: missing, it
+//     is damage. One it does not name (beyond its last, or before its
+//     first) holds nothing acknowledged: created since the last Sync, or
+//     being removed; OpenLog removes it. Running out of space (ErrNoSpace)
+//     takes back to the last entry of a named segment, so it needs no
+//     manifest write, which could fail for want of space too.
+//   - A new directory gets a manifest naming nothing before its first
+//     segment is created: a segment without a manifest is damage (or the
+//     first format).
 //
 // # The runway
 //
@@ -153,7 +227,7 @@ const (
 	segmentMagicV1 = "GEOLOG01" // the first format: refused (errOldFormat)
 	// segmentHeaderSize: the header page, the fixed header and the two
 	// durable-end slots; records start after it.
-	segmentHeaderSize = 4096
+	segmentHeaderSize = SegmentHeaderSize
 	// segmentFixedSize: the header's fixed fields.
 	segmentFixedSize = 24
 
@@ -170,6 +244,10 @@ const (
 	runwayLow      = 256 << 10
 	runwayMaxWrite = 64 << 10
 )
+
+// SegmentHeaderSize is the size of a log segment's header page: its first
+// record starts at this byte offset.
+const SegmentHeaderSize = 4096
 
 // zeroRunway is what extends a segment.
 var zeroRunway [runwayBytes]byte
@@ -426,6 +504,9 @@ func OpenLog(dir string, opts LogOptions) (*Log, RecoveryInfo, error) {
 			l.closeFiles()
 			return nil, RecoveryInfo{}, err
 		}
+		if de.LostThrough == 0 {
+			de.Reason += commitHint(dir, de.Index)
+		}
 		if opts.Repair == nil {
 			l.closeFiles()
 			return nil, RecoveryInfo{}, de.Err()
@@ -474,6 +555,16 @@ func OpenLog(dir string, opts LogOptions) (*Log, RecoveryInfo, error) {
 	}
 	info.FirstIndex, info.LastIndex = l.FirstIndex(), l.LastIndex()
 	return l, info, nil
+}
+
+// commitHint is what the hard state in dir says of the entries from index
+// on, when a damage lost them without a record of how far they went: that
+// it had seen entries up to its commit index committed.
+func commitHint(dir string, index uint64) string {
+	if hs, ok, err := LoadHardState(dir); err == nil && ok && hs.Commit >= index {
+		return fmt.Sprintf("; the hard state's commit index is %d, so entries %d to %d at least were committed", hs.Commit, index, hs.Commit)
+	}
+	return ""
 }
 
 // openManifest reads the manifest and sets aside (in l.unlisted, for
