@@ -228,7 +228,8 @@ func segmentRecords(t *testing.T, dir string) (string, []segRecord) {
 // a third of the way into the last log segment in dir (one with data, and
 // with valid records after it), found by walking the records (package store's
 // format: a segment header page of store.SegmentHeaderSize bytes, then
-// records of a 24-byte header and their data). It returns the segment, the record's offset and its index.
+// records of a 24-byte header and their data). It returns the segment, the
+// record's offset and its index.
 func damageEarlyRecord(t *testing.T, dir string) (seg string, off int64, index uint64) {
 	t.Helper()
 	seg, recs := segmentRecords(t, dir)

@@ -1776,8 +1776,9 @@ func (l *Log) readHandle(s *segment) (*os.File, error) {
 	return s.f, nil
 }
 
-// Close syncs what was appended, cuts the runway, and closes the files. The
-// log is unusable afterwards.
+// Close syncs what was appended, cuts the runway, makes the durable end in
+// the active segment's header durable too, and closes the files. The log
+// is unusable afterwards.
 func (l *Log) Close() error {
 	if l.closed {
 		return ErrClosed
@@ -1785,6 +1786,13 @@ func (l *Log) Close() error {
 	err := l.Sync()
 	if err == nil && l.w != nil {
 		err = l.cutRunway()
+	}
+	if err == nil && l.w != nil {
+		// The slot Sync wrote after its fdatasync: a closed log's durable
+		// end is on the disk, exact.
+		if err = syncFile(l.w); err != nil {
+			err = fmt.Errorf("store: fsync %s: %w", l.w.Name(), err)
+		}
 	}
 	l.closeFiles()
 	l.closed = true
