@@ -133,7 +133,9 @@
 //     manifest write, which could fail for want of space too.
 //   - A new directory gets a manifest naming nothing before its first
 //     segment is created: a segment without a manifest is damage (or the
-//     first format).
+//     first format). So is a directory with neither, whose hard state says
+//     entries were committed (the replica opens its log before it saves a
+//     hard state): the log was deleted whole.
 //
 // # The runway
 //
@@ -408,6 +410,7 @@ type Log struct {
 	listed      span
 	hasManifest bool
 	unlisted    []*segment // OpenLog: segments the manifest does not name, to remove
+	logGone     uint64     // OpenLog: no manifest, no segment, yet the hard state's commit index is this
 	dirDirty    bool       // an entry of dir was created since the last directory fsync
 	err         error      // sticky: set by a failed write or fsync
 	closed      bool
@@ -580,7 +583,13 @@ func (l *Log) openManifest() error {
 	}
 	if !ok {
 		if len(l.segs) == 0 {
-			return nil // a new log; OpenLog writes the manifest
+			// A new log (OpenLog writes the manifest), unless the hard
+			// state, which is saved only after the log was opened once,
+			// says entries were committed: then the log was deleted.
+			if hs, ok, err := LoadHardState(l.dir); err == nil && ok && hs.Commit > 0 {
+				l.logGone = hs.Commit
+			}
+			return nil
 		}
 		s := l.segs[0]
 		if b, err := os.ReadFile(s.path); err == nil && len(b) >= 8 && string(b[:8]) == segmentMagicV1 {
@@ -633,6 +642,11 @@ func (w segmentWriter) Write(p []byte) (int, error) { return faultyWrite(p, w.ow
 // scan reads every segment, builds the in-memory index and truncates a torn
 // tail. It leaves the last segment open for appending.
 func (l *Log) scan(info *RecoveryInfo) error {
+	if l.logGone != 0 {
+		return &damageError{Damage: Damage{File: filepath.Join(l.dir, manifestName), Index: 1, WholeSegment: true, LostThrough: l.logGone,
+			Reason: fmt.Sprintf("the log manifest and every log segment are missing, yet the hard state's commit index is %d: entries 1 to %d were committed, and those no snapshot holds are lost",
+				l.logGone, l.logGone)}}
+	}
 	sp := l.listed
 	if sp.lo != 0 && (len(l.segs) == 0 || l.segs[0].first != sp.lo) {
 		which := "first"

@@ -266,3 +266,47 @@ func TestManifestMissingOrDamaged(t *testing.T) {
 		wantCorruption(t, err, m, -1)
 	}
 }
+
+// TestLogDeletedWhole: every segment and the manifest gone while the hard
+// state says entries were committed is damage (a new directory has no hard
+// state: its log is opened first); a manifest that names no segment (a
+// Reset interrupted after it removed them) with none left is an empty log.
+func TestLogDeletedWhole(t *testing.T) {
+	pristine, _ := buildLog(t, 8, 1<<20)
+	if err := SaveHardState(pristine, HardState{Term: 2, Vote: NoVote, Commit: 6}); err != nil {
+		t.Fatal(err)
+	}
+	dir := copyDir(t, pristine)
+	for _, name := range append(segFiles(t, dir), filepath.Join(dir, manifestName)) {
+		if err := os.Remove(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _, err := OpenLog(dir, LogOptions{})
+	wantCorruption(t, err, filepath.Join(dir, manifestName), 0)
+	if !strings.Contains(err.Error(), "entries 1 to 6 were committed") {
+		t.Fatalf("error %q does not name the entries lost", err)
+	}
+	l, info, _ := openRepair(t, dir, 1<<20)
+	if info.Damage == nil || info.LastIndex != 0 {
+		t.Fatalf("info %+v", info)
+	}
+	mustAppendSync(t, l, mkEntries(1, 2, 3, 60))
+	l = reopenPlain(t, l, dir, 1<<20, mkEntries(1, 2, 3, 60))
+	mustClose(t, l)
+
+	dir = copyDir(t, pristine)
+	for _, name := range segFiles(t, dir) {
+		if err := os.Remove(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, manifestName), encodeManifest(span{}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, info = mustOpen(t, dir, 1<<20)
+	if info.Damage != nil || info.LastIndex != 0 || l.FirstIndex() != 0 {
+		t.Fatalf("info %+v", info)
+	}
+	mustClose(t, l)
+}
