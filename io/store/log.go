@@ -195,11 +195,13 @@
 //
 // A write that fails for want of space (ENOSPC, EDQUOT) leaves the log
 // usable (ErrNoSpace): it takes back everything appended since the last
-// Sync. Segments begun since the last durable entry go (the directory is
-// fsynced before anything more is written: back after a crash, one would
-// overlap the segment before it), and the active file is cut at that
-// entry's end, so neither a record cut short nor old runway stays behind
-// it. The caller appends the entries again once there is space. A failed
+// Sync, and the entries of segments the manifest does not name yet (a
+// roll synced them, but no Sync reported them durable). Those segments go
+// (the directory is fsynced before anything more is written: back after a
+// crash, one would overlap the segment before it; OpenLog would remove
+// them anyway), and the active file is cut at the last durable entry's
+// end, so neither a record cut short nor old runway stays behind it. None
+// of it writes the manifest, which could fail for want of space too. The caller appends the entries again once there is space. A failed
 // fsync is different: the kernel may have dropped the pages it failed to
 // write, so the log is unusable until the process restarts and recovers.
 //
