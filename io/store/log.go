@@ -291,11 +291,15 @@ type LogOptions struct {
 	Repair func(Damage) error
 }
 
-// Damage is what OpenLog found wrong before the log's tail: a record that
-// fails its checksum (or declares an impossible length, or ends early) with
-// more of the log after it, a record whose index or term does not follow
-// its predecessor, a damaged segment header, or a segment whose first index
-// does not follow the segment before it. What precedes it is intact.
+// Damage is what OpenLog found wrong that is not a torn write: a record
+// that fails its checksum (or declares an impossible length, or ends
+// early) with more of the log after it, the log ending (cut, zeroed) before
+// the durable end its segment's header records, a record whose index or
+// term does not follow its predecessor, a damaged segment header, a
+// segment whose first index does not follow the segment before it, or a
+// segment the manifest names missing (the log's whole, manifest included,
+// when the hard state says entries were committed). What precedes it is
+// intact.
 type Damage struct {
 	File   string // the segment file
 	Offset int64  // byte offset of the damaged record in File; within the header when the whole segment is rejected
