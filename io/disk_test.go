@@ -380,9 +380,34 @@ func TestRecoveryRefusesAnEmptiedLogWithoutItsSnapshot(t *testing.T) {
 	}
 }
 
-// A whole server over a data directory whose log was lost after its newest
-// snapshot (all segments gone): it serves what the snapshot holds, and what
-// it appends afterwards survives a restart.
+// copyDataDir copies the files of the data directory dir into a new one.
+func copyDataDir(t *testing.T, dir string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, de := range des {
+		b, err := os.ReadFile(filepath.Join(dir, de.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, de.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+// A whole server over a data directory whose log was emptied after its
+// newest snapshot (as installing a snapshot beyond the log does, Reset):
+// it serves what the snapshot holds, and what it appends afterwards
+// survives a restart. Its segments deleted by hand instead, the log's
+// manifest names one that is missing: a cluster of one refuses to start.
 func TestServerRecoversFromASnapshotBeyondTheLog(t *testing.T) {
 	dir := formatDir(t)
 	opts := Options{}
@@ -399,10 +424,22 @@ func TestServerRecoversFromASnapshotBeyondTheLog(t *testing.T) {
 		t.Fatal(ok, err)
 	}
 	snap.Body.Close()
-	segs, _ := filepath.Glob(filepath.Join(dir, "log-*.seg"))
+	deleted := copyDataDir(t, dir)
+	segs, _ := filepath.Glob(filepath.Join(deleted, "log-*.seg"))
 	for _, seg := range segs {
 		os.Remove(seg)
 	}
+	if _, err := Open(deleted, Options{Addresses: []string{"127.0.0.1:0"}}); !store.IsCorruption(err) || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("Open with every segment deleted: %v", err)
+	}
+	log, _, err := store.OpenLog(dir, store.LogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Reset(1); err != nil {
+		t.Fatal(err)
+	}
+	log.Close()
 
 	s = serve(t, dir, opts)
 	c = dial(t, s.Addr())

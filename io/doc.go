@@ -106,15 +106,18 @@
 // corruption, a log that leaves entries missing after the newest valid
 // snapshot.
 //
-// Recovery truncates a torn tail (what a crash leaves at the end of the log;
-// never acknowledged) and logs it. Other damage to the log — a record that
-// fails its checksum with more of the log after it, a damaged segment — may
-// hold entries this replica acknowledged. A replica of a cluster of one
-// stops with a Corruption error naming the file and the byte offset. A
-// replica with peers repairs it: it durably sets the hard state's Repairing
-// flag first, then cuts the log just before the damage (store.LogOptions.
-// Repair), logs a warning naming the file, the offset and the index the log
-// now ends at, and recovers from what is left; the replica then neither
+// Recovery truncates a torn tail (what a crash leaves at the end of the log
+// beyond its durable end, which each segment's header records: never
+// acknowledged) and logs it. Other damage to the log — a record that fails
+// its checksum with more of the log after it, a log cut, zeroed or with a
+// segment deleted before its durable end, a damaged segment — may hold
+// entries this replica acknowledged. A replica of a cluster of one stops
+// with a Corruption error naming the file, the byte offset and the entries
+// lost. A replica with peers repairs it: it durably sets the hard state's
+// Repairing flag first, then cuts the log just before the damage
+// (store.LogOptions.Repair), logs a warning naming the file, the offset and
+// the index the log now ends at, and recovers from what is left; the
+// replica then neither
 // votes nor campaigns until a leader of a later term has given the lost
 // entries back (core.HardState.Repairing), but follows, acknowledges and
 // forwards client requests meanwhile.
@@ -124,6 +127,7 @@
 //	cluster                       the cluster file (Format): cluster id, replica index, replica count; checksummed
 //	LOCK                          the lock file (LockDir): its holder's pid; Format and Open hold an exclusive lock on it
 //	log-<first index>.seg         log segments (package store)
+//	log.manifest                  the log's first and last segments (package store)
 //	hardstate                     term, vote, commit, the repairing flag (package store)
 //	snapshot-<index>-<term>.snap  snapshots, the newest and one fallback (package store)
 package io

@@ -33,7 +33,7 @@ func damagedLog(t *testing.T, dir string) (seg string, off int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	off = 24 // the segment header
+	off = store.SegmentHeaderSize
 	for i := 1; i < 4; i++ {
 		_, n, err := store.DecodeRecord(b[off:])
 		if err != nil {
@@ -113,6 +113,73 @@ func TestRecoveryCutsADamagedRecordAndSetsRepairing(t *testing.T) {
 	}
 }
 
+// truncatedLog writes entries 1..10 as damagedLog does, then cuts the
+// segment inside entry 4's record (cut), or deletes it. It returns
+// the segment and the offset the damage is reported at.
+func truncatedLog(t *testing.T, dir string, cut bool) (seg string, off int64) {
+	t.Helper()
+	seg, off = damagedLog(t, dir) // entry 4's record starts at off
+	if !cut {
+		if err := os.Remove(seg); err != nil {
+			t.Fatal(err)
+		}
+		return seg, 0
+	}
+	if err := os.Truncate(seg, off+store.RecordHeaderSize+1); err != nil {
+		t.Fatal(err)
+	}
+	return seg, off
+}
+
+// The log's tail was cut inside a record, or its only segment deleted,
+// after every entry had been synced: that is damage, not a torn write. A
+// replica of three repairs it as it does a damaged record (Repairing set,
+// the log cut, a warning naming the file, the offset and where the log now
+// ends); a replica of one refuses to start with a Corruption error naming
+// the file, the offset and the entries lost, and changes nothing.
+func TestRecoveryOfADamagedTail(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cut  bool
+		last uint64 // where the repaired log ends
+		lost string
+	}{{"cut", true, 3, "entries 4 to 10 were synced"}, {"deleted", false, 0, "entries from index 1 on are lost"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			seg, off := truncatedLog(t, dir, tc.cut)
+			_, _, err := recoverStorage(dir, 0, 1, zap.NewNop())
+			if !store.IsCorruption(err) || !strings.Contains(err.Error(), seg) || !strings.Contains(err.Error(), " at byte "+strconv.FormatInt(off, 10)+":") ||
+				!strings.Contains(err.Error(), tc.lost) {
+				t.Fatalf("recovery of one: %v, want Corruption naming %s at byte %d and %q", err, seg, off, tc.lost)
+			}
+			if hs := loadHardState(t, dir); hs.Repairing {
+				t.Fatalf("hard state %+v: a cluster of one cannot repair", hs)
+			}
+			t.Log(err)
+
+			obs, logs := observer.New(zap.InfoLevel)
+			log, rec, err := recoverStorage(dir, 0, 3, zap.New(obs))
+			if err != nil {
+				t.Fatalf("recovery of three: %v", err)
+			}
+			defer log.Close()
+			if want := (core.HardState{Term: 3, Vote: 1, Commit: 8, Repairing: true}); rec.HardState != want {
+				t.Fatalf("recovered hard state %+v, want %+v", rec.HardState, want)
+			}
+			if log.LastIndex() != tc.last || logs.FilterMessageSnippet("torn write").Len() != 0 {
+				t.Fatalf("log ends at %d, want %d; logs %v", log.LastIndex(), tc.last, logs.All())
+			}
+			warn := logs.FilterMessageSnippet("damaged record").All()
+			if len(warn) != 1 {
+				t.Fatalf("no warning about the repair in %v", logs.All())
+			}
+			if f := warn[0].ContextMap(); f["file"] != seg || f["offset"] != off || f["log_last"] != tc.last || f["damaged_index"] != tc.last+1 {
+				t.Fatalf("warning fields %v", f)
+			}
+		})
+	}
+}
+
 // In a cluster of one, the same damage stops recovery with the Corruption
 // error naming the file and the offset, and changes nothing.
 func TestRecoveryOfOneReplicaRefusesADamagedRecord(t *testing.T) {
@@ -170,7 +237,7 @@ func TestRecoveryCutLeavesNothing(t *testing.T) {
 	td.append(1, 5, 1)
 	td.sync(5)
 	td.close()
-	flipAt(t, filepath.Join(dir, "log-00000000000000000001.seg"), 24+store.RecordHeaderSize)
+	flipAt(t, filepath.Join(dir, "log-00000000000000000001.seg"), store.SegmentHeaderSize+store.RecordHeaderSize)
 	log, rec, err := recoverStorage(dir, 0, 5, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +298,7 @@ func TestServerOfThreeOpensOverADamagedLog(t *testing.T) {
 	}
 	s.stop(t)
 	seg := filepath.Join(src, "log-00000000000000000001.seg")
-	flipAt(t, seg, 24+store.RecordHeaderSize+1) // the first record's data, with valid records after it
+	flipAt(t, seg, store.SegmentHeaderSize+store.RecordHeaderSize+1) // the first record's data, with valid records after it
 
 	if _, err := Open(src, Options{Addresses: []string{"127.0.0.1:0"}}); !store.IsCorruption(err) || !strings.Contains(err.Error(), seg) {
 		t.Fatalf("Open as a cluster of one: %v", err)
@@ -242,7 +309,7 @@ func TestServerOfThreeOpensOverADamagedLog(t *testing.T) {
 	if err := Format(dir, ClusterInfo{Cluster: testCluster, ReplicaIndex: 0, ReplicaCount: 3}); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"log-00000000000000000001.seg", "hardstate"} {
+	for _, name := range []string{"log-00000000000000000001.seg", "log.manifest", "hardstate"} {
 		b, err := os.ReadFile(filepath.Join(src, name))
 		if err != nil {
 			t.Fatal(err)

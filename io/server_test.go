@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +23,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/io/store"
 )
 
 var testCluster = core.Uint128{Hi: 0x0123456789abcdef, Lo: 0xfedcba9876543210}
@@ -366,12 +368,12 @@ func TestCorruptLogStopsStartupNamingFileAndOffset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b[24+30] ^= 0xff // inside the first record's data, with valid records after it
+	b[store.SegmentHeaderSize+30] ^= 0xff // inside the first record's data, with valid records after it
 	if err := os.WriteFile(seg, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	_, err = Open(dir, Options{Addresses: []string{"127.0.0.1:0"}})
-	if err == nil || !strings.Contains(err.Error(), seg) || !strings.Contains(err.Error(), "at byte 24") {
+	if err == nil || !strings.Contains(err.Error(), seg) || !strings.Contains(err.Error(), "at byte "+strconv.Itoa(store.SegmentHeaderSize)) {
 		t.Fatalf("Open: %v", err)
 	}
 	t.Log(err)

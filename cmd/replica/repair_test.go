@@ -26,6 +26,19 @@ import (
 // readable through the follower's address alone, its hard state no longer
 // says Repairing, and the three logs on disk agree.
 func TestClusterRepairsADamagedFollowerLog(t *testing.T) {
+	testClusterRepairs(t, "damaged", damageEarlyRecord)
+}
+
+// TestClusterRepairsATruncatedFollowerLog: as above, but the follower's
+// last segment is cut short, inside a record about a third of the way in:
+// entries it had synced and acknowledged are gone, which is damage, not a
+// torn write (the segment's header records how far it was synced). The
+// follower cuts its log there and is repaired from its peers.
+func TestClusterRepairsATruncatedFollowerLog(t *testing.T) {
+	testClusterRepairs(t, "truncated", truncateTail)
+}
+
+func testClusterRepairs(t *testing.T, what string, damage func(t *testing.T, dir string) (seg string, off int64, index uint64)) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
@@ -55,9 +68,9 @@ func TestClusterRepairsADamagedFollowerLog(t *testing.T) {
 	}
 
 	c.kill(follower)
-	seg, off, index := damageEarlyRecord(t, c.dirs[follower])
-	t.Logf("replica %d leads; killed follower %d after %d acknowledged batches and damaged entry %d at byte %d of %s",
-		leader, follower, before, index, off, filepath.Base(seg))
+	seg, off, index := damage(t, c.dirs[follower])
+	t.Logf("replica %d leads; killed follower %d after %d acknowledged batches and %s its log at entry %d, byte %d of %s",
+		leader, follower, before, what, index, off, filepath.Base(seg))
 
 	// Phase 2: writes while it is down (it misses them), then it restarts
 	// and the writes go on, some through its address alone.
@@ -165,35 +178,64 @@ func startWriters(ctx context.Context, c *cluster, wl *writeLog, phase uint64, n
 	return func() { cancel(); wg.Wait() }
 }
 
-// damageEarlyRecord flips a byte in the middle of the data of a record about
-// a third of the way into the last log segment in dir (one with data, and
-// with valid records after it), found by walking the records (package store's
-// format: a 24-byte segment header, then records of a 24-byte header and
-// their data). It returns the segment, the record's offset and its index.
-func damageEarlyRecord(t *testing.T, dir string) (seg string, off int64, index uint64) {
+// truncateTail cuts the last log segment in dir inside the header of a
+// record about a third of the way into it (one with records after it). It
+// returns the segment, the record's offset and its index.
+func truncateTail(t *testing.T, dir string) (seg string, off int64, index uint64) {
+	t.Helper()
+	seg, recs := segmentRecords(t, dir)
+	if len(recs) < 3 {
+		t.Fatalf("%s: %d records, want 3 or more", seg, len(recs))
+	}
+	r := recs[len(recs)/3]
+	if err := os.Truncate(seg, r.off+store.RecordHeaderSize/2); err != nil {
+		t.Fatal(err)
+	}
+	return seg, r.off, r.index
+}
+
+type segRecord struct {
+	off   int64
+	index uint64
+	n     int
+}
+
+// segmentRecords returns the last log segment in dir and its records.
+func segmentRecords(t *testing.T, dir string) (string, []segRecord) {
 	t.Helper()
 	segs, err := filepath.Glob(filepath.Join(dir, "log-*.seg"))
 	if err != nil || len(segs) == 0 {
 		t.Fatalf("no log segment in %s: %v", dir, err)
 	}
-	seg = segs[len(segs)-1]
+	seg := segs[len(segs)-1]
 	b, err := os.ReadFile(seg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	type rec struct {
-		off   int64
-		index uint64
-		n     int
-	}
-	var recs []rec
-	for p := 24; p < len(b); {
+	var recs []segRecord
+	for p := store.SegmentHeaderSize; p < len(b); {
 		e, n, err := store.DecodeRecord(b[p:])
 		if err != nil {
-			break // a torn tail: the process was killed mid-write
+			break // the runway, or a torn tail: the process was killed mid-write
 		}
-		recs = append(recs, rec{int64(p), e.Index, len(e.Data)})
+		recs = append(recs, segRecord{int64(p), e.Index, len(e.Data)})
 		p += n
+	}
+	return seg, recs
+}
+
+// damageEarlyRecord flips a byte in the middle of the data of a record about
+// a third of the way into the last log segment in dir (one with data, and
+// with valid records after it), found by walking the records (package store's
+// format: a segment header page of store.SegmentHeaderSize bytes, then
+// records of a 24-byte header and their data). It returns the segment, the
+// record's offset and its index.
+func damageEarlyRecord(t *testing.T, dir string) (seg string, off int64, index uint64) {
+	t.Helper()
+	seg, recs := segmentRecords(t, dir)
+	b, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
 	}
 	for k := len(recs) / 3; k < len(recs)-2; k++ {
 		if r := recs[k]; r.n > 0 {

@@ -78,7 +78,7 @@ func TestSyncDropsDurablePages(t *testing.T) {
 		}
 		gone := (l.syncedSize &^ (pageSize - 1)) - redropBytes
 		for p, in := range resident(t, segs[0], l.syncedSize) {
-			if in && int64(p+1)*pageSize <= gone {
+			if in && int64(p+1)*pageSize <= gone && int64(p)*pageSize >= segmentHeaderSize { // the header page stays: its slots are rewritten
 				t.Fatalf("round %d: page %d is still cached (%d bytes durable)", round, p, l.syncedSize)
 			}
 		}

@@ -8,6 +8,7 @@
 //
 //	log-<first index, 20 digits>.seg                  log segments
 //	log-<first index, 20 digits>.seg.tmp              a segment being created (removed by OpenLog)
+//	log.manifest, log.manifest.tmp                    the log's first and last segments (durable.go)
 //	hardstate, hardstate.tmp                          hard state and its replacement in progress
 //	snapshot-<index, 20 digits>-<term, 20 digits>.snap         snapshots
 //	snapshot-<index, 20 digits>-<term, 20 digits>.snap.tmp     a snapshot being written (ignored; removed by SaveSnapshot)
@@ -16,14 +17,22 @@
 //
 // # Log segment
 //
-// A segment is a 24-byte header followed by records, back to back, then
-// possibly zero bytes up to the end of the file (the runway, below):
+// A segment is a header page of segmentHeaderSize (4 KiB) bytes followed
+// by records, back to back, then possibly zero bytes up to the end of the
+// file (the runway, below). The header page:
 //
 //	offset size field
-//	     0    8 magic "GEOLOG01"
+//	     0    8 magic "GEOLOG02"
 //	     8    8 first index: the index of the segment's first record (equals the file name's)
 //	    16    4 reserved, zero
 //	    20    4 CRC-32C of bytes 0..19
+//	   512   32 durable-end slot 0 (durable.go)
+//	  1024   32 durable-end slot 1
+//	          every other byte zero
+//
+// The first format, "GEOLOG01" (a 24-byte header, no slots, no manifest),
+// recorded nothing of how far it was synced; OpenLog refuses it (see
+// errOldFormat) rather than guess, as it did, that a short tail was torn.
 //
 // A record (RecordHeaderSize = 24 bytes, then the data):
 //
@@ -49,17 +58,84 @@
 //     tail of the last segment is therefore corruption, never a torn write.
 //   - Only the last segment may be empty (header only): after Reset, or after a
 //     crash right after a segment was created.
-//   - A torn tail is what a crash leaves at the end of the last segment: an
-//     incomplete or checksum-failing record with no valid record after it.
-//     OpenLog truncates it. A bad record followed by a valid one (an index in
-//     the range that could follow), or damage in any other segment, stops
-//     OpenLog with a Corruption error naming the file and the byte offset —
-//     unless LogOptions.Repair is set (a replica with peers to repair from):
-//     OpenLog then cuts the log just before the damage (see Damage).
+//   - A segment's durable end (the newest whole slot in its header) never
+//     claims more than was durable when it was written, and the manifest
+//     names every segment that holds an acknowledged entry (see "The
+//     durable end"). So the records below a segment's durable end, and the
+//     segments the manifest names, were synced: if they are not all there,
+//     entries that may have been acknowledged are lost, and that is damage.
+//   - A torn tail is what a crash leaves at the end of the last segment,
+//     beyond its durable end: an incomplete or checksum-failing record, or
+//     zeros, with no valid record after it. OpenLog truncates it, and
+//     removes the segments the manifest does not name (created after the
+//     last Sync). A log that ends before its durable end (cut, zeroed, or a
+//     named segment missing), a bad record followed by a valid one (an
+//     index in the range that could follow), or damage in any other
+//     segment, stops OpenLog with a Corruption error naming the file, the
+//     byte offset and the indexes lost — unless LogOptions.Repair is set (a
+//     replica with peers to repair from): OpenLog then cuts the log just
+//     before the damage (see Damage).
 //   - Removals keep the log contiguous at every step a crash could interrupt:
 //     TruncateAfter, Reset and OpenLog's cut before damage delete segments
 //     newest first, CompactBefore oldest first, and each fsyncs the directory
-//     before it truncates a file or creates a new one.
+//     before it truncates a file or creates a new one. Each first replaces
+//     the manifest when it names a segment that goes, and lowers a durable
+//     end (fsynced) before it cuts a file below it.
+//
+// # The durable end
+//
+// A torn write can only be what was never synced, so recovery must know
+// what was. Two records tell it, neither costing an fsync per Sync:
+//
+//   - The slots. After each fdatasync of the active segment, Sync writes
+//     (pwrite, no fsync) the segment's new durable end, its byte offset and
+//     the index after it, into the older of the header's two slots, with a
+//     larger sequence number. The next fdatasync carries it to the disk
+//     with the next records; the kernel's writeback may carry it earlier,
+//     and a process that is killed leaves it in the page cache, which
+//     reaches the disk all the same.
+//   - The manifest (log.manifest) names the first and last segments. A Sync
+//     after a segment was created replaces it (temporary file, fsync,
+//     rename, directory fsync) before it returns; a removal replaces it
+//     before it removes a segment it names. That is once per segment
+//     (64 MiB by default), not per Sync.
+//
+// Why recovery never calls synced data torn, nor a torn write damage,
+// whatever subset of the writes between two fsyncs a crash keeps, in
+// whatever order the disk wrote them:
+//
+//   - A slot is written only after the fdatasync that made durable what it
+//     claims has returned; a slot never claims more than was durable at
+//     any instant it could reach the disk. Any slot on disk is therefore a
+//     lower bound of the durable end, the newest whole one the best, and a
+//     record below it missing or bad was synced: damage, never torn.
+//   - Slots alternate, and the newest is never overwritten: a write torn
+//     by a crash (its checksum fails) leaves the previous one, which claims
+//     less, so the lower bound still holds. A write that fails is retried
+//     in the same slot.
+//   - What lies beyond the durable end may be acknowledged data whose slot
+//     had not reached the disk: only after a crash of the machine (a killed
+//     process loses no write) and for the last Sync before it. There a
+//     record that is whole is kept; a record cut or zeroed can only be
+//     what that crash did, and is judged torn. Damage there, after such a
+//     crash and before the next Sync, is the one case not told apart.
+//   - Lowering a durable end (TruncateAfter, OpenLog's cut before damage)
+//     writes and fsyncs the slot before the file is cut, so a crash between
+//     the two leaves a slot that claims no more than the file holds.
+//   - The manifest names a segment only once its directory entry is
+//     durable (the directory is fsynced first), and before any of its
+//     entries is reported durable by a Sync; it stops naming one before the
+//     segment is removed. A segment it names is therefore owed: missing, it
+//     is damage. One it does not name (beyond its last, or before its
+//     first) holds nothing acknowledged: created since the last Sync, or
+//     being removed; OpenLog removes it. Running out of space (ErrNoSpace)
+//     takes back to the last entry of a named segment, so it needs no
+//     manifest write, which could fail for want of space too.
+//   - A new directory gets a manifest naming nothing before its first
+//     segment is created: a segment without a manifest is damage (or the
+//     first format). So is a directory with neither, whose hard state says
+//     entries were committed (the replica opens its log before it saves a
+//     hard state): the log was deleted whole.
 //
 // # The runway
 //
@@ -119,11 +195,13 @@
 //
 // A write that fails for want of space (ENOSPC, EDQUOT) leaves the log
 // usable (ErrNoSpace): it takes back everything appended since the last
-// Sync. Segments begun since the last durable entry go (the directory is
-// fsynced before anything more is written: back after a crash, one would
-// overlap the segment before it), and the active file is cut at that
-// entry's end, so neither a record cut short nor old runway stays behind
-// it. The caller appends the entries again once there is space. A failed
+// Sync, and the entries of segments the manifest does not name yet (a
+// roll synced them, but no Sync reported them durable). Those segments go
+// (the directory is fsynced before anything more is written: back after a
+// crash, one would overlap the segment before it; OpenLog would remove
+// them anyway), and the active file is cut at the last durable entry's
+// end, so neither a record cut short nor old runway stays behind it. None
+// of it writes the manifest, which could fail for want of space too. The caller appends the entries again once there is space. A failed
 // fsync is different: the kernel may have dropped the pages it failed to
 // write, so the log is unusable until the process restarts and recovers.
 //
@@ -144,11 +222,18 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/geoevent/geoevent/core"
 )
 
 const (
-	segmentMagic      = "GEOLOG01"
-	segmentHeaderSize = 24
+	segmentMagic   = "GEOLOG02"
+	segmentMagicV1 = "GEOLOG01" // the first format: refused (errOldFormat)
+	// segmentHeaderSize: the header page, the fixed header and the two
+	// durable-end slots; records start after it.
+	segmentHeaderSize = SegmentHeaderSize
+	// segmentFixedSize: the header's fixed fields.
+	segmentFixedSize = 24
 
 	// DefaultSegmentBytes is the segment size used when LogOptions leaves it 0.
 	DefaultSegmentBytes = 64 << 20
@@ -163,6 +248,10 @@ const (
 	runwayLow      = 256 << 10
 	runwayMaxWrite = 64 << 10
 )
+
+// SegmentHeaderSize is the size of a log segment's header page: its first
+// record starts at this byte offset.
+const SegmentHeaderSize = 4096
 
 // zeroRunway is what extends a segment.
 var zeroRunway [runwayBytes]byte
@@ -184,9 +273,9 @@ var (
 
 // LogOptions tunes a Log.
 type LogOptions struct {
-	// SegmentBytes: start a new segment once the current one holds at least
-	// this many bytes (0 means DefaultSegmentBytes). A segment exceeds it by
-	// at most one record.
+	// SegmentBytes: start a new segment once the records of the current
+	// one hold at least this many bytes (0 means DefaultSegmentBytes). A
+	// segment's records exceed it by at most one record.
 	SegmentBytes int64
 
 	// Repair, when set, makes OpenLog cut the log just before damage that
@@ -202,19 +291,26 @@ type LogOptions struct {
 	Repair func(Damage) error
 }
 
-// Damage is what OpenLog found wrong before the log's tail: a record that
-// fails its checksum (or declares an impossible length, or ends early) with
-// more of the log after it, a record whose index or term does not follow
-// its predecessor, a damaged segment header, or a segment whose first index
-// does not follow the segment before it. What precedes it is intact.
+// Damage is what OpenLog found wrong that is not a torn write: a record
+// that fails its checksum (or declares an impossible length, or ends
+// early) with more of the log after it, the log ending (cut, zeroed) before
+// the durable end its segment's header records, a record whose index or
+// term does not follow its predecessor, a damaged segment header, a
+// segment whose first index does not follow the segment before it, or a
+// segment the manifest names missing (the log's whole, manifest included,
+// when the hard state says entries were committed). What precedes it is
+// intact.
 type Damage struct {
 	File   string // the segment file
 	Offset int64  // byte offset of the damaged record in File; within the header when the whole segment is rejected
 	// Index is the index the damaged record (or the rejected segment's
 	// first record) should have had: cutting keeps the entries before it,
 	// so the log then ends at Index-1.
-	Index  uint64
-	Reason string // what is wrong, without the file and offset
+	Index uint64
+	// LostThrough is the last durable index lost with it, when the log
+	// knows it (the durable end in the segment's header); 0 when unknown.
+	LostThrough uint64
+	Reason      string // what is wrong, without the file and offset; it names the indexes lost
 	// WholeSegment: the segment's header or place is what is wrong, so the
 	// cut removes the whole file; otherwise it truncates File at Offset.
 	WholeSegment bool
@@ -238,6 +334,11 @@ type RecoveryInfo struct {
 	FirstIndex, LastIndex uint64 // as FirstIndex() and LastIndex() report after opening
 	TruncatedBytes        int64  // size of the torn tail cut off, 0 when none
 	TruncatedFile         string // the segment it was cut from, "" when none
+	// UnlistedSegments counts the segment files removed because the
+	// manifest did not name them (created after the last Sync that would
+	// have named them, or being removed when a crash came): they held
+	// nothing acknowledged.
+	UnlistedSegments int
 	// Damage is the damage cut off under LogOptions.Repair, nil when none;
 	// the log then ends at Damage.Index-1. DroppedSegments counts the
 	// whole segment files that cut removed.
@@ -257,6 +358,11 @@ type segment struct {
 	// advisedTo: the active segment's pages below this offset have been
 	// advised out of the page cache once durable (see "The page cache").
 	advisedTo int64
+	// durable is the newest whole slot of the header (seq), as on disk or
+	// on its way there, except that after a failed slot write its end and
+	// next are those the write tried: an upper bound of what any slot
+	// claims.
+	durable durableEnd
 }
 
 func (s *segment) count() uint64 { return uint64(len(s.offsets)) }
@@ -306,10 +412,15 @@ type Log struct {
 	lastTerm uint64        // term of the last entry (0 when empty)
 
 	syncedSize int64 // bytes of the active segment known durable
-	dirDirty   bool  // an entry of dir was created since the last directory fsync
-	err        error // sticky: set by a failed write or fsync
-	closed     bool
-	hdr        [RecordHeaderSize]byte
+	// listed is what the manifest says (hasManifest: that there is one).
+	listed      span
+	hasManifest bool
+	unlisted    []*segment // OpenLog: segments the manifest does not name, to remove
+	logGone     uint64     // OpenLog: no manifest, no segment, yet the hard state's commit index is this
+	dirDirty    bool       // an entry of dir was created since the last directory fsync
+	err         error      // sticky: set by a failed write or fsync
+	closed      bool
+	hdr         [RecordHeaderSize]byte
 }
 
 func segmentName(first uint64) string { return fmt.Sprintf("log-%020d.seg", first) }
@@ -331,26 +442,35 @@ func parseSegmentName(name string) (first uint64, isSeg, ok bool) {
 	return v, true, true
 }
 
+// segmentHeader is the header page of a new segment: its fixed fields and
+// both slots saying that nothing is durable yet.
 func segmentHeader(first uint64) []byte {
 	h := make([]byte, segmentHeaderSize)
 	copy(h, segmentMagic)
 	binary.LittleEndian.PutUint64(h[8:16], first)
 	binary.LittleEndian.PutUint32(h[20:24], crc32.Checksum(h[0:20], castagnoli))
+	for seq := uint64(0); seq < 2; seq++ {
+		copy(h[slotOffsets[seq%2]:], encodeSlot(first, durableEnd{seq: seq, end: segmentHeaderSize, next: first}))
+	}
 	return h
 }
 
 // OpenLog opens (creating if absent) the log in dir. It scans every segment,
 // verifying every record's checksum and that indexes are contiguous. A torn
-// tail (an incomplete or checksum-failing record at the end of the last
-// segment with no valid record after it) is truncated and reported in
-// RecoveryInfo. Any other damage returns a Corruption error naming the file and
-// the byte offset or, when opts.Repair is set, is cut off with everything after
-// it (see LogOptions.Repair) and reported in RecoveryInfo.Damage: the log
-// then ends just before it, and when nothing is left it is empty as after
-// Reset(Damage.Index). Leftover .tmp segment files are removed. Before returning
-// it fsyncs the last segment and the directory, so whatever it reports as the
-// log is durable (the previous process may have died with writes in the page
-// cache only).
+// tail (an incomplete or checksum-failing record, or zeros, at the end of
+// the last segment, after its durable end and with no valid record after
+// it) is truncated and reported in RecoveryInfo; so are segments created
+// after the manifest last named one (they hold nothing acknowledged). Any
+// other damage, a log that ends before its durable end (a segment the
+// manifest names missing included), returns a Corruption error naming the
+// file, the byte offset and the indexes lost or, when opts.Repair is set,
+// is cut off with everything after it (see LogOptions.Repair) and reported
+// in RecoveryInfo.Damage: the log then ends just before it, and when
+// nothing is left it is empty as after Reset(Damage.Index). Leftover .tmp
+// segment files are removed. A log of the first format (errOldFormat) is
+// refused. Before returning it fsyncs the last segment and the directory,
+// so whatever it reports as the log is durable (the previous process may
+// have died with writes in the page cache only).
 func OpenLog(dir string, opts LogOptions) (*Log, RecoveryInfo, error) {
 	if opts.SegmentBytes <= 0 {
 		opts.SegmentBytes = DefaultSegmentBytes
@@ -382,13 +502,19 @@ func OpenLog(dir string, opts LogOptions) (*Log, RecoveryInfo, error) {
 		l.segs = append(l.segs, &segment{first: first, path: path})
 	}
 	sort.Slice(l.segs, func(i, j int) bool { return l.segs[i].first < l.segs[j].first })
-
 	var info RecoveryInfo
+	if err := l.openManifest(); err != nil {
+		return nil, RecoveryInfo{}, err
+	}
+
 	if err := l.scan(&info); err != nil {
 		var de *damageError
 		if !errors.As(err, &de) {
 			l.closeFiles()
 			return nil, RecoveryInfo{}, err
+		}
+		if de.LostThrough == 0 {
+			de.Reason += commitHint(dir, de.Index)
 		}
 		if opts.Repair == nil {
 			l.closeFiles()
@@ -405,21 +531,104 @@ func OpenLog(dir string, opts LogOptions) (*Log, RecoveryInfo, error) {
 		d := de.Damage
 		info.Damage = &d
 	}
+	if err := l.removeUnlisted(&info); err != nil {
+		l.closeFiles()
+		return nil, RecoveryInfo{}, err
+	}
 	if l.w != nil {
 		if err := syncFile(l.w); err != nil {
 			l.closeFiles()
 			return nil, RecoveryInfo{}, fmt.Errorf("store: fsync %s: %w", l.w.Name(), err)
+		}
+		// Records found beyond the durable end are durable now.
+		if s := l.segs[len(l.segs)-1]; s.size != s.durable.end {
+			if err := writeSlot(s, l.w, s.size, s.end()); err != nil {
+				l.closeFiles()
+				return nil, RecoveryInfo{}, err
+			}
 		}
 	}
 	if err := syncDir(dir); err != nil {
 		l.closeFiles()
 		return nil, RecoveryInfo{}, err
 	}
+	l.dirDirty = false
+	if sp := l.span(); !l.hasManifest || sp != l.listed {
+		if err := l.saveManifest(sp); err != nil {
+			l.closeFiles()
+			return nil, RecoveryInfo{}, err
+		}
+	}
 	if l.w != nil {
 		l.writeAt(l.segs[len(l.segs)-1].size)
 	}
 	info.FirstIndex, info.LastIndex = l.FirstIndex(), l.LastIndex()
 	return l, info, nil
+}
+
+// commitHint is what the hard state in dir says of the entries from index
+// on, when a damage lost them without a record of how far they went: that
+// it had seen entries up to its commit index committed.
+func commitHint(dir string, index uint64) string {
+	if hs, ok, err := LoadHardState(dir); err == nil && ok && hs.Commit >= index {
+		return fmt.Sprintf("; the hard state's commit index is %d, so entries %d to %d at least were committed", hs.Commit, index, hs.Commit)
+	}
+	return ""
+}
+
+// openManifest reads the manifest and sets aside (in l.unlisted, for
+// removeUnlisted) the segments it does not name: those before its first (a compaction removes them after it moved
+// the manifest on) and after its last (created since the last Sync, or
+// being removed by a truncation that had already taken them out of the
+// manifest); neither holds anything acknowledged. A directory with
+// segments and no manifest is of the first format, or damaged.
+func (l *Log) openManifest() error {
+	sp, ok, err := loadManifest(l.dir)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if len(l.segs) == 0 {
+			// A new log (OpenLog writes the manifest), unless the hard
+			// state, which is saved only after the log was opened once,
+			// says entries were committed: then the log was deleted.
+			if hs, ok, err := LoadHardState(l.dir); err == nil && ok && hs.Commit > 0 {
+				l.logGone = hs.Commit
+			}
+			return nil
+		}
+		s := l.segs[0]
+		if b, err := os.ReadFile(s.path); err == nil && len(b) >= 8 && string(b[:8]) == segmentMagicV1 {
+			return errOldFormat(l.dir)
+		}
+		return corruptAt(filepath.Join(l.dir, manifestName), 0,
+			"the log manifest is missing, yet segments %s to %s exist: segments the log held may be missing",
+			filepath.Base(s.path), filepath.Base(l.segs[len(l.segs)-1].path))
+	}
+	l.listed, l.hasManifest = sp, true
+	var keep []*segment
+	for _, s := range l.segs {
+		if sp == (span{}) || s.first < sp.lo || s.first > sp.hi {
+			l.unlisted = append(l.unlisted, s)
+		} else {
+			keep = append(keep, s)
+		}
+	}
+	l.segs = keep
+	return nil
+}
+
+// removeUnlisted removes, newest first, the segments openManifest found
+// the manifest does not name.
+func (l *Log) removeUnlisted(info *RecoveryInfo) error {
+	for i := len(l.unlisted) - 1; i >= 0; i-- {
+		if err := os.Remove(l.unlisted[i].path); err != nil {
+			return fmt.Errorf("store: remove %s, which the log manifest does not name: %w", l.unlisted[i].path, err)
+		}
+		info.UnlistedSegments++
+	}
+	l.unlisted = nil
+	return nil // OpenLog fsyncs the directory
 }
 
 // writeAt points the writer at offset end of the active segment, whose
@@ -439,6 +648,19 @@ func (w segmentWriter) Write(p []byte) (int, error) { return faultyWrite(p, w.ow
 // scan reads every segment, builds the in-memory index and truncates a torn
 // tail. It leaves the last segment open for appending.
 func (l *Log) scan(info *RecoveryInfo) error {
+	if l.logGone != 0 {
+		return &damageError{Damage: Damage{File: filepath.Join(l.dir, manifestName), Index: 1, WholeSegment: true, LostThrough: l.logGone,
+			Reason: fmt.Sprintf("the log manifest and every log segment are missing, yet the hard state's commit index is %d: entries 1 to %d were committed, and those no snapshot holds are lost",
+				l.logGone, l.logGone)}}
+	}
+	sp := l.listed
+	if sp.lo != 0 && (len(l.segs) == 0 || l.segs[0].first != sp.lo) {
+		which := "first"
+		if sp.lo == sp.hi {
+			which = "only"
+		}
+		return l.missingSegment(0, sp.lo, sp.lo, which)
+	}
 	sc := &scanner{buf: make([]byte, scanBufferSize)}
 	for i, s := range l.segs {
 		last := i == len(l.segs)-1
@@ -467,11 +689,25 @@ func (l *Log) scan(info *RecoveryInfo) error {
 			}
 		}
 	}
-	if n := len(l.segs); n > 0 {
+	n := len(l.segs)
+	if n > 0 {
 		l.w = l.segs[n-1].f
 		l.syncedSize = l.segs[n-1].size
 	}
+	if sp.hi != 0 && l.segs[n-1].first != sp.hi {
+		return l.missingSegment(n, sp.hi, l.next, "last")
+	}
 	return nil
+}
+
+// missingSegment is the damage of segment first, which the manifest names
+// (as the log's first or last: which) but the directory lacks: the entries
+// from index on are lost, and how far they went was recorded in that
+// segment only. seg is where it would stand in l.segs.
+func (l *Log) missingSegment(seg int, first, index uint64, which string) error {
+	return &damageError{seg: seg, Damage: Damage{File: filepath.Join(l.dir, segmentName(first)), Index: index, WholeSegment: true,
+		Reason: fmt.Sprintf("the log manifest names this segment as the log's %s, but it is missing: the entries from index %d on are lost (how far they went was recorded in the segment only)",
+			which, index)}}
 }
 
 // scanSegment scans l.segs[i]. Damage comes back as a *damageError.
@@ -496,10 +732,12 @@ func (l *Log) scanSegment(sc *scanner, i int, last bool, info *RecoveryInfo) err
 		return fmt.Errorf("store: read %s: %w", s.path, err)
 	}
 	switch {
+	case len(h) >= 8 && string(h[0:8]) == segmentMagicV1:
+		return errOldFormat(l.dir)
 	case len(h) < segmentHeaderSize:
-		return headerDamage(int64(len(h)), "segment header is %d bytes, need %d", len(h), segmentHeaderSize)
+		return headerDamage(int64(len(h)), "segment header is %d bytes, need %d%s", len(h), segmentHeaderSize, l.lostAfter(s.first))
 	case string(h[0:8]) != segmentMagic:
-		return headerDamage(0, "bad segment magic %q", h[0:8])
+		return headerDamage(0, "bad segment magic %q%s", h[0:8], l.lostAfter(s.first))
 	case binary.LittleEndian.Uint32(h[20:24]) != crc32.Checksum(h[0:20], castagnoli):
 		return headerDamage(0, "segment header (bytes 0-23) checksum mismatch")
 	case binary.LittleEndian.Uint32(h[16:20]) != 0:
@@ -507,14 +745,29 @@ func (l *Log) scanSegment(sc *scanner, i int, last bool, info *RecoveryInfo) err
 	case binary.LittleEndian.Uint64(h[8:16]) != s.first:
 		return headerDamage(8, "segment header says first index %d, file name says %d", binary.LittleEndian.Uint64(h[8:16]), s.first)
 	}
+	if off := nonZeroPadding(h); off >= 0 {
+		return headerDamage(off, "segment header page has a nonzero byte outside its fields")
+	}
+	d, ok := newestSlot(h, s.first)
+	if !ok {
+		return headerDamage(slotOffsets[0], "both durable-end slots of the segment header fail their checks%s", l.lostAfter(s.first))
+	}
+	s.durable = d
 	pos := int64(segmentHeaderSize)
 	s.size = pos
 	for {
+		if pos == d.end && s.end() != d.next {
+			return recordDamage(pos, "the durable end recorded in the header is byte %d after index %d, but the records there end at index %d",
+				d.end, d.next-1, s.end()-1)
+		}
 		b, err := sc.window(pos, RecordHeaderSize)
 		if err != nil {
 			return fmt.Errorf("store: read %s: %w", s.path, err)
 		}
-		if len(b) == 0 {
+		if len(b) == 0 { // the file's end
+			if pos < d.end {
+				return l.lostTail(s, pos, "the file ends here")
+			}
 			return nil // clean end
 		}
 		if need := recordNeed(b); len(b) < need {
@@ -523,7 +776,19 @@ func (l *Log) scanSegment(sc *scanner, i int, last bool, info *RecoveryInfo) err
 			}
 		}
 		e, n, derr := DecodeRecord(b)
+		if derr == nil && pos < d.end && pos+int64(n) > d.end {
+			derr = core.Errorf(core.Corruption, "the record reaches past the durable end recorded in the header (byte %d)", d.end)
+		}
 		if derr != nil {
+			if pos < d.end {
+				what := reason(derr)
+				if zero, err := zeroFrom(s.f, pos, min(fileSize, d.end)); err != nil {
+					return fmt.Errorf("store: read %s: %w", s.path, err)
+				} else if zero {
+					what = "zeros from here on"
+				}
+				return l.lostTail(s, pos, what)
+			}
 			return l.badRecord(s, last, pos, fileSize, derr, info, recordDamage)
 		}
 		if want := s.end(); e.Index != want {
@@ -538,6 +803,46 @@ func (l *Log) scanSegment(sc *scanner, i int, last bool, info *RecoveryInfo) err
 		pos += int64(n)
 		s.size = pos
 	}
+}
+
+// lostTail is the damage of segment s whose records stop at pos (for the
+// reason what) before the durable end its header records: entries that
+// were synced, and may have been acknowledged, are lost.
+func (l *Log) lostTail(s *segment, pos int64, what string) error {
+	d := s.durable
+	return &damageError{seg: l.segIndex(s), Damage: Damage{File: s.path, Offset: pos, Index: s.end(), LostThrough: d.next - 1,
+		Reason: fmt.Sprintf("%s, before the durable end recorded in the segment header (byte %d): entries %d to %d were synced, may have been acknowledged, and are lost",
+			what, d.end, s.end(), d.next-1)}}
+}
+
+// lostAfter is what a damaged header of the segment that starts at first
+// loses, for a message.
+func (l *Log) lostAfter(first uint64) string {
+	return fmt.Sprintf(": the entries from index %d on are lost (how far they went was recorded in this header)", first)
+}
+
+func (l *Log) segIndex(s *segment) int {
+	for i, t := range l.segs {
+		if t == s {
+			return i
+		}
+	}
+	return len(l.segs)
+}
+
+// nonZeroPadding returns the offset of the first nonzero byte of the
+// header page h outside its fixed fields and its slots, or -1.
+func nonZeroPadding(h []byte) int64 {
+	from := int64(segmentFixedSize)
+	for _, to := range []int64{slotOffsets[0], slotOffsets[1], segmentHeaderSize} {
+		for p := from; p < to; p++ {
+			if h[p] != 0 {
+				return p
+			}
+		}
+		from = to + slotSize
+	}
+	return -1
 }
 
 // badRecord decides what the bad record at pos in s is: a torn tail (last
@@ -592,6 +897,14 @@ func (l *Log) cutDamage(d *damageError, info *RecoveryInfo) error {
 	if d.WholeSegment {
 		keep = d.seg
 	}
+	keep = min(keep, len(l.segs))
+	var after span
+	if keep > 0 {
+		after = span{l.segs[0].first, l.segs[keep-1].first}
+	}
+	if err := l.unlist(after); err != nil {
+		return err
+	}
 	for len(l.segs) > keep {
 		s := l.segs[len(l.segs)-1]
 		s.closeFile()
@@ -619,6 +932,12 @@ func (l *Log) cutDamage(d *damageError, info *RecoveryInfo) error {
 		return fmt.Errorf("store: open segment: %w", err)
 	}
 	s.f = f
+	// The durable end comes back to the records kept first: a crash
+	// after the cut then finds no damage (the hard state says the log is
+	// being repaired, see LogOptions.Repair).
+	if err := l.lowerDurableEnd(s, f); err != nil {
+		return err
+	}
 	// Cut what follows the records kept: the damage (scan indexed the
 	// records before it, so s.size == d.Offset) or, when the damaged
 	// segment went whole, any runway left on the one before it.
@@ -630,6 +949,24 @@ func (l *Log) cutDamage(d *damageError, info *RecoveryInfo) error {
 	}
 	l.w, l.syncedSize = f, s.size
 	l.next = s.end()
+	return nil
+}
+
+// lowerDurableEnd makes s's durable end (the slot in its header) no
+// further than its records now end, before a cut of the file below the
+// end it recorded: a crash during the cut must not leave a slot that
+// claims records the file no longer holds. Records below s.size are
+// durable. It fsyncs the slot only when it lowered it.
+func (l *Log) lowerDurableEnd(s *segment, f *os.File) error {
+	if s.durable.end <= s.size {
+		return nil
+	}
+	if err := writeSlot(s, f, s.size, s.end()); err != nil {
+		return err
+	}
+	if err := syncFile(f); err != nil {
+		return fmt.Errorf("store: fsync %s: %w", s.path, err)
+	}
 	return nil
 }
 
@@ -849,6 +1186,9 @@ func (l *Log) restartAt(first uint64) error {
 	if len(l.segs) > 0 {
 		s := l.segs[0]
 		l.bw.Reset(io.Discard)
+		if err := l.unlist(span{}); err != nil {
+			return err
+		}
 		s.closeFile()
 		l.w = nil
 		l.segs = nil
@@ -869,7 +1209,7 @@ func (l *Log) appendOne(e Entry) error {
 		if err := l.createSegment(e.Index); err != nil {
 			return err
 		}
-	} else if s := l.segs[len(l.segs)-1]; s.size >= l.segBytes && s.count() > 0 {
+	} else if s := l.segs[len(l.segs)-1]; s.size-segmentHeaderSize >= l.segBytes && s.count() > 0 {
 		if err := l.roll(e.Index); err != nil {
 			return err
 		}
@@ -948,7 +1288,8 @@ func (l *Log) createSegment(first uint64) (err error) {
 		return fmt.Errorf("store: rename %s: %w", tmp, err)
 	}
 	l.dirDirty = true
-	l.segs = append(l.segs, &segment{first: first, path: path, size: segmentHeaderSize, f: f})
+	l.segs = append(l.segs, &segment{first: first, path: path, size: segmentHeaderSize, f: f,
+		durable: durableEnd{seq: 1, end: segmentHeaderSize, next: first}})
 	l.w = f
 	l.writeAt(segmentHeaderSize)
 	l.syncedSize = segmentHeaderSize
@@ -971,7 +1312,18 @@ func (l *Log) cutRunway() error {
 		return fmt.Errorf("store: fsync %s: %w", s.path, err)
 	}
 	l.fileEnd, l.syncedSize = s.size, s.size
-	return nil
+	return l.recordDurable(s)
+}
+
+// recordDurable records in the active segment's header that its records
+// are durable up to syncedSize, which an fsync has just made them; the
+// next fsync carries the slot (see "The durable end").
+func (l *Log) recordDurable(s *segment) error {
+	if s.durable.end == l.syncedSize {
+		return nil
+	}
+	k := sort.Search(len(s.offsets), func(i int) bool { return s.offsets[i] >= l.syncedSize })
+	return writeSlot(s, l.w, l.syncedSize, s.first+uint64(k))
 }
 
 // syncActive writes out the buffer and fdatasyncs the active segment if it
@@ -988,7 +1340,7 @@ func (l *Log) syncActive() error {
 	if s.size > l.syncedSize {
 		// A small write that left little runway: extend it, within the
 		// segment's size.
-		if n := min(runwayBytes, l.segBytes-l.fileEnd); n > 0 && s.size-l.syncedSize <= runwayMaxWrite && l.fileEnd-s.size < runwayLow {
+		if n := min(runwayBytes, segmentHeaderSize+l.segBytes-l.fileEnd); n > 0 && s.size-l.syncedSize <= runwayMaxWrite && l.fileEnd-s.size < runwayLow {
 			at := l.fileEnd
 			if _, err := faultyWrite(zeroRunway[:n], func(p []byte) (int, error) { return l.w.WriteAt(p, at) }); err != nil {
 				return fmt.Errorf("store: write %s: %w", s.path, err)
@@ -1000,6 +1352,7 @@ func (l *Log) syncActive() error {
 		}
 		l.syncedSize = s.size
 		l.dropDurable(s)
+		return l.recordDurable(s)
 	}
 	return nil
 }
@@ -1023,8 +1376,12 @@ const redropBytes = 2 << 20
 func (l *Log) dropDurable(s *segment) {
 	to := l.syncedSize &^ (pageSize - 1)
 	if to > s.advisedTo {
-		from := s.advisedTo &^ (redropBytes - 1)
-		dropCached(l.w, from, to-from)
+		// Never the header page: the slots are rewritten after every
+		// fsync, and a dropped page would be read back for it.
+		from := max(s.advisedTo&^(redropBytes-1), (segmentHeaderSize+pageSize-1)&^(pageSize-1))
+		if to > from {
+			dropCached(l.w, from, to-from)
+		}
 	}
 	s.advisedTo = to // lower too, after a cut
 }
@@ -1039,6 +1396,13 @@ func (l *Log) Sync() error {
 	}
 	if err := l.syncActive(); err != nil {
 		return l.failOrRewind(err)
+	}
+	if sp := l.span(); sp != l.listed || !l.hasManifest {
+		// A segment was created since: the manifest names it before its
+		// entries are reported durable (see "The durable end").
+		if err := l.saveManifest(sp); err != nil {
+			return l.failOrRewind(err)
+		}
 	}
 	if l.dirDirty {
 		if err := syncDir(l.dir); err != nil {
@@ -1079,14 +1443,25 @@ func (l *Log) failOrRewind(err error) error {
 	return fmt.Errorf("%w: %w", ErrNoSpace, err)
 }
 
-// durableIndex is the index of the last entry known durable: every entry
-// of the segments before the active one (roll syncs a segment before it
-// starts the next one) and those of the active one below syncedSize.
+// durableIndex is the index of the last entry known durable and in a
+// segment the manifest names: every entry of the named segments before the
+// active one (roll syncs a segment before it starts the next one) and
+// those of the active one below syncedSize. A segment the manifest does
+// not name yet does not count: a crash would remove it (OpenLog), and
+// naming it would take a write that may fail for want of space too.
 func (l *Log) durableIndex() uint64 {
 	if len(l.segs) == 0 {
 		return l.next - 1
 	}
 	s := l.segs[len(l.segs)-1]
+	if hi := l.listed.hi; s.first > hi {
+		for k := len(l.segs) - 1; k >= 0; k-- {
+			if l.segs[k].first <= hi {
+				return l.segs[k].end() - 1
+			}
+		}
+		return l.segs[0].first - 1
+	}
 	k := sort.Search(len(s.offsets), func(i int) bool { return s.offsets[i] >= l.syncedSize })
 	return s.first + uint64(k) - 1
 }
@@ -1100,7 +1475,7 @@ func (l *Log) rewind() error {
 	d := l.durableIndex()
 	l.bw.Reset(io.Discard) // never written, or written only in part
 	removed := false
-	for len(l.segs) > 1 && l.segs[len(l.segs)-1].first > d {
+	for len(l.segs) > 0 && l.segs[len(l.segs)-1].first > d && l.segs[len(l.segs)-1].first > l.listed.hi {
 		if err := l.removeLast(); err != nil {
 			return err
 		}
@@ -1115,7 +1490,8 @@ func (l *Log) rewind() error {
 		l.dirDirty = false
 	}
 	if len(l.segs) == 0 {
-		return nil // no segment was ever made: nothing was written
+		l.next = d + 1 // no segment was named: nothing was acknowledged
+		return nil
 	}
 	s := l.segs[len(l.segs)-1]
 	if l.w == nil {
@@ -1178,8 +1554,15 @@ func (l *Log) TruncateAfter(index uint64) error {
 	if err := l.flush(); err != nil {
 		return err
 	}
+	keep := len(l.segs)
+	for l.segs[keep-1].first > index {
+		keep--
+	}
+	if err := l.unlist(span{l.segs[0].first, l.segs[keep-1].first}); err != nil {
+		return l.fail(err)
+	}
 	removed := false
-	for l.segs[len(l.segs)-1].first > index {
+	for len(l.segs) > keep {
 		if err := l.removeLast(); err != nil {
 			return l.fail(err)
 		}
@@ -1205,6 +1588,9 @@ func (l *Log) TruncateAfter(index uint64) error {
 	}
 	if keep := index - s.first + 1; keep < s.count() {
 		s.cut(keep)
+		if err := l.lowerDurableEnd(s, l.w); err != nil {
+			return l.fail(err)
+		}
 		// The file ends at the last record kept: no record cut, nor any of
 		// the runway after them, stays behind to be read after a crash.
 		if err := l.w.Truncate(s.size); err != nil {
@@ -1228,6 +1614,15 @@ func (l *Log) TruncateAfter(index uint64) error {
 func (l *Log) CompactBefore(index uint64) error {
 	if err := l.usable(); err != nil {
 		return err
+	}
+	k := 0
+	for k+1 < len(l.segs) && l.segs[k+1].first <= index {
+		k++
+	}
+	if k > 0 {
+		if err := l.unlist(span{l.segs[k].first, l.segs[len(l.segs)-1].first}); err != nil {
+			return l.fail(err)
+		}
 	}
 	removed := false
 	for len(l.segs) > 1 && l.segs[1].first <= index {
@@ -1265,6 +1660,9 @@ func (l *Log) Reset(nextIndex uint64) error {
 		return l.Sync() // already there; make its directory entry durable
 	}
 	l.bw.Reset(io.Discard)
+	if err := l.unlist(span{}); err != nil {
+		return l.fail(err)
+	}
 	for len(l.segs) > 0 {
 		if err := l.removeLast(); err != nil {
 			return l.fail(err)
@@ -1277,10 +1675,9 @@ func (l *Log) Reset(nextIndex uint64) error {
 	if err := l.createSegment(nextIndex); err != nil {
 		return l.fail(err)
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := l.saveManifest(l.span()); err != nil {
 		return l.fail(err)
 	}
-	l.dirDirty = false
 	l.lastTerm = 0
 	return nil
 }
@@ -1399,8 +1796,9 @@ func (l *Log) readHandle(s *segment) (*os.File, error) {
 	return s.f, nil
 }
 
-// Close syncs what was appended, cuts the runway, and closes the files. The
-// log is unusable afterwards.
+// Close syncs what was appended, cuts the runway, makes the durable end in
+// the active segment's header durable too, and closes the files. The log
+// is unusable afterwards.
 func (l *Log) Close() error {
 	if l.closed {
 		return ErrClosed
@@ -1408,6 +1806,13 @@ func (l *Log) Close() error {
 	err := l.Sync()
 	if err == nil && l.w != nil {
 		err = l.cutRunway()
+	}
+	if err == nil && l.w != nil {
+		// The slot Sync wrote after its fdatasync: a closed log's durable
+		// end is on the disk, exact.
+		if err = syncFile(l.w); err != nil {
+			err = fmt.Errorf("store: fsync %s: %w", l.w.Name(), err)
+		}
 	}
 	l.closeFiles()
 	l.closed = true

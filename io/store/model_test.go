@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -29,9 +30,16 @@ func (m *logModel) lastTerm() uint64 {
 
 // crash simulates the process dying with power lost: what the write buffer
 // held is lost; the active segment keeps an arbitrary prefix of its unsynced
-// bytes, possibly followed by garbage (a torn write); a segment whose
+// bytes, possibly followed by garbage (a torn write), and may lose the
+// last write of its durable end (the slot torn); a segment whose
 // directory entry was never fsynced may vanish. Everything fsynced stays.
-func crash(t *rapid.T, l *Log) {
+//
+// The newest slot is torn only when no fsync of its file has followed its
+// write (synced: the newest slot's sequence number in each segment as of
+// the last fsync of its file, or as OpenLog found it): a slot an fsync
+// made durable is never written again (the next write goes to the other
+// slot), and a crash cannot tear it.
+func crash(t *rapid.T, l *Log, synced map[string]uint64) {
 	l.bw.Reset(nil)
 	if l.w != nil {
 		s := l.segs[len(l.segs)-1]
@@ -60,6 +68,14 @@ func crash(t *rapid.T, l *Log) {
 				t.Fatal(err)
 			}
 		}
+		if s.durable.seq > synced[s.path] && rapid.Bool().Draw(t, "tear the newest slot") {
+			// Its write had not reached the disk, or only in part: the
+			// older slot, which claims less, is the durable end.
+			junk := rapid.SliceOfN(rapid.Byte(), slotSize, slotSize).Draw(t, "slot bytes")
+			if _, err := l.w.WriteAt(junk, slotOffsets[s.durable.seq%2]); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if l.dirDirty && rapid.Bool().Draw(t, "lose new segment") {
 			if err := os.Remove(s.path); err != nil {
 				t.Fatal(err)
@@ -83,14 +99,33 @@ func TestLogModel(t *testing.T) {
 			t.Fatal(err)
 		}
 		segBytes := rapid.SampledFrom([]int64{1, 64, 150, 400, 1 << 20}).Draw(t, "segBytes")
+		var l *Log
+		synced := map[string]uint64{}
+		onSync = func(what string) {
+			path, ok := strings.CutPrefix(what, "file ")
+			if !ok || l == nil {
+				return
+			}
+			path = strings.TrimSuffix(path, ".tmp") // a segment created by this Log keeps the name it was created with
+			for _, s := range l.segs {
+				if s.path == path {
+					synced[path] = s.durable.seq
+				}
+			}
+		}
+		defer func() { onSync = nil }()
 		open := func() *Log {
 			l, _, err := OpenLog(dir, LogOptions{SegmentBytes: segBytes})
 			if err != nil {
 				t.Fatalf("OpenLog: %v", err)
 			}
+			clear(synced)
+			for _, s := range l.segs {
+				synced[s.path] = s.durable.seq
+			}
 			return l
 		}
-		l := open()
+		l = open()
 		defer func() { l.Close() }()
 		m := &logModel{base: 1}
 
@@ -265,7 +300,7 @@ func TestLogModel(t *testing.T) {
 				check()
 			},
 			"crash": func(t *rapid.T) {
-				crash(t, l)
+				crash(t, l, synced)
 				l = open()
 				cutBack(t, "a crash") // OpenLog fsyncs what it found
 			},

@@ -115,6 +115,9 @@ func FuzzDecodeRecord(f *testing.F) {
 // either fail with a Corruption error or return a log whose entries are the
 // intact records before the cut followed by whatever valid, contiguous
 // records the fuzzed bytes hold; never panic or allocate without bound.
+// With synced, the header's durable end says the three records were
+// synced: unless that slot itself was cut, OpenLog must then return all
+// three or fail.
 func FuzzOpenLogTail(f *testing.F) {
 	fastSync(f)
 	base := segmentHeader(1)
@@ -123,19 +126,31 @@ func FuzzOpenLogTail(f *testing.F) {
 		base = appendRecord(base, Entry{Index: i, Term: 2, Data: dataFor(i, int(i)*10)})
 		ends = append(ends, len(base))
 	}
-	f.Add(uint16(len(base)), []byte{})
-	f.Add(uint16(len(base)), []byte{1, 2, 3})
-	f.Add(uint16(len(base)-5), []byte{})
-	f.Add(uint16(ends[0]), appendRecord(nil, Entry{Index: 2, Term: 3, Data: []byte("x")}))
-	f.Add(uint16(ends[0]+3), base[ends[1]:])
-	f.Add(uint16(ends[1]), appendRecord(nil, Entry{Index: 4, Term: 2}))
-	f.Add(uint16(10), []byte{})
-	f.Fuzz(func(t *testing.T, at uint16, tail []byte) {
+	synced := bytes.Clone(base)
+	copy(synced[slotOffsets[0]:], encodeSlot(1, durableEnd{seq: 2, end: int64(len(base)), next: 4}))
+	for _, sy := range []bool{false, true} {
+		f.Add(uint16(len(base)), []byte{}, sy)
+		f.Add(uint16(len(base)), []byte{1, 2, 3}, sy)
+		f.Add(uint16(len(base)-5), []byte{}, sy)
+		f.Add(uint16(ends[0]), appendRecord(nil, Entry{Index: 2, Term: 3, Data: []byte("x")}), sy)
+		f.Add(uint16(ends[0]+3), base[ends[1]:], sy)
+		f.Add(uint16(ends[1]), appendRecord(nil, Entry{Index: 4, Term: 2}), sy)
+		f.Add(uint16(ends[1]), make([]byte, 100), sy)
+		f.Add(uint16(10), []byte{}, sy)
+	}
+	f.Fuzz(func(t *testing.T, at uint16, tail []byte, sy bool) {
 		cut := int(at) % (len(base) + 1)
-		file := append(bytes.Clone(base[:cut]), tail...)
+		src := base
+		if sy {
+			src = synced
+		}
+		file := append(bytes.Clone(src[:cut]), tail...)
 		dir := t.TempDir()
 		path := filepath.Join(dir, segmentName(1))
 		if err := os.WriteFile(path, file, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, manifestName), encodeManifest(span{1, 1}), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		l, info, err := OpenLog(dir, LogOptions{})
@@ -152,7 +167,11 @@ func FuzzOpenLogTail(f *testing.F) {
 				intact++
 			}
 		}
-		if len(file) < segmentHeaderSize || !bytes.Equal(file[:segmentHeaderSize], base[:segmentHeaderSize]) {
+		slot := slotOffsets[0]
+		if sy && int64(len(file)) >= slot+slotSize && bytes.Equal(file[slot:slot+slotSize], synced[slot:slot+slotSize]) && l.LastIndex() < 3 {
+			t.Fatalf("lost synced records: last %d (cut at %d)", l.LastIndex(), cut)
+		}
+		if len(file) < segmentFixedSize || !bytes.Equal(file[:segmentFixedSize], base[:segmentFixedSize]) {
 			t.Fatalf("opened a segment whose header is not intact (cut at %d)", cut)
 		}
 		if l.LastIndex() < uint64(intact) {

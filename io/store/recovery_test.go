@@ -20,10 +20,38 @@ func buildLog(t *testing.T, n int, segBytes int64) (string, []Entry) {
 	return dir, es
 }
 
-// TestTornTailEveryCut cuts the last record at every byte of its length, in
-// a one-segment log and where the torn record is the only one of the last
-// segment: reopening yields exactly the entries before it, reports the cut
-// and accepts appends that survive the next reopen.
+// buildTorn writes entries 1..n-1 (term 1) with the given segment size and
+// syncs them, then writes entry n and crashes before syncing it: a torn
+// write is any cut of entry n's record. With named, the manifest names
+// the segment entry n went to (as a compaction's manifest write after it
+// was created would), which a segment created since the last Sync is not.
+func buildTorn(t *testing.T, n int, segBytes int64, named bool) (string, []Entry) {
+	t.Helper()
+	dir := t.TempDir()
+	l, _ := mustOpen(t, dir, segBytes)
+	es := mkEntries(1, n, 1, 60)
+	mustAppendSync(t, l, es[:n-1])
+	if err := l.Append(es[n-1:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.flush(); err != nil {
+		t.Fatal(err)
+	}
+	if named {
+		if err := l.saveManifest(l.span()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.closeFiles() // a crash
+	l.closed = true
+	return dir, es
+}
+
+// TestTornTailEveryCut cuts the last record, written after the last Sync,
+// at every byte of its length, in a one-segment log and where the torn
+// record is the only one of the last segment: reopening yields exactly the
+// entries before it, reports the cut and accepts appends that survive the
+// next reopen.
 func TestTornTailEveryCut(t *testing.T) {
 	fastSync(t)
 	for _, tc := range []struct {
@@ -31,11 +59,12 @@ func TestTornTailEveryCut(t *testing.T) {
 		segBytes int64
 	}{{"one segment", 1 << 20}, {"alone in the last segment", 1}} {
 		t.Run(tc.name, func(t *testing.T) {
-			pristine, es := buildLog(t, 8, tc.segBytes)
+			pristine, es := buildTorn(t, 8, tc.segBytes, true)
 			files := segFiles(t, pristine)
 			last := files[len(files)-1]
 			offs := recordOffsets(t, last)
-			start, size := offs[len(offs)-1], fileSize(t, last)
+			start := offs[len(offs)-1]
+			size := start + int64(RecordHeaderSize+len(es[7].Data)) // then the runway
 			if tc.segBytes < 1<<20 && (len(files) < 2 || len(offs) != 1) {
 				t.Fatalf("setup: %d segments, %d records in the last", len(files), len(offs))
 			}
@@ -119,20 +148,20 @@ func TestTornTailGarbage(t *testing.T) {
 	}
 }
 
-// TestTornLastRecordChecksum: a last record with a bad checksum and nothing
-// after it is a torn write: it is dropped.
+// TestTornLastRecordChecksum: a last record written after the last Sync
+// with a bad checksum and nothing after it is a torn write: it is dropped.
 func TestTornLastRecordChecksum(t *testing.T) {
 	fastSync(t)
-	pristine, es := buildLog(t, 6, 1<<20)
+	pristine, es := buildTorn(t, 6, 1<<20, false)
 	path0 := segFiles(t, pristine)[0]
 	offs := recordOffsets(t, path0)
 	start, size := offs[len(offs)-1], fileSize(t, path0)
-	for off := start; off < size; off++ {
+	for off := start; off < start+int64(RecordHeaderSize+len(es[5].Data)); off++ {
 		dir := copyDir(t, pristine)
 		path := filepath.Join(dir, filepath.Base(path0))
 		flipByte(t, path, off, 0x40)
 		l, info := mustOpen(t, dir, 1<<20)
-		if info.TruncatedBytes != size-start {
+		if info.TruncatedBytes != size-start { // the record and the runway after it
 			t.Fatalf("flip at %d: info %+v", off, info)
 		}
 		checkLog(t, l, es[:5])
@@ -163,13 +192,19 @@ func TestCorruptMiddleRecord(t *testing.T) {
 	}
 }
 
-// TestCorruptHugeLength: a middle record declaring 4 GiB of data is
-// corruption (and no 4 GiB allocation); at the tail it is a torn write.
+// TestCorruptHugeLength: a record declaring 4 GiB of data is corruption
+// (and no 4 GiB allocation), the last one too once synced; written after
+// the last Sync, the last one is a torn write.
 func TestCorruptHugeLength(t *testing.T) {
-	pristine, es := buildLog(t, 6, 1<<20)
-	path0 := segFiles(t, pristine)[0]
+	synced, _ := buildLog(t, 6, 1<<20)
+	torn, es := buildTorn(t, 6, 1<<20, false)
+	path0 := segFiles(t, synced)[0]
 	offs := recordOffsets(t, path0)
-	for _, k := range []int{1, 5} {
+	for _, k := range []int{1, 5, -5} {
+		pristine := synced
+		if k < 0 {
+			k, pristine = -k, torn
+		}
 		dir := copyDir(t, pristine)
 		path := filepath.Join(dir, filepath.Base(path0))
 		f, err := os.OpenFile(path, os.O_RDWR, 0)
@@ -181,7 +216,7 @@ func TestCorruptHugeLength(t *testing.T) {
 		}
 		f.Close()
 		l, _, err := OpenLog(dir, LogOptions{})
-		if k == 5 {
+		if pristine == torn {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -233,8 +268,12 @@ func TestCorruptNonLastSegment(t *testing.T) {
 func TestCorruptSegmentHeader(t *testing.T) {
 	pristine, _ := buildLog(t, 20, 200)
 	files := segFiles(t, pristine)
+	offsets := []int64{segmentFixedSize, slotOffsets[0] - 1, slotOffsets[0] + slotSize, 2000, segmentHeaderSize - 1} // padding
+	for off := int64(0); off < segmentFixedSize; off++ {
+		offsets = append(offsets, off)
+	}
 	for _, victim := range []string{files[0], files[len(files)-1]} {
-		for off := int64(0); off < segmentHeaderSize; off++ {
+		for _, off := range offsets {
 			dir := copyDir(t, pristine)
 			path := filepath.Join(dir, filepath.Base(victim))
 			flipByte(t, path, off, 0x04)
@@ -279,7 +318,23 @@ func TestSegmentNameMismatch(t *testing.T) {
 	if err := os.Rename(filepath.Join(dir, lastName), newPath); err != nil {
 		t.Fatal(err)
 	}
+	// The manifest names the last segment, which is missing; the renamed
+	// one it does not name.
 	_, _, err := OpenLog(dir, LogOptions{SegmentBytes: 200})
+	wantCorruption(t, err, filepath.Join(dir, lastName), 0)
+	if _, err := os.Stat(newPath); err != nil {
+		t.Fatalf("the refused open removed a segment: %v", err)
+	}
+
+	// Renamed within the span the manifest names: the header disagrees.
+	dir = copyDir(t, pristine)
+	midName := filepath.Base(files[1])
+	mid, _, _ := parseSegmentName(midName)
+	newPath = filepath.Join(dir, segmentName(mid+1))
+	if err := os.Rename(filepath.Join(dir, midName), newPath); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = OpenLog(dir, LogOptions{SegmentBytes: 200})
 	wantCorruption(t, err, newPath, 8)
 
 	dir = copyDir(t, pristine)
