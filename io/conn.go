@@ -474,10 +474,24 @@ func (s *Server) refuseConn(nc net.Conn) {
 		abort(nc)
 		return
 	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		<-s.refusing
+		nc.Close()
+		return
+	}
+	s.refused[nc] = struct{}{} // shutdown closes it
+	s.mu.Unlock()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		defer func() { <-s.refusing }()
+		defer func() {
+			s.mu.Lock()
+			delete(s.refused, nc)
+			s.mu.Unlock()
+			<-s.refusing
+		}()
 		var buf [idleReadSize]byte
 		closeWithError(nc, core.Header{}, core.ClusterBusy,
 			"the server has its maximum of connections: retry later, or on another replica", buf[:])

@@ -172,7 +172,8 @@ type Server struct {
 	wg         sync.WaitGroup // accept, readers, writers, peer dialers and watchers, work beside the loop
 
 	mu       sync.Mutex
-	live     map[*conn]struct{} // connections to close at shutdown
+	live     map[*conn]struct{}    // connections to close at shutdown
+	refused  map[net.Conn]struct{} // connections over MaxConnections being closed (refuseConn)
 	closing  bool
 	started  bool
 	closed   bool
@@ -242,6 +243,7 @@ func Open(dir string, opts Options) (s *Server, err error) {
 		loopDone:   make(chan struct{}),
 		stop:       make(chan struct{}),
 		live:       make(map[*conn]struct{}),
+		refused:    make(map[net.Conn]struct{}),
 		runDone:    make(chan struct{}),
 	}
 	s.disk = newDisk(dir, log, rec.SnapshotIndex, s.loopDone, s.log)
@@ -627,6 +629,9 @@ func (s *Server) shutdown() {
 	for c := range s.live {
 		c.nc.Close()
 		c.q.close()
+	}
+	for nc := range s.refused {
+		nc.Close()
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
