@@ -5,6 +5,7 @@ import (
 	stdio "io"
 	"net"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,6 +71,10 @@ type readBudget struct {
 	// reader waits; nil when none waits.
 	changed chan struct{}
 	waiting atomic.Int32 // readers in take, waiting (for tests)
+	// drained, if set, is called (without the lock) when the bytes in use
+	// fall below an eighth of the limit after they were above half of it.
+	drained func()
+	high    bool
 }
 
 // tryTake takes n bytes when they fit under the limit.
@@ -80,6 +85,7 @@ func (b *readBudget) tryTake(n int) bool {
 		return false
 	}
 	b.used += n
+	b.high = b.high || b.used > b.limit/2
 	return true
 }
 
@@ -90,6 +96,7 @@ func (b *readBudget) take(n int, stop <-chan struct{}) bool {
 		b.mu.Lock()
 		if b.used+n <= b.limit || b.used == 0 {
 			b.used += n
+			b.high = b.high || b.used > b.limit/2
 			b.mu.Unlock()
 			if counted {
 				b.waiting.Add(-1)
@@ -120,9 +127,16 @@ func (b *readBudget) give(n int) {
 	b.used -= n
 	ch := b.changed
 	b.changed = nil
+	drained := b.high && b.used < b.limit/8
+	if drained {
+		b.high = false
+	}
 	b.mu.Unlock()
 	if ch != nil {
 		close(ch)
+	}
+	if drained && b.drained != nil {
+		b.drained()
 	}
 }
 
@@ -457,8 +471,39 @@ func (s *Server) track(c *conn) trackResult {
 
 func (s *Server) untrack(c *conn) {
 	s.mu.Lock()
+	s.peakLive = max(s.peakLive, len(s.live))
 	delete(s.live, c)
+	drained := s.peakLive >= reliefConnections && len(s.live) < s.peakLive/4
+	if drained {
+		s.peakLive = 0
+	}
 	s.mu.Unlock()
+	if drained {
+		s.relieve()
+	}
+}
+
+const (
+	// reliefConnections is how many connections must have been open for
+	// their closing (to a quarter of them) to call for relieve.
+	reliefConnections = 1000
+	// reliefEvery is how often relieve gives memory back at most.
+	reliefEvery = 30 * time.Second
+)
+
+// relieve gives the memory freed by a burst that has passed (many
+// connections closed, or a read budget that was more than half spent and
+// is nearly empty again) back to the system at once, on a goroutine of its
+// own (debug.FreeOSMemory: a garbage collection, then the freed pages
+// returned), rather than over the minutes the runtime takes on its own;
+// at most once every reliefEvery.
+func (s *Server) relieve() {
+	now := time.Now().UnixNano()
+	last := s.lastRelief.Load()
+	if now-last < int64(reliefEvery) || !s.lastRelief.CompareAndSwap(last, now) {
+		return
+	}
+	go debug.FreeOSMemory()
 }
 
 // refuseConn turns away a connection over MaxConnections: it sends a
@@ -570,9 +615,11 @@ func (fr *frameReader) fill(stop <-chan struct{}) error {
 	}
 	if len(fr.buf) == cap(fr.buf) {
 		// Full, so it holds less than a frame (complete frames were
-		// handed over): grow it toward that frame's length, doubling.
+		// handed over): grow it toward that frame's length, four times
+		// as large each time (fewer copies, and less garbage, than
+		// doubling: what the budget bounds is what is live).
 		need := core.FrameLengthSize + int(leUint32(fr.buf))
-		size := min(need, 2*cap(fr.buf))
+		size := min(need, 4*cap(fr.buf))
 		if !fr.budget.tryTake(size - cap(fr.buf)) {
 			return errBudget
 		}
@@ -728,6 +775,11 @@ func (s *Server) read(c *conn) {
 		_ = c.nc.SetReadDeadline(t)
 	}
 	for err == nil {
+		// The oldest event in the loop holds frames[slot]: wait until it
+		// is done with it.
+		if unacked == readAhead && !waitAck() {
+			break
+		}
 		// Hand over the complete frames buffered, if any.
 		var end int
 		var hello bool
@@ -778,9 +830,6 @@ func (s *Server) read(c *conn) {
 					}
 				}
 				c.inFlight.Add(requests)
-			}
-			if unacked == readAhead && !waitAck() {
-				break
 			}
 			ev := netEvent{kind: kind, c: c, netFrame: good[0], more: good[1:]}
 			kept := false

@@ -248,7 +248,7 @@ func TestBadFrameIsAnsweredBeforeTheClose(t *testing.T) {
 // nothing more), and goes on once bytes are given back; a frame that needs
 // its buffer grown beyond the budget gets CLUSTER_BUSY and a close.
 func TestReadBudgetMakesReadersWait(t *testing.T) {
-	s := serve(t, formatDir(t), Options{ReadBudgetBytes: 3 * readChunk})
+	s := serve(t, formatDir(t), Options{ReadBudgetBytes: 5 * readChunk})
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -263,12 +263,12 @@ func TestReadBudgetMakesReadersWait(t *testing.T) {
 	g.register(testCluster)
 	waitFor("the registered client gives its chunk back", func() bool { return s.budget.inUse() == 0 })
 
-	x := dial(t, s.Addr()) // 100 KiB of a 1 MiB frame: a buffer grown to two chunks
+	x := dial(t, s.Addr()) // 100 KiB of a 1 MiB frame: a buffer grown to four chunks
 	x.nc.Write(lengthPrefix(1<<20, 100<<10))
-	waitFor("x holds two chunks", func() bool { return s.budget.inUse() == 2*readChunk })
+	waitFor("x holds four chunks", func() bool { return s.budget.inUse() == 4*readChunk })
 	z := dial(t, s.Addr()) // 1,000 bytes of another: one chunk; the budget is spent
 	z.nc.Write(lengthPrefix(1<<20, 1000))
-	waitFor("z holds a chunk", func() bool { return s.budget.inUse() == 3*readChunk })
+	waitFor("z holds a chunk", func() bool { return s.budget.inUse() == 5*readChunk })
 
 	g.sendRequest(core.OpPing, nil)
 	waitFor("g waits for the budget", func() bool { return s.budget.waiting.Load() == 1 })

@@ -62,7 +62,7 @@ type Options struct {
 	MaxConnections int
 	// ReadBudgetBytes bounds the memory of the buffers that all
 	// connections read frames into, the frames the loop has yet to handle
-	// included (default 256 MiB): above it, a connection that starts
+	// included (default 64 MiB): above it, a connection that starts
 	// reading a frame waits (its socket is not read meanwhile), and a
 	// frame that needs its buffer grown beyond it is answered with a
 	// MsgError CLUSTER_BUSY and its connection closed. Each reading
@@ -109,7 +109,7 @@ func (o *Options) setDefaults() {
 		o.MaxConnections = 10000
 	}
 	if o.ReadBudgetBytes <= 0 {
-		o.ReadBudgetBytes = 256 << 20
+		o.ReadBudgetBytes = 64 << 20
 	}
 	// At least one chunk for each of a connection's buffers: a smaller
 	// budget would hold every frame back.
@@ -159,6 +159,8 @@ type Server struct {
 	// refusing holds a token per connection over MaxConnections being
 	// turned away (refuseConn).
 	refusing chan struct{}
+	// lastRelief is when relieve last gave memory back (UnixNano).
+	lastRelief atomic.Int64
 	// The log lines that a client can set off, at most one a second each.
 	frameLog, busyLog, timeoutLog, limitLog rateLog
 
@@ -174,6 +176,7 @@ type Server struct {
 	mu       sync.Mutex
 	live     map[*conn]struct{}    // connections to close at shutdown
 	refused  map[net.Conn]struct{} // connections over MaxConnections being closed (refuseConn)
+	peakLive int                   // the most live connections since the last relieve they called for
 	closing  bool
 	started  bool
 	closed   bool
@@ -246,6 +249,7 @@ func Open(dir string, opts Options) (s *Server, err error) {
 		refused:    make(map[net.Conn]struct{}),
 		runDone:    make(chan struct{}),
 	}
+	s.budget.drained = s.relieve
 	s.disk = newDisk(dir, log, rec.SnapshotIndex, s.loopDone, s.log)
 	s.disk.inCluster = info.ReplicaCount > 1 // others go on without it: it stops after a while out of space
 	s.peers = s.newPeers()
