@@ -20,17 +20,18 @@ import (
 
 // TestAttackRealReplica replays the memory attacks on the binary protocol
 // against a real `replica dev` process and reports its resident memory
-// (VmRSS) before, during and after each: 5,000 idle connections (each registered once), then 150 connections holding 9 MiB of a
-// 10 MiB frame. It runs
-// only when GEOEVENT_ATTACK_REPLICA names a replica binary (go build -o
-// /tmp/replica ./cmd/replica), on Linux (it reads /proc), and takes about a
-// minute and a half:
+// (VmRSS, from /proc) at rest, at its peak during each attack and a few
+// times after it: 5,000 idle connections (each registered once), then 150
+// connections sending 9 MiB of a 10 MiB frame. It runs only when
+// GEOEVENT_ATTACK_REPLICA names a replica binary, on Linux, and takes about
+// a minute:
 //
+//	go build -o /tmp/replica ./cmd/replica
 //	GEOEVENT_ATTACK_REPLICA=/tmp/replica go test ./io -run TestAttackRealReplica -v
 //
-// GEOEVENT_ATTACK_ARGS adds flags to `replica dev` (space-separated).
-// It fails when an attack leaves the replica more than 512 MB above where it
-// started, during the attack or after it.
+// GEOEVENT_ATTACK_ARGS adds flags to `replica dev` (space-separated). It
+// fails when an attack takes the replica more than 512 MB above its resident
+// size at rest, at its peak or at the last reading after it.
 func TestAttackRealReplica(t *testing.T) {
 	bin := os.Getenv("GEOEVENT_ATTACK_REPLICA")
 	if bin == "" {

@@ -60,6 +60,50 @@ var chunkPool = sync.Pool{New: func() any { return new([readChunk]byte) }}
 
 func getChunk() []byte { return chunkPool.Get().(*[readChunk]byte)[:0] }
 
+// grownPools hold the grown read buffers of the sizes 4 and 16 and 64
+// times readChunk (256 KiB, 1 MiB, 4 MiB), as *[]byte, for the next long
+// frames: a client that sends large batches does not allocate (and make
+// garbage of) a buffer for each. A longer frame gets a buffer of its
+// length, which is not kept.
+var grownPools [3]sync.Pool
+
+// maxPooledRead is the largest grown buffer kept in grownPools.
+const maxPooledRead = 64 * readChunk
+
+// grownPool is the pool for buffers of capacity size, or nil.
+func grownPool(size int) *sync.Pool {
+	switch size {
+	case 4 * readChunk:
+		return &grownPools[0]
+	case 16 * readChunk:
+		return &grownPools[1]
+	case 64 * readChunk:
+		return &grownPools[2]
+	}
+	return nil
+}
+
+// getGrown returns an empty buffer of capacity size.
+func getGrown(size int) []byte {
+	if p := grownPool(size); p != nil {
+		if b, ok := p.Get().(*[]byte); ok {
+			return (*b)[:0]
+		}
+	}
+	return make([]byte, 0, size)
+}
+
+// putBuffer keeps b, a read buffer no longer used, for reuse when it has
+// a size that is kept.
+func putBuffer(b []byte) {
+	if cap(b) == readChunk {
+		chunkPool.Put((*[readChunk]byte)(b[:readChunk]))
+	} else if p := grownPool(cap(b)); p != nil {
+		b = b[:0]
+		p.Put(&b)
+	}
+}
+
 // readBudget bounds the bytes of read buffers held at once across all of a
 // server's connections: the chunks and grown buffers the readers are
 // filling and those whose frames the loop has not yet handled.
@@ -154,9 +198,7 @@ func (b *readBudget) release(buf []byte) {
 		return
 	}
 	b.give(cap(buf))
-	if cap(buf) == readChunk {
-		chunkPool.Put((*[readChunk]byte)(buf[:readChunk]))
-	}
+	putBuffer(buf)
 }
 
 // rateLog lets a kind of log line through at most once per interval, and
@@ -616,18 +658,20 @@ func (fr *frameReader) fill(stop <-chan struct{}) error {
 	if len(fr.buf) == cap(fr.buf) {
 		// Full, so it holds less than a frame (complete frames were
 		// handed over): grow it toward that frame's length, four times
-		// as large each time (fewer copies, and less garbage, than
-		// doubling: what the budget bounds is what is live).
+		// as large each time (fewer copies than doubling), to the sizes
+		// that grownPools keep, then to the frame's length. A buffer is
+		// thus never more than four times the bytes that have arrived.
 		need := core.FrameLengthSize + int(leUint32(fr.buf))
-		size := min(need, 4*cap(fr.buf))
+		size := 4 * cap(fr.buf)
+		if size > maxPooledRead {
+			size = need
+		}
 		if !fr.budget.tryTake(size - cap(fr.buf)) {
 			return errBudget
 		}
 		old := fr.buf
-		fr.buf = append(make([]byte, 0, size), old...)
-		if cap(old) == readChunk {
-			chunkPool.Put((*[readChunk]byte)(old[:readChunk]))
-		}
+		fr.buf = append(getGrown(size), old...)
+		putBuffer(old)
 	}
 	n, err := fr.src.Read(fr.buf[len(fr.buf):cap(fr.buf)])
 	fr.buf = fr.buf[:len(fr.buf)+n]
@@ -646,17 +690,27 @@ func leUint32(b []byte) uint32 {
 
 // detach gives up buf, whose first end bytes (complete frames) the caller
 // hands to the loop, and keeps the bytes after end, the start of the next
-// frame, in a fresh chunk; or, with nothing after end, keeps a fresh chunk
-// to read into when the budget allows (else none). ok is false when the
-// bytes after end need a chunk and the budget has none: buf is then kept,
+// frame, in a fresh buffer (a chunk, or a grown buffer of the smallest size
+// kept that holds them); or, with nothing after end, keeps a fresh chunk to
+// read into when the budget allows (else none). ok is false when the bytes
+// after end need a buffer and the budget cannot cover it: buf is then kept,
 // and the caller must wait until the loop is done with its frames and call
 // compact.
 func (fr *frameReader) detach(end int) (old []byte, ok bool) {
 	old = fr.buf
 	tail := old[end:]
+	size := readChunk
+	for size < len(tail) && size < maxPooledRead {
+		size *= 4
+	}
+	size = max(size, len(tail))
 	switch {
-	case fr.budget.tryTake(readChunk):
-		fr.buf = append(getChunk(), tail...)
+	case fr.budget.tryTake(size):
+		if size == readChunk {
+			fr.buf = append(getChunk(), tail...)
+		} else {
+			fr.buf = append(getGrown(size), tail...)
+		}
 	case len(tail) == 0:
 		fr.buf = nil
 	default:
@@ -796,6 +850,7 @@ func (s *Server) read(c *conn) {
 			s.log.Debug("replica connection opened", zap.Uint64("conn", uint64(c.id)),
 				zap.Uint32("peer", from), zap.Stringer("remote", c.nc.RemoteAddr()))
 			fr.compact(end)
+			lingerTo = time.Now().Add(readLinger)
 			continue
 		}
 		kind := evFrame

@@ -78,12 +78,13 @@
 // # Reading frames: memory and limits
 //
 // A reader reads into a 64 KiB chunk from a pool that all connections
-// share; after handing over the complete frames a chunk holds, it moves the
-// start of the next frame to a fresh chunk. A frame longer than a chunk
-// grows a buffer of its own as its bytes arrive, four times as large each
-// time, never beyond the frame's length: an announced length is checked (at
-// most core.MaxFrameBody) but never allocated up front. That buffer is
-// dropped once the loop has handled the frame. A reader with nothing to read gives
+// share; after handing over the complete frames a buffer holds, it moves
+// the start of the next frame to a fresh one. A frame longer than a chunk
+// grows a buffer as its bytes arrive: each time the buffer is full, to four
+// times its size (256 KiB, 1 MiB, 4 MiB, kept in pools of their own for the
+// next long frames), then to the frame's length. An announced length is
+// checked (at most core.MaxFrameBody) but never allocated up front: a
+// buffer is never more than four times the bytes that have arrived. A reader with nothing to read gives
 // its chunk back after 200 ms and waits in a 512-byte buffer of its own, so
 // an idle connection holds that, its two goroutines and its socket.
 //
