@@ -97,9 +97,13 @@
 //     that needs its buffer grown beyond the budget is answered with a
 //     MsgError CLUSTER_BUSY (retryable) and its connection closed: a reader
 //     that waited holding part of the budget could wait for ever on others
-//     doing the same. The process's memory for frames in flight is then
-//     about twice the budget at most, the garbage collector's headroom
-//     included.
+//     doing the same. The process's memory for frames in flight is a few
+//     times the budget at most: the garbage collector's headroom, and the
+//     pooled buffers not in use, come on top of it. Once a budget that was
+//     more than half spent is below an eighth again, or open connections
+//     (at least 1,000) have fallen below a quarter, the server gives freed
+//     memory back to the system at once (debug.FreeOSMemory, at most every
+//     30 s) rather than over the minutes the runtime takes on its own.
 //   - ReadTimeout (default 30 s) closes a connection whose frame is not
 //     complete that long after its first byte (a wait for the budget does
 //     not count).
