@@ -7,9 +7,13 @@ import (
 	"hash/crc32"
 	stdio "io"
 	"net"
+	"os"
 	"runtime"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/geoevent/geoevent/client"
 	"github.com/geoevent/geoevent/core"
@@ -291,5 +295,64 @@ func TestReadBudgetMakesReadersWait(t *testing.T) {
 	x.nc.Close()
 	waitFor("all given back", func() bool { return s.budget.inUse() == 0 })
 	g.ping()
+	s.stop(t)
+}
+
+// Bad frames are logged at most once a second, the next line counting
+// those held back.
+func TestBadFrameLogIsRateLimited(t *testing.T) {
+	obs, logs := observer.New(zap.WarnLevel)
+	s := serve(t, formatDir(t), Options{Logger: zap.New(obs)})
+	bad := func() {
+		c := dial(t, s.Addr())
+		c.nc.Write([]byte{3, 0, 0, 0})
+		c.expectError()
+		c.expectClosed()
+	}
+	const n = 20
+	start := time.Now()
+	for range n {
+		bad()
+	}
+	lines := logs.FilterMessage("bad frame; closing the connection").All()
+	if elapsed := time.Since(start); elapsed < time.Second && len(lines) != 1 {
+		t.Fatalf("%d bad frames in %v: %d log lines, want 1", n, elapsed, len(lines))
+	}
+	time.Sleep(1100 * time.Millisecond)
+	bad()
+	lines = logs.FilterMessage("bad frame; closing the connection").All()
+	held := 0
+	for _, l := range lines {
+		held += int(l.ContextMap()["suppressed"].(int64))
+	}
+	if len(lines)+held != n+1 {
+		t.Fatalf("%d lines, %d held back, for %d bad frames", len(lines), held, n+1)
+	}
+	t.Logf("%d bad frames: %d lines, the last counting %v held back", n+1, len(lines), lines[len(lines)-1].ContextMap()["suppressed"])
+	s.stop(t)
+}
+
+// A connection with a request the replica has not answered is not idle,
+// however long the answer takes.
+func TestConnectionWaitingForAnAnswerIsNotIdle(t *testing.T) {
+	const idle = 200 * time.Millisecond
+	s := serve(t, formatDir(t), Options{IdleTimeout: idle})
+	c := dial(t, s.Addr())
+	c.register(testCluster)
+	s.mu.Lock()
+	var conn *conn
+	for lc := range s.live {
+		conn = lc
+	}
+	s.mu.Unlock()
+	conn.inFlight.Add(1) // as if a request were being answered
+	c.nc.SetReadDeadline(time.Now().Add(3 * idle))
+	var b [1]byte
+	if _, err := c.nc.Read(b[:]); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("closed with a request in flight: %v", err)
+	}
+	conn.inFlight.Add(-1)
+	took := c.closedWithin(10 * time.Second)
+	t.Logf("closed %v after its last request was answered (idle timeout %v)", took, idle)
 	s.stop(t)
 }
