@@ -47,11 +47,11 @@
 //     holds client frames until it has applied what it recovered (so no
 //     client sees the state from before a restart), and a follower may
 //     sync nothing until it hears from a leader, which needs this
-//     listener. A reader decodes frames with core.ReadFrame into a buffer
-//     it reuses, hands each to the loop and waits until the loop has
-//     handled it (the payload aliases the buffer; this also bounds each
-//     connection to one frame in the loop's queue). A bad frame (length,
-//     checksum, version, type) closes the connection. A writer drains its
+//     listener. A reader reads frames into read buffers (see "Reading
+//     frames: memory and limits") and hands the loop, as one event, the
+//     complete frames a buffer holds, with the buffer, which the loop
+//     gives back once it has handled them (the payloads alias it); at most
+//     two such events per connection are in the loop at once. A writer drains its
 //     connection's bounded send queue, writing every frame queued so far
 //     with one writev, and then hands the memory of the replies sent
 //     with SendReply (which nothing else keeps) back to the server's
@@ -74,6 +74,61 @@
 //     never blocks the loop either: a full queue, or a peer that cannot be
 //     reached, drops the message (Raft sends again). See peers.go for the
 //     hello that opens these connections.
+//
+// # Reading frames: memory and limits
+//
+// A reader reads into a 64 KiB chunk from a pool that all connections
+// share; after handing over the complete frames a buffer holds, it moves
+// the start of the next frame to a fresh one. A frame longer than a chunk
+// grows a buffer as its bytes arrive: each time the buffer is full, to four
+// times its size (256 KiB, 1 MiB, 4 MiB, kept in pools of their own for the
+// next long frames), then to the frame's length. An announced length is
+// checked (at most core.MaxFrameBody) but never allocated up front: a
+// buffer is never more than four times the bytes that have arrived. A reader with nothing to read gives
+// its chunk back after 200 ms and waits in a 512-byte buffer of its own, so
+// an idle connection holds that, its two goroutines and its socket.
+//
+// Options bound the rest:
+//
+//   - ReadBudgetBytes (default 64 MiB) counts every chunk and grown buffer,
+//     the readers' and those whose frames the loop has yet to handle. A
+//     reader that starts a frame when the budget is spent waits for it,
+//     reading nothing more from its socket meanwhile (backpressure). A frame
+//     that needs its buffer grown beyond the budget is answered with a
+//     MsgError CLUSTER_BUSY (retryable) and its connection closed: a reader
+//     that waited holding part of the budget could wait for ever on others
+//     doing the same. The process's memory for frames in flight is a few
+//     times the budget at most: the garbage collector's headroom, and the
+//     pooled buffers not in use, come on top of it. Once a budget that was
+//     more than half spent is below an eighth again, or open connections
+//     (at least 1,000) have fallen below a quarter, the server gives freed
+//     memory back to the system at once (debug.FreeOSMemory, at most every
+//     30 s) rather than over the minutes the runtime takes on its own.
+//   - ReadTimeout (default 30 s) closes a connection whose frame is not
+//     complete that long after its first byte (a wait for the budget does
+//     not count).
+//   - IdleTimeout (default 5 minutes) closes a client connection with
+//     nothing read or written for that long and none of its registers or
+//     requests unanswered. Another replica's connection has none. The Go
+//     client (package client) dials again on its next call: that call pays
+//     one retry (its first backoff, 100-150 ms; a client with
+//     DisableRetries gets the connection error).
+//   - MaxConnections (default 10,000) bounds the open connections, clients'
+//     and other replicas' (which cannot be told apart before their first
+//     frame); one more is answered with a MsgError CLUSTER_BUSY, client id
+//     and request number 0, and closed.
+//
+// A bad frame (length, checksum, version, reserved bytes, type) is answered
+// with a MsgError of its code, MALFORMED_REQUEST or CHECKSUM_MISMATCH,
+// echoing the frame's client id and request number where it has them,
+// before the connection closes (not on another replica's connection, on
+// which nothing is written). An error frame is followed by a graceful
+// close: FIN, then what the client still sends is read and dropped for up
+// to a second, since closing with bytes unread resets the connection, and
+// a reset can discard the error before the client reads it. The log lines
+// that clients can set off (bad frames, frame timeouts, budget refusals,
+// refused connections) come at most once a second each, with the number
+// held back since the last.
 //
 // # Replicas and clients on one address
 //

@@ -235,7 +235,7 @@ func (s *Server) refusePeer(nc net.Conn, err error) error {
 		core.AppendErrorMessage(nil, core.WrongCluster.Code, refused.reason))
 	_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
 	_, _ = nc.Write(frame) // best effort: the connection closes next
-	if s.refused.due(refused.reason) {
+	if s.peerRefusals.due(refused.reason) {
 		return err
 	}
 	return fmt.Errorf("%w (logged at most every %v)", errRefusedAgain, peerRefusedLogEvery)

@@ -45,6 +45,29 @@ type Options struct {
 	// WriteTimeout closes a connection one of whose writes takes longer
 	// (default 30 s; negative: none).
 	WriteTimeout time.Duration
+	// ReadTimeout closes a connection that has not completed a frame
+	// ReadTimeout after the frame's first byte came (default 30 s;
+	// negative: none). Time spent waiting for the read budget does not
+	// count.
+	ReadTimeout time.Duration
+	// IdleTimeout closes a client connection after this long with nothing
+	// read, nothing written and none of its requests waiting for an answer
+	// (default 5 minutes; negative: none). Connections from the other
+	// replicas have none.
+	IdleTimeout time.Duration
+	// MaxConnections bounds the open binary-protocol connections, clients'
+	// and other replicas' alike (default 10,000; negative: none); one
+	// more is answered with a MsgError CLUSTER_BUSY (retryable) and
+	// closed. In-process connections (DialLocal) do not count.
+	MaxConnections int
+	// ReadBudgetBytes bounds the memory of the buffers that all
+	// connections read frames into, the frames the loop has yet to handle
+	// included (default 64 MiB): above it, a connection that starts
+	// reading a frame waits (its socket is not read meanwhile), and a
+	// frame that needs its buffer grown beyond it is answered with a
+	// MsgError CLUSTER_BUSY and its connection closed. Each reading
+	// connection holds at least a 64 KiB chunk of it.
+	ReadBudgetBytes int
 	// Replica tunes the replica (MaxSessions, MaxPendingEntries,
 	// SnapshotEvery, CleanupEveryNS, Version). Its Cluster, ReplicaIndex,
 	// ReplicaCount and Addresses are ignored: they come from the cluster file
@@ -76,6 +99,21 @@ func (o *Options) setDefaults() {
 	if o.WriteTimeout == 0 {
 		o.WriteTimeout = 30 * time.Second
 	}
+	if o.ReadTimeout == 0 {
+		o.ReadTimeout = 30 * time.Second
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = 5 * time.Minute
+	}
+	if o.MaxConnections == 0 {
+		o.MaxConnections = 10000
+	}
+	if o.ReadBudgetBytes <= 0 {
+		o.ReadBudgetBytes = 64 << 20
+	}
+	// At least one chunk for each of a connection's buffers: a smaller
+	// budget would hold every frame back.
+	o.ReadBudgetBytes = max(o.ReadBudgetBytes, (readAhead+1)*readChunk)
 }
 
 // ErrServerClosed is returned by Run on a Server that was closed or already
@@ -106,8 +144,8 @@ type Server struct {
 	// peerFrame receives each replica-to-replica frame on the loop; the
 	// payload is valid until it returns. It is the replica's ReceivePeer
 	// (tests observe the transport by replacing it before Run).
-	peerFrame func(h core.Header, payload []byte)
-	refused   refusals // rate-limits the warnings of refused peer hellos (peers.go)
+	peerFrame    func(h core.Header, payload []byte)
+	peerRefusals refusals // rate-limits the warnings of refused peer hellos (peers.go)
 
 	// replay is the log recovered after the snapshot, which the replica
 	// applies before it answers clients (loop-owned; to is 0 once it has).
@@ -117,6 +155,16 @@ type Server struct {
 		start   time.Time
 		logged  time.Time // the last progress line
 	}
+
+	// budget bounds the memory of the connections' read buffers.
+	budget *readBudget
+	// refusing holds a token per connection over MaxConnections being
+	// turned away (refuseConn).
+	refusing chan struct{}
+	// lastRelief is when relieve last gave memory back (UnixNano).
+	lastRelief atomic.Int64
+	// The log lines that a client can set off, at most one a second each.
+	frameLog, busyLog, timeoutLog, limitLog rateLog
 
 	// replyBufs holds the memory of written replies (core.IO.SendReply)
 	// for the loop to encode replies into again (core.IO.ReplyBuffer).
@@ -129,7 +177,9 @@ type Server struct {
 	wg         sync.WaitGroup // accept, readers, writers, peer dialers and watchers, work beside the loop
 
 	mu       sync.Mutex
-	live     map[*conn]struct{} // connections to close at shutdown
+	live     map[*conn]struct{}    // connections to close at shutdown
+	refused  map[net.Conn]struct{} // connections over MaxConnections being closed (refuseConn)
+	peakLive int                   // the most live connections since the last relieve they called for
 	closing  bool
 	started  bool
 	closed   bool
@@ -184,13 +234,21 @@ func openLocked(dir string, lock *DirLock, opts Options) (s *Server, err error) 
 		conns:      make(map[core.ConnID]*conn),
 		status:     replica.Status{Leader: replica.NoLeader},
 		replyBufs:  make(chan []byte, reusedReplies),
+		budget:     &readBudget{limit: opts.ReadBudgetBytes},
+		refusing:   make(chan struct{}, maxRefusing),
+		frameLog:   rateLog{interval: time.Second},
+		busyLog:    rateLog{interval: time.Second},
+		timeoutLog: rateLog{interval: time.Second},
+		limitLog:   rateLog{interval: time.Second},
 		besideDone: make(chan func(), 1),
 		peerLost:   make(chan uint32, 8),
 		loopDone:   make(chan struct{}),
 		stop:       make(chan struct{}),
 		live:       make(map[*conn]struct{}),
+		refused:    make(map[net.Conn]struct{}),
 		runDone:    make(chan struct{}),
 	}
+	s.budget.drained = s.relieve
 	s.disk = newDisk(dir, log, rec.SnapshotIndex, s.loopDone, s.log)
 	s.disk.inCluster = info.ReplicaCount > 1 // others go on without it: it stops after a while out of space
 	s.peers = s.newPeers()
@@ -537,6 +595,7 @@ func (s *Server) handle(ev netEvent) {
 		for _, f := range ev.more {
 			s.clientFrame(c, f)
 		}
+		s.budget.release(ev.buf)
 		c.ack <- struct{}{} // never blocks: the reader has at most readAhead events unacked
 	case evLocalFrame:
 		s.clientFrame(c, ev.netFrame)
@@ -547,6 +606,7 @@ func (s *Server) handle(ev netEvent) {
 				s.peerFrame(f.h, f.payload)
 			}
 		}
+		s.budget.release(ev.buf)
 		c.ack <- struct{}{}
 	case evClosed:
 		c.q.close()
@@ -574,6 +634,9 @@ func (s *Server) shutdown() {
 	for c := range s.live {
 		c.nc.Close()
 		c.q.close()
+	}
+	for nc := range s.refused {
+		nc.Close()
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
@@ -638,6 +701,7 @@ func (s *Server) sendClient(id core.ConnID, frame []byte, reuse bool) {
 		s.sendLocal(c, frame)
 		return
 	}
+	c.answered()
 	if c.q.pushFrame(frame, reuse) == queueFull {
 		c.dead = true
 		c.q.close()

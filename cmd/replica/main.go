@@ -1,8 +1,8 @@
 // Command replica is the GeoEvent server: one replica of a cluster.
 //
 //	replica format --cluster ID --replica I --replica-count N --data DIR
-//	replica start  --data DIR --addresses A0,A1,...  [--http HOST:PORT] [--cors-origin ORIGIN]... [--pprof HOST:PORT]
-//	replica dev    [--data DIR] [--http HOST:PORT] [--addresses HOST:PORT] [--cors-origin ORIGIN]... [--pprof HOST:PORT]
+//	replica start  --data DIR --addresses A0,A1,...  [--http HOST:PORT] [--cors-origin ORIGIN]... [--pprof HOST:PORT] [connection flags]
+//	replica dev    [--data DIR] [--http HOST:PORT] [--addresses HOST:PORT] [--cors-origin ORIGIN]... [--pprof HOST:PORT] [connection flags]
 //
 // format makes DIR the data directory of replica I of cluster ID (a UUID or
 // a decimal id) with N replicas (1, 3 or 5); it refuses a directory that is
@@ -37,6 +37,14 @@
 // (net/http/pprof) there, for example
 // go tool pprof http://HOST:PORT/debug/pprof/profile?seconds=10. It is a
 // debugging aid: keep it on loopback.
+//
+// The connection flags (start and dev) bound the binary protocol's
+// connections (io.Options): --read-timeout (default 30s) closes a
+// connection whose frame is not complete that long after its first byte,
+// --idle-timeout (default 5m) a client's connection with nothing read or
+// written and no request in flight for that long, and --max-connections
+// (default 10000) answers one connection more with CLUSTER_BUSY and closes
+// it; 0 turns each off.
 package main
 
 import (
@@ -66,8 +74,8 @@ import (
 
 const usage = `usage:
   replica format --cluster ID --replica I --replica-count N --data DIR
-  replica start  --data DIR --addresses A0,A1,...  [--http HOST:PORT] [--cors-origin ORIGIN]... [--pprof HOST:PORT]
-  replica dev    [--data DIR] [--http HOST:PORT] [--addresses HOST:PORT] [--cors-origin ORIGIN]... [--pprof HOST:PORT]
+  replica start  --data DIR --addresses A0,A1,...  [--http HOST:PORT] [--cors-origin ORIGIN]... [--pprof HOST:PORT] [connection flags]
+  replica dev    [--data DIR] [--http HOST:PORT] [--addresses HOST:PORT] [--cors-origin ORIGIN]... [--pprof HOST:PORT] [connection flags]
 
 format  make DIR the data directory of replica I (0-based) of the cluster ID
         (a UUID or a decimal id) of N replicas (1, 3 or 5); DIR must be new
@@ -90,6 +98,15 @@ API; * allows any origin, for development only. Default: none.
 --pprof (start, dev) serves Go's profiling endpoints (net/http/pprof) on
 HOST:PORT, e.g. go tool pprof http://HOST:PORT/debug/pprof/profile?seconds=10;
 a debugging aid: keep it on loopback.
+
+Binary-protocol connections (start, dev; 0 turns each off):
+  --read-timeout D     close a connection whose frame is not complete D
+                       after its first byte (default 30s)
+  --idle-timeout D     close a client's connection after D with nothing
+                       read or written and no request in flight (default
+                       5m; the Go client reconnects on its next call)
+  --max-connections N  at most N connections at once; one more is answered
+                       CLUSTER_BUSY (retryable) and closed (default 10000)
 
 Run "replica COMMAND -h" for a command's flags.
 `
@@ -185,6 +202,7 @@ func start(args []string, stderr io.Writer) int {
 	var cors originList
 	fset.Var(&cors, "cors-origin", corsUsage)
 	pprofAddr := fset.String("pprof", "", pprofUsage)
+	lim := connLimitFlags(fset)
 	if code, ok := parse(fset, args, stderr, "data", "addresses"); !ok {
 		return code
 	}
@@ -209,7 +227,7 @@ func start(args []string, stderr io.Writer) int {
 		return exitError
 	}
 	defer log.Sync()
-	return serve(log, serveConfig{dir: *data, addrs: addrs, httpAddr: *httpAddr, cors: cors, pprofAddr: *pprofAddr, cmd: "start"}, stderr)
+	return serve(log, serveConfig{dir: *data, addrs: addrs, httpAddr: *httpAddr, cors: cors, pprofAddr: *pprofAddr, limits: *lim, cmd: "start"}, stderr)
 }
 
 func dev(args []string, stdout, stderr io.Writer) int {
@@ -220,6 +238,7 @@ func dev(args []string, stdout, stderr io.Writer) int {
 	var cors originList
 	fset.Var(&cors, "cors-origin", corsUsage)
 	pprofAddr := fset.String("pprof", "", pprofUsage)
+	lim := connLimitFlags(fset)
 	if code, ok := parse(fset, args, stderr); !ok {
 		return code
 	}
@@ -272,7 +291,7 @@ func dev(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "  Ctrl-C stops the replica cleanly.\n")
 	}
-	return serve(log, serveConfig{dir: *data, lock: lock, addrs: addrs, httpAddr: *httpAddr, cors: cors, pprofAddr: *pprofAddr, banner: banner, cmd: "dev"}, stderr)
+	return serve(log, serveConfig{dir: *data, lock: lock, addrs: addrs, httpAddr: *httpAddr, cors: cors, pprofAddr: *pprofAddr, limits: *lim, banner: banner, cmd: "dev"}, stderr)
 }
 
 // serveConfig is what start and dev hand to serve.
@@ -285,6 +304,40 @@ type serveConfig struct {
 	pprofAddr string // "": no profiling endpoint
 	banner    func(addr, httpAddr string)
 	cmd       string // for messages: "start" or "dev"
+	limits    connLimits
+}
+
+// connLimits are the binary protocol's connection flags (start, dev).
+type connLimits struct {
+	readTimeout, idleTimeout time.Duration
+	maxConnections           int
+}
+
+// connLimitFlags defines the connection flags on fset; their defaults are
+// io.Options'.
+func connLimitFlags(fset *flag.FlagSet) *connLimits {
+	l := &connLimits{}
+	fset.DurationVar(&l.readTimeout, "read-timeout", 30*time.Second, "close a binary-protocol connection that has not completed a frame this long after its first byte (0: never)")
+	fset.DurationVar(&l.idleTimeout, "idle-timeout", 5*time.Minute, "close a client's binary-protocol connection after this long with nothing read or written and no request waiting for its answer (0: never)")
+	fset.IntVar(&l.maxConnections, "max-connections", 10000, "the most binary-protocol connections open at once, clients' and other replicas'; one more gets CLUSTER_BUSY (0: no limit)")
+	return l
+}
+
+// options sets the connection limits in opts (0 means none: io.Options
+// takes a negative value for that).
+func (l connLimits) options(opts geoio.Options) geoio.Options {
+	none := func(d time.Duration) time.Duration {
+		if d <= 0 {
+			return -1
+		}
+		return d
+	}
+	opts.ReadTimeout, opts.IdleTimeout = none(l.readTimeout), none(l.idleTimeout)
+	opts.MaxConnections = l.maxConnections
+	if opts.MaxConnections <= 0 {
+		opts.MaxConnections = -1
+	}
+	return opts
 }
 
 // serve opens the replica in cfg.dir, serves HTTP on cfg.httpAddr when it
@@ -302,7 +355,7 @@ func serve(log *zap.Logger, cfg serveConfig, stderr io.Writer) int {
 		}
 		defer stopPprof()
 	}
-	opts := geoio.Options{Addresses: addrs, Logger: log}
+	opts := cfg.limits.options(geoio.Options{Addresses: addrs, Logger: log})
 	var srv *geoio.Server
 	var err error
 	if cfg.lock != nil {
