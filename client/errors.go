@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/geoevent/geoevent/core"
 )
 
 // ErrClosed is returned by calls made after Close, and is the reason of
@@ -111,3 +113,13 @@ func (e *protocolError) Error() string { return "protocol violation: " + e.msg }
 func protocolf(format string, args ...any) error {
 	return &protocolError{msg: fmt.Sprintf(format, args...)}
 }
+
+// connRefused is a connection the server refused with an error (before
+// any exchange on it). It wraps the server's *core.Error, so that
+// errors.As finds its code (212 CLUSTER_BUSY: retryable), but it is not
+// one itself: the connection is gone, not the request answered.
+type connRefused struct{ e *core.Error }
+
+func (e *connRefused) Error() string { return "the server refused the connection: " + e.e.Error() }
+
+func (e *connRefused) Unwrap() error { return e.e }

@@ -145,6 +145,15 @@ func (m *muxConn) read() {
 			if late {
 				continue // the answer to an exchange that gave up
 			}
+			if h.Type == core.MsgError && h.ClientID == 0 && h.Request == 0 {
+				// The server refused the connection itself before closing
+				// it (212 CLUSTER_BUSY over its connection limit): every
+				// exchange on it fails with that code.
+				if e, err := core.DecodeErrorMessage(p); err == nil {
+					m.fail(&connRefused{e})
+					return
+				}
+			}
 			m.fail(protocolf("a %s frame for session %d request %d that nothing waits for", h.Type, h.ClientID, h.Request))
 			return
 		}

@@ -292,3 +292,39 @@ func TestMuxManySessionsAtOnce(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A server that refuses the connection itself (a MsgError of client id 0
+// and request 0, then a close: 212 over its connection limit) fails the
+// exchange with that code, which a caller finds with errors.As, rather than
+// with a protocol violation.
+func TestRefusedConnectionCarriesTheCode(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			nc.Write(core.AppendFrame(nil, core.Header{Type: core.MsgError}, core.AppendErrorMessage(nil, core.ClusterBusy.Code, "over the connection limit")))
+			nc.Close()
+		}
+	}()
+	c, err := New([]string{ln.Addr().String()}, Options{Cluster: core.Uint128{Lo: 1}, DisableRetries: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Ping(context.Background())
+	var ce *core.Error
+	if !errors.As(err, &ce) || ce.Code != core.ClusterBusy.Code {
+		t.Fatalf("error %v, want one carrying 212 CLUSTER_BUSY", err)
+	}
+	var pe *protocolError
+	if errors.As(err, &pe) {
+		t.Fatalf("error %v is a protocol violation", err)
+	}
+}
