@@ -65,26 +65,52 @@ type StateMachine struct {
 
 	// flushAt, when not 0, replaces spatialFlushAt (for tests).
 	flushAt int
-	// scanBudget, when not 0, replaces maxScanKeys (for tests).
+	// scanBudget, when not 0, replaces maxScanWork (for tests).
 	scanBudget int
+	// lastScanWork is the work the last radius, polygon or latest page
+	// did, in the units of maxScanWork (for tests).
+	lastScanWork int
 }
 
-// maxScanKeys bounds the index keys one page of a radius, polygon or
-// latest query examines. A query that matches little in a large region (a
-// 20,000 km radius with a group filter that few entities have) would
-// otherwise walk the whole index in one operation, about 30 ms per million
-// entities (measured at one million: 29 ms for a radius, 16 ms for latest),
-// during which the replica answers nothing; past the 500 ms election
-// timeout, a leader's followers elect another. At the budget the page ends
-// early, possibly empty, with has_more and a cursor after the last key
-// examined.
-const maxScanKeys = 1 << 20
+// The work of a radius, polygon or latest page is counted in units, each
+// about what reading one polygon edge costs, and bounded by maxScanWork:
+// a page that reaches it ends early, possibly empty, with has_more and a
+// cursor after the last key it completed. Without the bound, a query that
+// matches little in a large region (a 20,000 km radius, or a polygon of
+// 101,000 edges, with a group filter that few entities have) walked the
+// whole index in one operation, during which the replica answers nothing
+// and, past the 500 ms election timeout, a leader's followers elect
+// another: 2 s for that polygon over 200,000 entities.
+//
+// The count is of discrete things: keys examined, entities read, exact
+// tests, edges read by judging a key (those of its grid cell, or of its
+// band of each ring: see geom.PolygonFilter.ClassifyLeavesWork and
+// geom.Polygon.ContainsPointWork), seeks, and the edges of the plan a
+// polygon query builds. It depends on the state, the request and the plan
+// alone, never on time: every replica applies a query at the same place
+// in the log, and ends its pages at the same keys (a page is part of the
+// reply a session keeps for retries, on every replica).
+//
+// Calibration (thread processor time on this project's 2-core machine,
+// at 2,000,000 entities): see workKey and the others. One unit is about
+// 3 ns, so that 3,000,000 units are about 10 ms.
+const maxScanWork = 3_000_000
 
-func (sm *StateMachine) keyBudget() int {
+// Work units of the steps of a page (see maxScanWork).
+const (
+	workKey      = 4     // examining a key: taking it, judging its leaf cell cheaply
+	workEntity   = 10    // reading a candidate's entity (a cache miss, prefetched)
+	workContains = 8     // an exact test's fixed part: a distance, or a projection
+	workSeek     = 300   // starting a range: a descent of the spatial index
+	workPlan     = 1_000 // a radius or polygon query's plan: its covering
+	workPlanEdge = 60    // and, a polygon's, for each of its edges
+)
+
+func (sm *StateMachine) workBudget() int {
 	if sm.scanBudget > 0 {
 		return sm.scanBudget
 	}
-	return maxScanKeys
+	return maxScanWork
 }
 
 // entity is one tracked entity: the fields of its latest event that every
