@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/statemachine/internal/geom"
 	"github.com/golang/geo/s2"
 )
 
@@ -80,6 +81,19 @@ func reproState(n int) (*StateMachine, uint64, []core.GeoEvent) {
 	return sm, now, all
 }
 
+// workSample is one page's counted work and its processor time.
+type workSample struct {
+	work int
+	cpu  time.Duration
+}
+
+// pageWork, when set, collects every page's workSample; lastWork reads the
+// work of the page just done.
+var (
+	pageWork *[]workSample
+	lastWork func() int
+)
+
 // pageTimes pages a query to its end and returns each page's wall time and
 // thread processor time, and the events it returned in all.
 func pageTimes(t testing.TB, page func(cursor string) (core.QueryResult, error)) (wall, cpu []time.Duration, events int) {
@@ -94,6 +108,9 @@ func pageTimes(t testing.TB, page func(cursor string) (core.QueryResult, error))
 			t.Fatal(err)
 		}
 		wall, cpu = append(wall, w), append(cpu, c)
+		if pageWork != nil {
+			*pageWork = append(*pageWork, workSample{work: lastWork(), cpu: c})
+		}
 		events += len(r.Events)
 		if !r.HasMore {
 			return wall, cpu, events
@@ -127,6 +144,9 @@ func TestReproductionPageTimes(t *testing.T) {
 	}
 	sm, now, _ := reproState(n)
 	none := core.GroupFilter{Set: true, ID: 99}
+	var samples []workSample
+	pageWork, lastWork = &samples, func() int { return sm.lastScanWork }
+	defer func() { pageWork, lastWork = nil, nil }()
 	outer, holes := worstPolygon(benchLat, benchLon, 1.4)
 	for _, tc := range []struct {
 		what string
@@ -140,6 +160,9 @@ func TestReproductionPageTimes(t *testing.T) {
 		}},
 	} {
 		for rep := 0; rep < 3; rep++ {
+			if rep == 1 {
+				sm.polygons = geom.PolygonBuilder{} // the first page builds the plan
+			}
 			wall, cpu, events := pageTimes(t, tc.page)
 			if events != 0 {
 				t.Fatalf("%s: %d events match a group no entity has", tc.what, events)
@@ -147,6 +170,14 @@ func TestReproductionPageTimes(t *testing.T) {
 			t.Logf("%s at %d entities: wall: %s", tc.what, n, summarize(wall))
 			t.Logf("%s at %d entities: cpu:  %s", tc.what, n, summarize(cpu))
 		}
+		// Calibration: processor time per unit of work over the pages.
+		var work int
+		var cpu time.Duration
+		for _, w := range samples {
+			work, cpu = work+w.work, cpu+w.cpu
+		}
+		t.Logf("%s: %.2f ns a unit of work (%d units in %d pages)", tc.what, float64(cpu)/float64(work), work, len(samples))
+		samples = samples[:0]
 	}
 }
 

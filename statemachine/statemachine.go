@@ -80,30 +80,44 @@ type StateMachine struct {
 // 101,000 edges, with a group filter that few entities have) walked the
 // whole index in one operation, during which the replica answers nothing
 // and, past the 500 ms election timeout, a leader's followers elect
-// another: 2 s for that polygon over 200,000 entities.
+// another (that polygon over 200,000 entities, judged by a coarser grid
+// than it now gets, held it for 2 s).
 //
-// The count is of discrete things: keys examined, entities read, exact
-// tests, edges read by judging a key (those of its grid cell, or of its
-// band of each ring: see geom.PolygonFilter.ClassifyLeavesWork and
-// geom.Polygon.ContainsPointWork), seeks, and the edges of the plan a
-// polygon query builds. It depends on the state, the request and the plan
-// alone, never on time: every replica applies a query at the same place
-// in the log, and ends its pages at the same keys (a page is part of the
-// reply a session keeps for retries, on every replica).
+// The count is of discrete things, in integers: keys examined, entities
+// read, exact tests, edges read by judging a key (those of its grid cell,
+// or of its band of each ring: see geom.PolygonFilter.ClassifyLeavesWork
+// and geom.Polygon.ContainsPointWork), seeks, and the edges of the plan a
+// polygon query builds. It depends on the state, the request and the
+// polygon's plan alone (the plan is the same computation that decides
+// which keys match), never on time or on what memory a previous query
+// left (the builder's cache of the last polygon is charged as if built):
+// the same query on the same state ends its pages at the same keys,
+// wherever it runs. (Queries run on the leader, outside the log, by its
+// read index: replica/reads.go. Pages are still the state machine's
+// deterministic output, as the simulator's replays of a seed need.)
 //
-// Calibration (thread processor time on this project's 2-core machine,
-// at 2,000,000 entities): see workKey and the others. One unit is about
-// 3 ns, so that 3,000,000 units are about 10 ms.
-const maxScanWork = 3_000_000
+// Calibration: one unit is one polygon edge read while judging a key,
+// about 4.4 ns of processor time on this project's 2-core machine
+// (CLOCK_THREAD_CPUTIME_ID, the machine shared with other work): paging
+// the polygon of 101,000 edges over 2,000,000 entities read 326.5 M
+// edges, 2.0 M keys and 1.4 M entities in 1.45 s beyond its keys' and
+// entities' share. A whole-globe radius with a group that matches
+// nothing took 71-98 ms for 2.0 M keys and their entities (35-49 ns a
+// key: workKey+workEntity), with every entity matching 196-283 ms (the
+// distances, and copying the events into pages, which is not counted:
+// at most limit events a page). Building the polygon took about 31 ms
+// (300 ns an edge: workPlanEdge). So 2,000,000 units are about 9 ms, and
+// a page's grace (see spatialScan.run) keeps it under about 11.
+const maxScanWork = 2_000_000
 
 // Work units of the steps of a page (see maxScanWork).
 const (
 	workKey      = 4     // examining a key: taking it, judging its leaf cell cheaply
-	workEntity   = 10    // reading a candidate's entity (a cache miss, prefetched)
+	workEntity   = 6     // reading a candidate's entity (a cache miss, prefetched)
 	workContains = 8     // an exact test's fixed part: a distance, or a projection
 	workSeek     = 300   // starting a range: a descent of the spatial index
 	workPlan     = 1_000 // a radius or polygon query's plan: its covering
-	workPlanEdge = 60    // and, a polygon's, for each of its edges
+	workPlanEdge = 70    // and, a polygon's, for each of its edges
 )
 
 func (sm *StateMachine) workBudget() int {
