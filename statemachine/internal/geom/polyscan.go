@@ -408,12 +408,12 @@ func (pg *polyGrid) classify(leaves []uint64, class []uint8, dec *leafDecoder, l
 	g := &pg.g
 	sh := maxLevel - g.level
 	mask := 1<<sh - 1
-	for k := 0; k < len(leaves); k++ {
-		leaf := leaves[k]
-		work += leafWork
-		if work >= budget {
-			leaves = leaves[:k+1] // this leaf is the last
+	class = class[:len(leaves)]
+	for k, leaf := range leaves {
+		if work >= budget && k > 0 {
+			return k, work // the leaf before spent the budget
 		}
+		work += leafWork
 		if !s2.CellID(leaf).IsValid() || int(leaf>>61) != g.face {
 			class[k] = LeafOutside // the polygon lies within the grid's face
 			continue
@@ -429,9 +429,6 @@ func (pg *polyGrid) classify(leaves []uint64, class []uint8, dec *leafDecoder, l
 		if n == judgeSlow {
 			class[k] = uint8(pg.classifyByEdges(c, x, y, i, j))
 			work += int(pg.edges[c])
-			if work >= budget {
-				leaves = leaves[:k+1]
-			}
 			continue
 		}
 		// Branch-free over inside, outside and simple boundary cells,
