@@ -98,16 +98,20 @@ type StateMachine struct {
 //
 // Calibration: one unit is one polygon edge read while judging a key,
 // about 4.4 ns of processor time on this project's 2-core machine
-// (CLOCK_THREAD_CPUTIME_ID, the machine shared with other work): paging
-// the polygon of 101,000 edges over 2,000,000 entities read 326.5 M
-// edges, 2.0 M keys and 1.4 M entities in 1.45 s beyond its keys' and
-// entities' share. A whole-globe radius with a group that matches
-// nothing took 71-98 ms for 2.0 M keys and their entities (35-49 ns a
-// key: workKey+workEntity), with every entity matching 196-283 ms (the
-// distances, and copying the events into pages, which is not counted:
-// at most limit events a page). Building the polygon took about 31 ms
-// (300 ns an edge: workPlanEdge). So 2,000,000 units are about 9 ms, and
-// a page's grace (see spatialScan.run) keeps it under about 11.
+// (CLOCK_THREAD_CPUTIME_ID, TestReproductionPageTimes, at 2,000,000
+// entities): paging the polygon of 101,000 edges read 326.5 M edges,
+// 2.0 M keys and 1.4 M entities in 1.45 s beyond its keys' and entities'
+// share, alike with the machine shared (load average near 20) and quiet.
+// A whole-globe radius with a group that matches nothing took 71-98 ms
+// for 2.0 M keys and their entities shared (35-49 ns a key:
+// workKey+workEntity, 10 units), 32 ms quiet; with every entity matching
+// 196-283 ms shared (the distances, and copying the events into pages,
+// which is not counted: at most limit events a page). Building the
+// polygon took about 31 ms shared, 19-23 ms quiet (300 ns an edge shared:
+// workPlanEdge). The prices are the shared machine's, so that pages stay
+// short under load: 2,000,000 units are about 9 ms, and a page's grace
+// (see spatialScan.run) keeps it under about 11; radius and latest pages
+// of a quiet machine take less (3.4-4.0 ms).
 const maxScanWork = 2_000_000
 
 // Work units of the steps of a page (see maxScanWork).
