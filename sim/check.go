@@ -155,9 +155,10 @@ func (w *world) checkQueryResult(op *opRec, r *core.QueryResult) string {
 	case len(r.Events) > limit:
 		return fmt.Sprintf("%d events for a limit of %d", len(r.Events), limit)
 	case r.HasMore && (r.Cursor == "" || len(r.Events) != limit):
-		// A page may end early at the state machine's scan budget (a
-		// million keys), far more than a simulated state holds: here a
-		// page with more to come is full.
+		// A page may end early at the state machine's budget of work
+		// (some 200,000 keys of a radius or a simulated polygon), far
+		// more than a simulated state holds: here a page with more to
+		// come is full.
 		return "has more without a full page and a cursor"
 	case op.kind == core.OpQueryRadius && len(r.DistancesMM) != len(r.Events):
 		return "distances do not match the events"

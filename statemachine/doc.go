@@ -48,6 +48,13 @@
 //     fields and no older events.
 //   - Snapshots are written from a Freeze view beside the writes: the
 //     entity store is copy-on-write while a view is out (store.go).
+//   - One radius, polygon or latest page does at most about maxScanWork
+//     units of work (about 10 ms), counted in integers: its plan (a
+//     polygon's is charged by its edges, even when the polygon builder
+//     serves it from its cache of the last large polygon), its seeks, the
+//     keys it examines, the polygon edges judging them reads, the entities
+//     it reads and their exact tests. Past the budget it ends early with
+//     has_more. The count never depends on time or on cached memory.
 //   - A radius, polygon, latest-across-all or history query's result
 //     (Events, DistancesMM) is the state machine's memory, reused by the
 //     next such query, and a latest batch's results by the next latest
@@ -80,9 +87,10 @@
 //   - Radius and polygon results are ordered by (leaf cell id, entity id),
 //     latest results by (timestamp, entity id) descending, history by
 //     timestamp ascending. A cursor is the last key returned, or, when a
-//     radius, polygon or latest page ends at its budget of keys examined
-//     (maxScanKeys, with fewer results than its limit), the last key
-//     examined.
+//     radius, polygon or latest page ends at its budget of work
+//     (maxScanWork, with fewer results than its limit), the last key whose
+//     judgement it completed, or the end of the last range of cells it
+//     finished.
 //
 // The leader fills each event's CellID with [AssignCells] (or, on encoded
 // records, [AssignRecordCells]) before the operation enters the log;

@@ -328,27 +328,31 @@ func TestPolygonLimitsThroughStateMachine(t *testing.T) {
 func pt(lat, lon int64) core.Coordinate { return core.Coordinate{LatNano: lat, LonNano: lon} }
 
 // TestScanBudgetEndsPagesEarly: a query that matches nothing in a large
-// region examines at most the scan budget of keys per page, and answers
-// with an empty page, has_more and a cursor until the region is done.
+// region does at most about its budget of work per page (see
+// pageLimitWork), and answers with an empty page, has_more and a cursor
+// until the region is done.
 func TestScanBudgetEndsPagesEarly(t *testing.T) {
 	sm := New()
 	sm.Insert(epoch, &core.InsertRequest{Events: batch(1_000)}) // group 0
-	sm.scanBudget = 100
+	sm.scanBudget = 2_000
 	none := core.GroupFilter{Set: true, ID: 9}
+	square := []core.Coordinate{pt(38e9, 13e9), pt(38e9, 14e9), pt(39e9, 14e9), pt(39e9, 13e9)}
 	for _, tc := range []struct {
 		what string
+		plan int
 		page func(cursor string) (core.QueryResult, error)
 	}{
-		{"radius", func(c string) (core.QueryResult, error) {
+		{"radius", workPlan, func(c string) (core.QueryResult, error) {
 			return sm.QueryRadius(epoch, &core.RadiusQuery{Center: core.Coordinate{LatNano: 38_100_000_000, LonNano: 13_360_000_000}, RadiusMM: core.MaxRadiusMM, Group: none, Page: core.Page{Cursor: c}})
 		}},
-		{"polygon", func(c string) (core.QueryResult, error) {
-			return sm.QueryPolygon(epoch, &core.PolygonQuery{Vertices: []core.Coordinate{pt(38e9, 13e9), pt(38e9, 14e9), pt(39e9, 14e9), pt(39e9, 13e9)}, Group: none, Page: core.Page{Cursor: c}})
+		{"polygon", workPlan + 4*workPlanEdge, func(c string) (core.QueryResult, error) {
+			return sm.QueryPolygon(epoch, &core.PolygonQuery{Vertices: square, Group: none, Page: core.Page{Cursor: c}})
 		}},
-		{"latest", func(c string) (core.QueryResult, error) {
+		{"latest", 0, func(c string) (core.QueryResult, error) {
 			return sm.QueryLatest(epoch, &core.LatestQuery{Group: none, Page: core.Page{Cursor: c}})
 		}},
 	} {
+		limit := pageLimitWork(sm.scanBudget, tc.plan, workKey+workEntity+workContains+workSeek)
 		pages, cursor := 0, ""
 		for {
 			r, err := tc.page(cursor)
@@ -358,19 +362,23 @@ func TestScanBudgetEndsPagesEarly(t *testing.T) {
 			if len(r.Events) != 0 {
 				t.Fatalf("%s: %d events match a group no entity has", tc.what, len(r.Events))
 			}
+			if sm.lastScanWork > limit {
+				t.Fatalf("%s: a page did %d units of work, more than %d", tc.what, sm.lastScanWork, limit)
+			}
 			pages++
 			if !r.HasMore {
 				break
 			}
-			if pages > 20 {
+			if pages > 1_000 {
 				t.Fatalf("%s: paging does not end", tc.what)
 			}
 			cursor = r.Cursor
 		}
-		// 1,000 keys, 100 a page: ten pages end at the budget, and the
-		// eleventh finds that nothing is left (or the tenth already knew).
-		if pages != 10 && pages != 11 {
-			t.Fatalf("%s: %d pages, want 10 or 11", tc.what, pages)
+		// 1,000 keys at 10 units each (a key and its entity) is 10,000
+		// units: at least five pages of 2,000 (more where a page's plan
+		// and seeks take their share).
+		if pages < 5 || pages > 100 {
+			t.Fatalf("%s: %d pages, want 5 to 100", tc.what, pages)
 		}
 	}
 }

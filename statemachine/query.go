@@ -38,7 +38,7 @@ func (sm *StateMachine) QueryRadius(opTS uint64, q *core.RadiusQuery) (core.Quer
 	reg.f = reg.c.Filter()
 	reg.rs = reg.c.AppendScanRanges(reg.rs)
 	s := spatialScan{sm: sm, t: opTS, group: q.Group, limit: limit, kind: kindRadius, withDistance: true}
-	s.run(reg, after, hasAfter)
+	s.run(reg, after, hasAfter, workPlan)
 	return s.result, nil
 }
 
@@ -64,7 +64,7 @@ func (sm *StateMachine) QueryPolygon(opTS uint64, q *core.PolygonQuery) (core.Qu
 	reg := &sm.scanPolygon
 	reg.p = p
 	reg.rs, reg.f = p.Scan()
-	s.run(reg, after, hasAfter)
+	s.run(reg, after, hasAfter, workPlan+workPlanEdge*p.Edges())
 	*reg = polygonRegion{class: reg.class} // the polygon's memory is the builder's
 	return s.result, nil
 }
@@ -73,13 +73,16 @@ func (sm *StateMachine) QueryPolygon(opTS uint64, q *core.PolygonQuery) (core.Qu
 // ranges, a cheap judgement of a leaf cell id (geom.LeafOutside: no point
 // of the leaf is inside; geom.LeafInside: every point is; else
 // geom.LeafUnsure), and the exact test that defines inclusion, which also
-// gives the distance where the query reports one.
+// gives the distance where the query reports one. Both count their work
+// (see maxScanWork).
 type region interface {
 	ScanRanges() []geom.ScanRange
-	// gather judges a run of keys (their leaf cell ids and values) and
-	// appends the candidates among them to cands.
-	gather(cells []uint64, slots []uint32, cands []candidate) []candidate
-	contains(latNano, lonNano int64) (distanceMM uint64, ok bool)
+	// gather judges a run of keys (their leaf cell ids and values) in
+	// order, appending the candidates among them to cands, until the work
+	// of the keys judged reaches budget (at least one key); it returns how
+	// many it judged and their work.
+	gather(cells []uint64, slots []uint32, cands []candidate, budget int) (_ []candidate, judged, work int)
+	contains(latNano, lonNano int64) (distanceMM uint64, ok bool, work int)
 }
 
 type capRegion struct {
@@ -90,20 +93,24 @@ type capRegion struct {
 }
 
 func (c *capRegion) ScanRanges() []geom.ScanRange { return c.rs }
-func (c *capRegion) gather(cells []uint64, slots []uint32, cands []candidate) []candidate {
-	if len(c.may) < len(cells) {
-		c.may = make([]bool, len(cells))
+func (c *capRegion) gather(cells []uint64, slots []uint32, cands []candidate, budget int) ([]candidate, int, int) {
+	// Every key costs the same: as many as the budget pays for, rounded up.
+	n := min(len(cells), max(budget+workKey-1, workKey)/workKey)
+	cells = cells[:n]
+	if len(c.may) < n {
+		c.may = make([]bool, n)
 	}
 	c.f.MayContainLeaves(cells, c.may)
-	for i, may := range c.may[:len(cells)] {
+	for i, may := range c.may[:n] {
 		if may {
 			cands = append(cands, candidate{slots[i], false}) // the distance is wanted anyway
 		}
 	}
-	return cands
+	return cands, n, n * workKey
 }
-func (c *capRegion) contains(latNano, lonNano int64) (uint64, bool) {
-	return c.c.Contains(latNano, lonNano)
+func (c *capRegion) contains(latNano, lonNano int64) (uint64, bool, int) {
+	d, ok := c.c.Contains(latNano, lonNano)
+	return d, ok, workContains
 }
 
 type polygonRegion struct {
@@ -114,21 +121,22 @@ type polygonRegion struct {
 }
 
 func (p *polygonRegion) ScanRanges() []geom.ScanRange { return p.rs }
-func (p *polygonRegion) gather(cells []uint64, slots []uint32, cands []candidate) []candidate {
+func (p *polygonRegion) gather(cells []uint64, slots []uint32, cands []candidate, budget int) ([]candidate, int, int) {
 	if len(p.class) < len(cells) {
 		p.class = make([]uint8, len(cells))
 	}
-	p.f.ClassifyLeaves(cells, p.class)
-	for i, class := range p.class[:len(cells)] {
+	n, work := p.f.ClassifyLeavesWork(cells, p.class, workKey, budget)
+	for i, class := range p.class[:n] {
 		if class != geom.LeafOutside {
 			cands = append(cands, candidate{slots[i], class == geom.LeafInside})
 		}
 	}
-	return cands
+	return cands, n, work
 }
 
-func (p *polygonRegion) contains(latNano, lonNano int64) (uint64, bool) {
-	return 0, p.p.ContainsPoint(latNano, lonNano)
+func (p *polygonRegion) contains(latNano, lonNano int64) (uint64, bool, int) {
+	in, edges := p.p.ContainsPointWork(latNano, lonNano)
+	return 0, in, workContains + edges
 }
 
 // spatialScan walks the spatial index over sorted, disjoint cell ranges and
@@ -144,6 +152,11 @@ type spatialScan struct {
 
 	cands   []candidate // the batch being gathered
 	matches []match     // matches so far, at most limit+1
+
+	// The page's work (see maxScanWork): left is what remains of its
+	// budget for keys and may fall below 0 by one step's work; work is
+	// what it has done, its plan's included.
+	left, work int
 }
 
 // candidate is an entity whose key the scan has judged. Its key is
@@ -165,13 +178,31 @@ type match struct {
 // cache while they are checked.
 const maxScanBatch = 1024
 
+// spend counts work done by the page.
+func (s *spatialScan) spend(w int) {
+	s.left -= w
+	s.work += w
+}
+
 // run gathers candidates by their keys alone (the region's judgement of
 // each key's leaf cell rules most non-matches out without reading the
 // entity), in batches; checks them in key order; and stops once it holds
-// limit+1 matches, or once it has examined the page's budget of keys
-// (maxScanKeys), the cursor then being the last key examined. Then it
-// builds the page in the state machine's result memory from the entities
-// it has just read.
+// limit+1 matches, or once its work reaches the page's budget (see
+// maxScanWork; plan is the work of preparing the region), the cursor then
+// being the last key whose judgement is complete. Then it builds the page
+// in the state machine's result memory from the entities it has just
+// read.
+//
+// The budget ends a page at three places, in key order each time, so that
+// the keys before the cursor are all done and the keys after it are
+// judged afresh by the next page: after the key whose gathering (its
+// judgement by its cell, and the reading of its entity if it is a
+// candidate) spends the budget; within a batch's checks, after the
+// candidate whose exact test spends it; and within the checks of the
+// batch whose gathering spent it, after the candidate whose test spends a
+// grace of a quarter of the budget more (so that the keys that batch
+// gathered are not judged again, as long as its tests are cheap). A page
+// always completes at least one key.
 //
 // Nearly all of a small query's time would be cache misses (entities are
 // stored in the order they arrived, so each candidate's is a miss of its
@@ -184,7 +215,7 @@ const maxScanBatch = 1024
 // radius queries ran 17% faster and polygon queries 8%
 // (BenchmarkQueryRadius1km, BenchmarkQueryPolygon; the radius figure
 // includes a cheaper distance polynomial, itself within the noise).
-func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
+func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool, plan int) {
 	sm := s.sm
 	s.cands = sm.scanCands[:0]
 	s.matches = sm.scanMatches[:0]
@@ -192,18 +223,31 @@ func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
 	batch := min(max(s.limit+1, 64), maxScanBatch)
 	var last btree.Key // the key of the limit-th match
 	done := false
-	budget := sm.keyBudget() // keys left to examine
-	var cut btree.Key        // the last key examined, when the budget ran out
+	budget := sm.workBudget()
+	s.work, s.left = plan, max(budget-plan, budget/4)
+	var cut btree.Key // the last key completed, when the budget ran out
 	cutShort := false
 	var it btree.Iter
 	ranges := reg.ScanRanges()
-	prefetched := 0 // ranges whose first seek's nodes have been prefetched
+	prefetched := 0                             // ranges whose first seek's nodes have been prefetched
+	finished, hasFinished := btree.Key{}, false // the end of the last range this page finished
 	for k, r := range ranges {
 		if done {
 			break
 		}
 		if hasAfter && after.A > r.Max {
 			continue
+		}
+		if s.left <= 0 && hasFinished {
+			// Ranges without keys spent the budget by their seeks: the
+			// page ends after the last of them, once the candidates
+			// gathered before are checked (with the grace, as after a
+			// gathering that spends the budget).
+			cut, cutShort, done = finished, true, true
+			if _, stopped, key := s.check(reg, &last, s.left-budget/4); stopped {
+				cut = key
+			}
+			break
 		}
 		if k >= prefetched {
 			prefetched = s.prefetch(ranges[k:]) + k
@@ -212,6 +256,7 @@ func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
 		// other closely: when it is already there (no key lies between the
 		// ranges) or the range starts within its leaf, this costs no
 		// descent.
+		s.spend(workSeek)
 		if hasAfter && after.A >= r.Min {
 			sm.spatial.SeekGEFrom(&it, after)
 			if it.Valid() && it.Key() == after {
@@ -229,35 +274,57 @@ func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool) {
 				n++
 			}
 			if n == 0 {
-				break // the range's end (or the index's)
+				// The range's end (or the index's): every key up to its
+				// last cell is done (progress, unless the cursor was
+				// there already).
+				end := btree.Key{A: r.Max, ID: core.Uint128{Hi: ^uint64(0), Lo: ^uint64(0)}}
+				if !hasAfter || after.Less(end) {
+					finished, hasFinished = end, true
+				}
+				break
 			}
-			n = min(n, budget)
+			var w int
 			if r.Inside {
 				// No key needs judging; the exact test is still wanted
-				// where it gives the distance.
+				// where it gives the distance. As many keys as the budget
+				// pays for, rounded up.
+				n = min(n, max(s.left+workKey-1, workKey)/workKey)
 				for _, slot := range slots[:n] {
 					s.cands = append(s.cands, candidate{slot, !s.withDistance})
 				}
+				w = n * workKey
 			} else {
-				s.cands = reg.gather(cells[:n], slots[:n], s.cands)
+				s.cands, n, w = reg.gather(cells[:n], slots[:n], s.cands, s.left)
 			}
 			for _, c := range s.cands[gathered:] {
 				sm.store.prefetch(c.slot)
 			}
+			s.spend(w + (len(s.cands)-gathered)*workEntity)
 			it.Skip(n)
-			if budget -= n; budget == 0 {
-				// The page ends here unless the keys taken fill it.
+			grace := 0
+			if s.left <= 0 {
+				// The page ends here unless the keys taken fill it, or
+				// their tests spend the grace.
 				cut, cutShort = spatialKey(sm.store.at(slots[n-1])), true
 				done = true
+				grace = budget / 4
 			}
 			if len(s.cands) >= batch || done {
-				done = s.check(reg, &last) || done
+				full, stopped, key := s.check(reg, &last, min(s.left, 0)-grace)
+				if stopped {
+					cut, cutShort = key, true
+					done = true
+				}
+				done = full || done
 			}
 		}
 	}
 	if !done {
-		s.check(reg, &last)
+		if _, stopped, key := s.check(reg, &last, 0); stopped {
+			cut, cutShort = key, true
+		}
 	}
+	sm.lastScanWork = s.work
 
 	n := min(len(s.matches), s.limit)
 	s.result.Events = sm.pageMemory(n)[:n]
@@ -301,10 +368,13 @@ func (s *spatialScan) prefetch(ranges []geom.ScanRange) int {
 
 // check reads the entities of the gathered candidates and keeps those that
 // match, in key order, until it holds limit+1 matches; it reports whether
-// it does. It empties the batch.
-func (s *spatialScan) check(reg region, last *btree.Key) (full bool) {
+// it does. It counts the exact tests' work, and stops early, after the
+// candidate whose test leaves the budget's remainder (s.left) at or below
+// floor while candidates remain, returning that candidate's key: the
+// page's cursor. It empties the batch.
+func (s *spatialScan) check(reg region, last *btree.Key, floor int) (full, stopped bool, key btree.Key) {
 	sm := s.sm
-	for _, c := range s.cands {
+	for k, c := range s.cands {
 		e := sm.store.at(c.slot)
 		if !e.visible(s.t) || (s.group.Set && e.group != s.group.ID) {
 			continue
@@ -312,7 +382,16 @@ func (s *spatialScan) check(reg region, last *btree.Key) (full bool) {
 		var d uint64
 		if !c.inside {
 			var ok bool
-			if d, ok = reg.contains(e.lat, e.lon); !ok {
+			var w int
+			d, ok, w = reg.contains(e.lat, e.lon)
+			if s.spend(w); s.left <= floor && k+1 < len(s.cands) && (!ok || len(s.matches)+1 <= s.limit) {
+				if ok {
+					s.matches = append(s.matches, match{c.slot, d})
+				}
+				s.cands = s.cands[:0]
+				return false, true, spatialKey(e)
+			}
+			if !ok {
 				continue
 			}
 		}
@@ -326,7 +405,7 @@ func (s *spatialScan) check(reg region, last *btree.Key) (full bool) {
 		}
 	}
 	s.cands = s.cands[:0]
-	return full
+	return full, false, btree.Key{}
 }
 
 // GetLatest returns the entity's latest visible event.
@@ -385,7 +464,9 @@ func (sm *StateMachine) QueryLatest(opTS uint64, q *core.LatestQuery) (core.Quer
 		}
 	}
 	var last, examined btree.Key
-	budget := sm.keyBudget()
+	// Each key costs its examination and the reading of its entity.
+	budget := sm.workBudget()
+	defer func(budget0 int) { sm.lastScanWork = budget0 - budget }(budget)
 	events := sm.pageMemory(min(limit, sm.ids.len()))
 	// Entities lie in memory in no order of time, so each key's entity is
 	// a cache miss of its own: ahead runs latestAhead keys before it and
@@ -400,14 +481,14 @@ func (sm *StateMachine) QueryLatest(opTS uint64, q *core.LatestQuery) (core.Quer
 			sm.store.prefetch(ahead.Value())
 			ahead.Prev()
 		}
-		if budget == 0 {
-			// The page ends early (see maxScanKeys), after the last key
+		if budget <= 0 {
+			// The page ends early (see maxScanWork), after the last key
 			// examined.
 			res.HasMore = true
 			res.Cursor = encodeCursor(kindLatest, examined)
 			break
 		}
-		budget--
+		budget -= workKey + workEntity
 		examined = it.Key()
 		if !sm.liveTimeKey(it.Key(), it.Value()) {
 			continue

@@ -38,8 +38,8 @@ import (
 //     commute. The set of entries after a flush depends only on the
 //     operations applied; the tree's shape may differ between replicas
 //     (the leader flushes for its queries, which are not in the log).
-//     Query results, cursors and scan budgets count keys, not nodes; only
-//     Stats' index_bytes, a memory figure, reflects the shape.
+//     Query results, cursors and scan budgets count keys and ranges, not
+//     nodes; only Stats' index_bytes, a memory figure, reflects the shape.
 //   - The spatial index is by value (see New): every entry's slot must
 //     name the entity of its key's id whenever the tree is touched. A slot
 //     only changes its entity through remove(), which flushes first and

@@ -65,26 +65,70 @@ type StateMachine struct {
 
 	// flushAt, when not 0, replaces spatialFlushAt (for tests).
 	flushAt int
-	// scanBudget, when not 0, replaces maxScanKeys (for tests).
+	// scanBudget, when not 0, replaces maxScanWork (for tests).
 	scanBudget int
+	// lastScanWork is the work the last radius, polygon or latest page
+	// did, in the units of maxScanWork (for tests).
+	lastScanWork int
 }
 
-// maxScanKeys bounds the index keys one page of a radius, polygon or
-// latest query examines. A query that matches little in a large region (a
-// 20,000 km radius with a group filter that few entities have) would
-// otherwise walk the whole index in one operation, about 30 ms per million
-// entities (measured at one million: 29 ms for a radius, 16 ms for latest),
-// during which the replica answers nothing; past the 500 ms election
-// timeout, a leader's followers elect another. At the budget the page ends
-// early, possibly empty, with has_more and a cursor after the last key
-// examined.
-const maxScanKeys = 1 << 20
+// The work of a radius, polygon or latest page is counted in units, each
+// about what reading one polygon edge costs, and bounded by maxScanWork:
+// a page that reaches it ends early, possibly empty, with has_more and a
+// cursor after the last key it completed. Without the bound, a query that
+// matches little in a large region (a 20,000 km radius, or a polygon of
+// 101,000 edges, with a group filter that few entities have) walked the
+// whole index in one operation, during which the replica answers nothing
+// and, past the 500 ms election timeout, a leader's followers elect
+// another (that polygon over 200,000 entities, judged by a coarser grid
+// than it now gets, held it for 2 s).
+//
+// The count is of discrete things, in integers: keys examined, entities
+// read, exact tests, edges read by judging a key (those of its grid cell,
+// or of its band of each ring: see geom.PolygonFilter.ClassifyLeavesWork
+// and geom.Polygon.ContainsPointWork), seeks, and the edges of the plan a
+// polygon query builds. It depends on the state, the request and the
+// polygon's plan alone (the plan is the same computation that decides
+// which keys match), never on time or on what memory a previous query
+// left (the builder's cache of the last polygon is charged as if built):
+// the same query on the same state ends its pages at the same keys,
+// wherever it runs. (Queries run on the leader, outside the log, by its
+// read index: replica/reads.go. Pages are still the state machine's
+// deterministic output, as the simulator's replays of a seed need.)
+//
+// Calibration: one unit is one polygon edge read while judging a key,
+// about 4.4 ns of processor time on this project's 2-core machine
+// (CLOCK_THREAD_CPUTIME_ID, TestReproductionPageTimes, at 2,000,000
+// entities): paging the polygon of 101,000 edges read 326.5 M edges,
+// 2.0 M keys and 1.4 M entities in 1.45 s beyond its keys' and entities'
+// share, alike with the machine shared (load average near 20) and quiet.
+// A whole-globe radius with a group that matches nothing took 71-98 ms
+// for 2.0 M keys and their entities shared (35-49 ns a key:
+// workKey+workEntity, 10 units), 32 ms quiet; with every entity matching
+// 196-283 ms shared (the distances, and copying the events into pages,
+// which is not counted: at most limit events a page). Building the
+// polygon took about 31 ms shared, 19-23 ms quiet (300 ns an edge shared:
+// workPlanEdge). The prices are the shared machine's, so that pages stay
+// short under load: 2,000,000 units are about 9 ms, and a page's grace
+// (see spatialScan.run) keeps it under about 11; radius and latest pages
+// of a quiet machine take less (3.4-4.0 ms).
+const maxScanWork = 2_000_000
 
-func (sm *StateMachine) keyBudget() int {
+// Work units of the steps of a page (see maxScanWork).
+const (
+	workKey      = 4     // examining a key: taking it, judging its leaf cell cheaply
+	workEntity   = 6     // reading a candidate's entity (a cache miss, prefetched)
+	workContains = 8     // an exact test's fixed part: a distance, or a projection
+	workSeek     = 300   // starting a range: a descent of the spatial index
+	workPlan     = 1_000 // a radius or polygon query's plan: its covering
+	workPlanEdge = 70    // and, a polygon's, for each of its edges
+)
+
+func (sm *StateMachine) workBudget() int {
 	if sm.scanBudget > 0 {
 		return sm.scanBudget
 	}
-	return maxScanKeys
+	return maxScanWork
 }
 
 // entity is one tracked entity: the fields of its latest event that every

@@ -190,11 +190,16 @@ func (h *harness) group(t *rapid.T) core.GroupFilter {
 	return core.GroupFilter{}
 }
 
-// scanBudget sets, for the next query, how many keys one page may examine:
-// usually the real budget, sometimes a tiny one, so that pages end early.
-// It reports whether pages may then be short.
+// scanBudget sets, for the next query, how much work one page may do:
+// usually the real budget, otherwise one of random small size (from less
+// than a key's work to several keys' more than a plan's), so that pages
+// end early at every kind of place. It reports whether pages may then be
+// short.
 func (h *harness) scanBudget(t *rapid.T) bool {
-	h.sm.scanBudget = rapid.SampledFrom([]int{0, 0, 1, 2, 3, 7}).Draw(t, "scan_budget")
+	h.sm.scanBudget = 0
+	if rapid.Bool().Draw(t, "small_budget") {
+		h.sm.scanBudget = rapid.IntRange(1, 2*workPlan+20*(workKey+workEntity+workContains)).Draw(t, "scan_budget")
+	}
 	return h.sm.scanBudget > 0
 }
 

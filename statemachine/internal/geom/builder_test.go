@@ -115,3 +115,92 @@ func TestPolygonBuilderMemory(t *testing.T) {
 		t.Errorf("the builder keeps %d edges of a polygon of 21,000", n)
 	}
 }
+
+// circle is a ring of n vertices about (lat, lon), radiusDeg degrees of
+// latitude across, round on the ground.
+func circle(lat, lon int64, radiusDeg float64, n int) []core.Coordinate {
+	ring := make([]core.Coordinate, n)
+	k := 1 / math.Cos(float64(lat)*1e-9*math.Pi/180)
+	for i := range ring {
+		s, c := math.Sincos(float64(i) * 2 * math.Pi / float64(n))
+		ring[i] = core.Coordinate{LatNano: lat + int64(radiusDeg*s*1e9), LonNano: lon + int64(radiusDeg*c*k*1e9)}
+	}
+	return ring
+}
+
+// A builder keeps the last large polygon it built: the same rings again
+// get it back, scan and all, and anything else (other rings, the same
+// slice changed in place, a failed polygon in between) a polygon built
+// anew; each answers as NewPolygon's does.
+func TestPolygonBuilderKeepsLastLarge(t *testing.T) {
+	const lat, lon = 38_110_000_000, 13_360_000_000
+	outer := circle(lat, lon, 1, 1000)
+	holes := [][]core.Coordinate{circle(lat, lon, 0.3, 600), circle(lat+500_000_000, lon, 0.1, 100)}
+	same := func(what string, got *Polygon, outer []core.Coordinate, holes [][]core.Coordinate) {
+		t.Helper()
+		want, err := NewPolygon(outer, holes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantRS, wantF := want.Scan()
+		gotRS, gotF := got.Scan()
+		if !slices.Equal(wantRS, gotRS) {
+			t.Fatalf("%s: %d ranges, NewPolygon's %d", what, len(gotRS), len(wantRS))
+		}
+		if got.Edges() != want.Edges() {
+			t.Fatalf("%s: %d edges, NewPolygon's %d", what, got.Edges(), want.Edges())
+		}
+		inside := 0
+		for i := range 2000 {
+			// Out to 1.2 degrees: inside, in the holes and beyond.
+			q := probeAt(destination(lat, lon, 1.2*math.Pi/180*float64(i%100)/100, float64(i)*0.77))
+			w := want.ContainsPoint(q.lat, q.lon)
+			if w {
+				inside++
+			}
+			if g := got.ContainsPoint(q.lat, q.lon); w != g {
+				t.Fatalf("%s: ContainsPoint(%d, %d) = %v, NewPolygon's %v", what, q.lat, q.lon, g, w)
+			}
+			if w, g := wantF.ClassifyLeaf(q.leaf), gotF.ClassifyLeaf(q.leaf); w != g {
+				t.Fatalf("%s: ClassifyLeaf(%d) = %d, NewPolygon's %d", what, q.leaf, g, w)
+			}
+		}
+		if inside < 500 || inside > 1500 {
+			t.Fatalf("%s: %d probes of 2,000 inside: the probes miss the polygon", what, inside)
+		}
+	}
+	var b PolygonBuilder
+	p1, err := b.Build(outer, holes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("first", p1, outer, holes)
+	if p2, _ := b.Build(slices.Clone(outer), [][]core.Coordinate{slices.Clone(holes[0]), slices.Clone(holes[1])}); p2 != p1 {
+		t.Fatal("the same rings again were built anew")
+	}
+	same("kept", p1, outer, holes)
+	// The caller's slice changed in place: another polygon.
+	holes[1][7].LatNano += 1_000
+	p3, err := b.Build(outer, holes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("changed in place", p3, outer, holes)
+	// A failed polygon in between overwrites the builder's memory.
+	bowtie := slices.Clone(outer)
+	bowtie[0], bowtie[1] = bowtie[1], bowtie[0]
+	if _, err := b.Build(bowtie, holes); err == nil {
+		t.Fatal("a bowtie was accepted")
+	}
+	p4, err := b.Build(outer, holes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("after a failure", p4, outer, holes)
+	// A small polygon in between: the large one is built anew after it.
+	if _, err := b.Build(circle(lat, lon, 0.5, 10), nil); err != nil {
+		t.Fatal(err)
+	}
+	p5, _ := b.Build(outer, holes)
+	same("after a small one", p5, outer, holes)
+}

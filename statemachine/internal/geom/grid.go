@@ -369,7 +369,27 @@ func faceOf(p r3.Vector) int {
 // against the cell's few edges (polyGrid.classify), cheaply enough that a
 // coarser grid, cheaper to build and walk into ranges, pays: on the
 // 20-vertex benchmark polygon 16 beats 32 and 24 and ties with 12 and 20.
-const polyGridSide = 16
+//
+// Polygons of many edges get finer grids (polyGridSideFor), up to
+// polyGridMaxSide: a key in a cell crossed by more than two edges is
+// judged against each of them, and a 16 x 16 grid over 100 holes of
+// 1,000 vertices leaves about a thousand edges in a cell (10 µs a key).
+const (
+	polyGridSide    = 16
+	polyGridMaxSide = 64
+)
+
+// polyGridSideFor is the grid size for a polygon of the given number of
+// edges: doubled from polyGridSide while the grid has fewer than a sixth
+// as many cells as there are edges (up to 1,536 edges: 16; up to 6,144:
+// 32; more: 64).
+func polyGridSideFor(edges int) int {
+	side := polyGridSide
+	for side < polyGridMaxSide && side*side*6 < edges {
+		side *= 2
+	}
+	return side
+}
 
 // gridScanRanges covers the polygon by a grid of its face (see faceGrid
 // and polyGrid), built in gm. A cell that no edge comes within gridTol of

@@ -179,17 +179,18 @@ func (pl *planarIndex) init(c r3.Vector, minCos float64, pts []r3.Vector, start 
 
 	// Nesting: the first vertex of each hole must be inside the outer ring
 	// and outside every other hole.
+	var work int // (not counted: the plan's cost is counted by its edges)
 	for r := 1; r < nRings; r++ {
 		x, y := pl.rings[r].segs[0].ax, pl.rings[r].segs[0].ay
 		if pl.rings[r].swap {
 			x, y = y, x
 		}
-		if !outer.contains(x, y) {
+		if !outer.contains(x, y, &work) {
 			return core.Errorf(core.InvalidPolygon, "%s is not inside the outer ring", ringName(r))
 		}
 		b := bandOf(y, hb.y0, hb.scale, hb.n)
 		for _, j := range hb.holes[hb.start[b]:hb.start[b+1]] {
-			if int(j) != r && pl.rings[j].contains(x, y) {
+			if int(j) != r && pl.rings[j].contains(x, y, &work) {
 				return core.Errorf(core.InvalidPolygon, "%s lies inside %s", ringName(r), ringName(int(j)))
 			}
 		}
@@ -210,20 +211,26 @@ func (pl *planarIndex) project(p r3.Vector) (x, y float64, ok bool) {
 
 // contains reports whether the unit vector v is inside the outer ring and
 // inside no hole, each judged by the even-odd rule over its own edges.
-func (pl *planarIndex) contains(v r3.Vector) bool {
+func (pl *planarIndex) contains(v r3.Vector, work *int) bool {
 	x, y, ok := pl.project(v)
-	return ok && pl.containsXY(x, y)
+	return ok && pl.containsXYWork(x, y, work)
 }
 
 // containsXY is contains for the point (x, y) of the plane.
 func (pl *planarIndex) containsXY(x, y float64) bool {
-	if !pl.rings[0].contains(x, y) {
+	var work int
+	return pl.containsXYWork(x, y, &work)
+}
+
+// containsXYWork is containsXY that adds to *work the edges it reads.
+func (pl *planarIndex) containsXYWork(x, y float64, work *int) bool {
+	if !pl.rings[0].contains(x, y, work) {
 		return false
 	}
 	hb := &pl.holeBands
 	b := bandOf(y, hb.y0, hb.scale, hb.n)
 	for _, j := range hb.holes[hb.start[b]:hb.start[b+1]] {
-		if pl.rings[j].contains(x, y) {
+		if pl.rings[j].contains(x, y, work) {
 			return false
 		}
 	}
@@ -231,24 +238,25 @@ func (pl *planarIndex) containsXY(x, y float64) bool {
 }
 
 // contains is the even-odd rule over the ring's edges at the point (x, y)
-// of the plane.
-func (ri *ringIndex) contains(x, y float64) bool {
+// of the plane. It adds to *work the edges it reads.
+func (ri *ringIndex) contains(x, y float64, work *int) bool {
 	if ri.swap {
 		x, y = y, x
 	}
-	return ri.containsRing(x, y)
+	return ri.containsRing(x, y, work)
 }
 
 // containsRing is the even-odd rule over the ring's edges at the point
 // (x, y) in the ring's coordinates, for points in its bounding box, and
 // false elsewhere: the count of edges that a ray from the point towards +x
-// crosses.
-func (ri *ringIndex) containsRing(x, y float64) bool {
+// crosses. It adds to *work the edges it reads.
+func (ri *ringIndex) containsRing(x, y float64, work *int) bool {
 	if x < ri.x0 || x > ri.x1 || y < ri.y0 || y > ri.y1 {
 		return false
 	}
 	b := bandOf(y, ri.y0, ri.bandScale, ri.nBands)
 	in := false
+	*work += int(ri.bandStart[b+1] - ri.bandStart[b])
 	for _, ei := range ri.bandEdges[ri.bandStart[b]:ri.bandStart[b+1]] {
 		if ri.segs[ei].crosses(x, y) {
 			in = !in
@@ -581,22 +589,38 @@ func (f *PolygonFilter) ClassifyLeaf(leaf uint64) int {
 // in order: a run of an index scan's keys in one call. class should be as
 // long as leaves; only as many leaves as it holds are judged.
 func (f *PolygonFilter) ClassifyLeaves(leaves []uint64, class []uint8) {
+	f.ClassifyLeavesWork(leaves, class, 0, math.MaxInt)
+}
+
+// ClassifyLeavesWork is ClassifyLeaves that counts its work and stops when
+// it reaches budget: each leaf costs leafWork, plus one for each polygon
+// edge that judging it reads (an edge of a crowded grid cell, or of a
+// ring's band). It judges leaves in order until the work of those judged
+// reaches budget (at least one leaf, when there are any), and returns how
+// many it judged and their work. The count is of the polygon's plan and
+// the leaves' ids alone, so it is the same wherever the same polygon
+// judges the same leaves.
+func (f *PolygonFilter) ClassifyLeavesWork(leaves []uint64, class []uint8, leafWork, budget int) (n, work int) {
 	leaves = leaves[:min(len(leaves), len(class))]
 	class = class[:len(leaves)]
 	if f.grid != nil {
-		f.grid.classify(leaves, class, &f.dec)
-		return
+		return f.grid.classify(leaves, class, &f.dec, leafWork, budget)
 	}
 	for k, leaf := range leaves {
+		work += leafWork
 		switch {
 		case !s2.CellID(leaf).IsValid():
 			class[k] = LeafOutside
 		case f.pl == nil:
 			class[k] = LeafUnsure
 		default:
-			class[k] = uint8(f.pl.classify(f.dec.point(leaf)))
+			class[k] = uint8(f.pl.classify(f.dec.point(leaf), &work))
+		}
+		if work >= budget {
+			return k + 1, work
 		}
 	}
+	return len(leaves), work
 }
 
 // classify is ClassifyLeaf for the point p (not unit) within
@@ -610,7 +634,9 @@ func (f *PolygonFilter) ClassifyLeaves(leaves []uint64, class []uint8) {
 // by at most 1/cos² of the angle from the center): when no edge of any
 // ring lies that close to p's image, no edge separates the two images, and
 // the even-odd rule gives q p's answer.
-func (pl *planarIndex) classify(p r3.Vector) int {
+//
+// It adds to *work the edges it reads.
+func (pl *planarIndex) classify(p r3.Vector, work *int) int {
 	w := p.Dot(pl.c) // |p| cos θ
 	w2, n2 := w*w, p.Norm2()
 	switch {
@@ -622,7 +648,7 @@ func (pl *planarIndex) classify(p r3.Vector) int {
 	r := 1 / w
 	x, y := p.Dot(pl.e1)*r, p.Dot(pl.e2)*r
 	sp := pl.slackPlane
-	in, near := pl.rings[0].classify(x, y, sp)
+	in, near := pl.rings[0].classify(x, y, sp, work)
 	switch {
 	case near:
 		return LeafUnsure
@@ -632,7 +658,7 @@ func (pl *planarIndex) classify(p r3.Vector) int {
 	hb := &pl.holeBands
 	b0, b1 := bandOf(y-sp, hb.y0, hb.scale, hb.n), bandOf(y+sp, hb.y0, hb.scale, hb.n)
 	for _, j := range hb.holes[hb.start[b0]:hb.start[b1+1]] {
-		in, near := pl.rings[j].classify(x, y, sp)
+		in, near := pl.rings[j].classify(x, y, sp, work)
 		switch {
 		case near:
 			return LeafUnsure
@@ -659,8 +685,10 @@ func (pl *planarIndex) prepareFilter() {
 // classify reports whether the point (x, y) of the plane is inside the
 // ring by the even-odd rule (as contains) and whether an edge of the ring
 // may lie within sp of it; when near is false, every point within sp of
-// (x, y) gets the same answer from contains.
-func (ri *ringIndex) classify(x, y, sp float64) (in, near bool) {
+// (x, y) gets the same answer from contains. It adds to *work the edges of
+// the bands it reads (all of them, even when it returns early: a bound
+// that does not depend on the order of the edges' tests).
+func (ri *ringIndex) classify(x, y, sp float64, work *int) (in, near bool) {
 	if ri.swap {
 		x, y = y, x
 	}
@@ -668,6 +696,8 @@ func (ri *ringIndex) classify(x, y, sp float64) (in, near bool) {
 		return false, false
 	}
 	b := ri.band(y)
+	b0, b1 := ri.band(y-sp), ri.band(y+sp)
+	*work += int(ri.bandStart[b1+1] - ri.bandStart[b0])
 	for _, ei := range ri.bandEdges[ri.bandStart[b]:ri.bandStart[b+1]] {
 		sg := &ri.segs[ei]
 		if y < sg.y0-sp || y > sg.y1+sp {
@@ -690,7 +720,6 @@ func (ri *ringIndex) classify(x, y, sp float64) (in, near bool) {
 		}
 	}
 	// Edges within sp of the point but not in its band.
-	b0, b1 := ri.band(y-sp), ri.band(y+sp)
 	if b0 < b {
 		for _, ei := range ri.bandEdges[ri.bandStart[b0]:ri.bandStart[b]] {
 			if ri.segs[ei].near(x, y, sp) {

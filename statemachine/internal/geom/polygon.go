@@ -79,6 +79,12 @@ type Polygon struct {
 	// The memory the polygon lives in (with planar only), which its Scan
 	// uses too.
 	mem *polygonMemory
+
+	// keepScan: the polygon keeps its Scan's ranges and filter (its
+	// builder keeps it for another Build), and scanned says it has them.
+	keepScan, scanned bool
+	scanRanges        []ScanRange
+	scanFilter        PolygonFilter
 }
 
 // edge3 is one edge of one ring on the unit sphere.
@@ -746,20 +752,57 @@ func (p *Polygon) prepareLoops(pts []r3.Vector, start []int) error {
 // of) a ring may go either way, but the answer for one input is always the
 // same.
 func (p *Polygon) ContainsPoint(latNano, lonNano int64) bool {
+	in, _ := p.ContainsPointWork(latNano, lonNano)
+	return in
+}
+
+// loopWork is the work ContainsPointWork counts for a test against one S2
+// loop (of a polygon too wide for the plane): its edge index finds the
+// few edges near the point, and loops of up to 32 vertices are tested
+// edge by edge.
+const loopWork = 32
+
+// ContainsPointWork is ContainsPoint that also returns the edges it read:
+// those of the bands of the rings it tested (see ringIndex), or loopWork
+// for each S2 loop it tested. The count is of the polygon's plan and the
+// point alone.
+func (p *Polygon) ContainsPointWork(latNano, lonNano int64) (in bool, work int) {
 	v := pointFromNano(latNano, lonNano)
 	if p.planar != nil {
-		return p.planar.contains(v)
+		in = p.planar.contains(v, &work)
+		return in, work
 	}
 	sp := s2.Point{Vector: v}
+	work += loopWork
 	if !p.outer.ContainsPoint(sp) {
-		return false
+		return false, work
 	}
 	for _, h := range p.holes {
-		if h.RectBound().ContainsPoint(sp) && h.ContainsPoint(sp) {
-			return false
+		if h.RectBound().ContainsPoint(sp) {
+			work += loopWork
+			if h.ContainsPoint(sp) {
+				return false, work
+			}
 		}
 	}
-	return true
+	return true, work
+}
+
+// Edges returns the number of edges of all the polygon's rings: the size
+// of its plan (see PolygonBuilder).
+func (p *Polygon) Edges() int {
+	if p.planar != nil {
+		n := 0
+		for r := range p.planar.rings {
+			n += len(p.planar.rings[r].segs)
+		}
+		return n
+	}
+	n := p.outer.NumEdges()
+	for _, h := range p.holes {
+		n += h.NumEdges()
+	}
+	return n
 }
 
 // Ranges returns sorted, disjoint leaf-cell-id ranges, adjacent ones merged,
@@ -787,6 +830,20 @@ func (p *Polygon) ScanRanges() []ScanRange {
 // grid lives in the polygon's memory: the ranges and the filter hold until
 // the polygon's next Scan, or the next Build of its builder.
 func (p *Polygon) Scan() ([]ScanRange, PolygonFilter) {
+	if p.scanned {
+		f := p.scanFilter
+		f.dec = leafDecoder{}
+		return p.scanRanges, f
+	}
+	rs, f := p.scan()
+	if p.keepScan {
+		p.scanned, p.scanRanges, p.scanFilter = true, rs, f
+	}
+	return rs, f
+}
+
+// scan is Scan, its ranges and filter made anew.
+func (p *Polygon) scan() ([]ScanRange, PolygonFilter) {
 	if p.face != nil {
 		if p.mem.grid == nil {
 			p.mem.grid = new(gridMemory)

@@ -42,6 +42,7 @@ type polyGrid struct {
 	uc, vc   []float64 // cell centers
 	duc, dvc []float64 // du/di and dv/dj at the cell centers
 	head     []int32
+	edges    []int32 // of each cell: the length of its list of edges
 	links    []gridLink
 	ref      []uint8
 	judge    []uint16
@@ -87,22 +88,24 @@ const (
 )
 
 // polyGridBuf backs a polyGrid's slices of cells, and its faceGrid's, for
-// a grid of polyGridSide cells a side, and the polygon's scan ranges.
+// a grid of up to polyGridMaxSide cells a side, and the polygon's scan
+// ranges.
 type polyGridBuf struct {
-	edges   [2 * (polyGridSide + 1)]float64 // g.ug, g.vg
-	centers [2 * polyGridSide]float64       // uc, vc
-	slopes  [2 * polyGridSide]float64       // duc, dvc
-	cls     [polyGridSide * polyGridSide]uint8
-	ref     [polyGridSide * polyGridSide]uint8
-	head    [polyGridSide * polyGridSide]int32
-	judge   [polyGridSide * polyGridSide]uint16
-	lines   [judgeFirst + polyGridSide*polyGridSide]cellLines
-	sat     [(polyGridSide + 1) * (polyGridSide + 1)]uint32
-	ranges  [64]ScanRange
+	edges     [2 * (polyGridMaxSide + 1)]float64 // g.ug, g.vg
+	centers   [2 * polyGridMaxSide]float64       // uc, vc
+	slopes    [2 * polyGridMaxSide]float64       // duc, dvc
+	cls       [polyGridMaxSide * polyGridMaxSide]uint8
+	ref       [polyGridMaxSide * polyGridMaxSide]uint8
+	head      [polyGridMaxSide * polyGridMaxSide]int32
+	cellEdges [polyGridMaxSide * polyGridMaxSide]int32
+	judge     [polyGridMaxSide * polyGridMaxSide]uint16
+	lines     [judgeFirst + polyGridMaxSide*polyGridMaxSide]cellLines
+	sat       [(polyGridMaxSide + 1) * (polyGridMaxSide + 1)]uint32
+	ranges    [64]ScanRange
 }
 
 // Rows of the grid are bit masks (see newPolyGrid).
-var _ [64 - polyGridSide]struct{}
+var _ [64 - polyGridMaxSide]struct{}
 
 // gridSeg is an edge in the (u,v) plane: from (au, av) by (du, dv), of
 // length n, and its line a u + b v + c, the signed distance from the line
@@ -144,7 +147,7 @@ func newPolyGrid(fr *faceRings, gm *gridMemory) (pg *polyGrid, ok bool) {
 	}
 	pg = &gm.pg
 	*pg = polyGrid{buf: &gm.buf}
-	g, ok := newFaceGrid(fr.face, s0, s1, t0, t1, polyGridSide, pg.buf.edges[:], pg.buf.cls[:])
+	g, ok := newFaceGrid(fr.face, s0, s1, t0, t1, polyGridSideFor(len(fr.segs)), pg.buf.edges[:], pg.buf.cls[:])
 	if !ok {
 		return nil, false
 	}
@@ -152,9 +155,11 @@ func newPolyGrid(fr *faceRings, gm *gridMemory) (pg *polyGrid, ok bool) {
 	n := float64(int(1) << g.level)
 	// Centers of rows and columns.
 	cells := g.w * g.h
-	// (A grid spans at most polyGridSide cells a side: it fits buf.)
+	// (A grid spans at most polyGridMaxSide cells a side: it fits buf.)
 	cbuf := pg.buf.centers[:g.w+g.h]
 	pg.head, pg.ref, pg.judge = pg.buf.head[:cells], pg.buf.ref[:cells], pg.buf.judge[:cells]
+	pg.edges = pg.buf.cellEdges[:cells]
+	clear(pg.edges)
 	pg.uc, pg.vc = cbuf[:g.w:g.w], cbuf[g.w:]
 	sbuf := pg.buf.slopes[:g.w+g.h]
 	pg.duc, pg.dvc = sbuf[:g.w:g.w], sbuf[g.w:]
@@ -174,7 +179,7 @@ func newPolyGrid(fr *faceRings, gm *gridMemory) (pg *polyGrid, ok bool) {
 	// parity[r]: bit x is set when an odd number of edges cross row r's
 	// center line left of cell x's center (by the half-open rule of the
 	// even-odd test): the cell's center is inside.
-	var parity [polyGridSide]uint64
+	var parity [polyGridMaxSide]uint64
 	for si, sg := range fr.segs {
 		du, dv := sg.bu-sg.au, sg.bv-sg.av
 		sn := math.Sqrt(du*du + dv*dv)
@@ -203,6 +208,7 @@ func newPolyGrid(fr *faceRings, gm *gridMemory) (pg *polyGrid, ok bool) {
 				cell := r*g.w + c
 				pg.links = append(pg.links, gridLink{seg: int32(si), next: pg.head[cell]})
 				pg.head[cell] = int32(len(pg.links) - 1)
+				pg.edges[cell]++
 			}
 			// The even-odd rule's crossing of the row's center line, by the
 			// half-open rule: it flips the cells whose centers lie right of
@@ -394,11 +400,20 @@ func (pg *polyGrid) centerRef(c int, cu, cv float64, in bool) uint8 {
 // separates the two points; otherwise the crossing is judged with a margin
 // of gridTol (else unsure). Most cells are judged so by their cellLines,
 // the rest (see cellLinesOf) by their edges.
-func (pg *polyGrid) classify(leaves []uint64, class []uint8, dec *leafDecoder) {
+//
+// Judging a leaf costs leafWork, plus, in a cell judged by its edges, one
+// for each edge of the cell; classify stops once the work of the leaves
+// judged reaches budget (see PolygonFilter.ClassifyLeavesWork).
+func (pg *polyGrid) classify(leaves []uint64, class []uint8, dec *leafDecoder, leafWork, budget int) (judged, work int) {
 	g := &pg.g
 	sh := maxLevel - g.level
 	mask := 1<<sh - 1
+	class = class[:len(leaves)]
 	for k, leaf := range leaves {
+		if work >= budget && k > 0 {
+			return k, work // the leaf before spent the budget
+		}
+		work += leafWork
 		if !s2.CellID(leaf).IsValid() || int(leaf>>61) != g.face {
 			class[k] = LeafOutside // the polygon lies within the grid's face
 			continue
@@ -413,6 +428,7 @@ func (pg *polyGrid) classify(leaves []uint64, class []uint8, dec *leafDecoder) {
 		n := pg.judge[c]
 		if n == judgeSlow {
 			class[k] = uint8(pg.classifyByEdges(c, x, y, i, j))
+			work += int(pg.edges[c])
 			continue
 		}
 		// Branch-free over inside, outside and simple boundary cells,
@@ -427,6 +443,7 @@ func (pg *polyGrid) classify(leaves []uint64, class []uint8, dec *leafDecoder) {
 		}
 		class[k] = uint8(l.table >> (signBit(d1) | signBit(d2)<<1) & 1)
 	}
+	return len(leaves), work
 }
 
 // classifyByEdges is classify for the leaf (i, j) in boundary cell c
