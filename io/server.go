@@ -471,13 +471,32 @@ func (s *Server) loop(ctx context.Context) error {
 		s.log.Info("applying the log recovered after the snapshot",
 			zap.Int("entries", s.replay.entries), zap.Uint64("last_index", s.replay.to))
 	}
+	eventsAhead := 0 // events taken ahead of the backlog since its last step
 	for {
 		// While committed entries wait to be applied (a restart's recovered
-		// log), applying the next part is one more input, ready at once:
-		// the select takes it in turn with the others.
+		// log) or reads wait to run, the next part is one more input, ready
+		// at once: the select takes it in turn with the others. Frames
+		// come first, up to eventsBeforeBacklog of them: taking one costs
+		// little (a read is queued, not run), and what it may carry -- a
+		// ping, a heartbeat, a vote -- must not wait behind a backlog of
+		// expensive reads, one of which runs per step.
 		var backlog <-chan struct{}
 		if s.r.Backlog() {
 			backlog = alwaysReady
+			if eventsAhead < eventsBeforeBacklog {
+				select {
+				case ev := <-s.events:
+					eventsAhead++
+					s.handle(ev)
+					if err := s.r.Err(); err != nil {
+						s.log.Error("replica stopped", zap.Error(err))
+						return fmt.Errorf("replica: %w", err)
+					}
+					continue
+				default:
+				}
+			}
+			eventsAhead = 0
 		}
 		select {
 		case <-ctx.Done():
@@ -517,6 +536,11 @@ func (s *Server) loop(ctx context.Context) error {
 		}
 	}
 }
+
+// eventsBeforeBacklog bounds the events the loop takes ahead of a backlog
+// step (see loop), so that a stream of frames cannot starve the applying
+// of committed entries.
+const eventsBeforeBacklog = 256
 
 // alwaysReady is a closed channel: a select case on it is always ready.
 var alwaysReady = func() chan struct{} { c := make(chan struct{}); close(c); return c }()

@@ -430,7 +430,7 @@ func (r *Replica) becomeLeader() {
 	})
 	r.lagMarks = [2]lagMark{{r.lastIndex, mono}, {r.lastIndex, mono}}
 	r.heartbeatDue, r.quorumCheckDue = now, now+r.cfg.ElectionTimeoutNS
-	r.reads = readState{seq: r.reads.seq, confirmed: r.reads.seq}
+	r.reads = readState{seq: r.reads.seq, confirmed: r.reads.seq, ready: r.reads.ready}
 	// Requests already in the log (appended by an earlier leader) are in
 	// flight: a retry waits for them instead of appending a duplicate.
 	clear(r.inflight)

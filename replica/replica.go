@@ -46,6 +46,10 @@ type Config struct {
 	// input, with the driver's ticks and messages in between, the driver
 	// calling ApplyMore while Backlog says so. The simulator sets it small.
 	MaxApplyEntries int
+	// MaxScanWork, when above 0, bounds each query page's work instead of
+	// the state machine's default (statemachine.SetMaxScanWork): the
+	// simulator sets small bounds, so that queries page often.
+	MaxScanWork int
 
 	// ShedBatch is how many applied entries that gave up their data the
 	// in-memory log lets go of at a time, keeping only their terms
@@ -244,6 +248,7 @@ func New(cfg Config, io core.IO, clock core.Clock, rng core.Rand, rec Recovered)
 		role:     Follower,
 	}
 	r.lastCleanupNS = r.startNS
+	r.sm.SetMaxScanWork(cfg.MaxScanWork)
 	r.raftClock, r.lastTickNS = r.startNS, r.startNS
 	if rec.Snapshot != nil {
 		if err := r.restoreState(rec.Snapshot); err != nil {
@@ -300,17 +305,22 @@ func (r *Replica) Err() error { return r.failed }
 
 // Backlog reports whether committed entries wait to be applied because the
 // inputs that committed them each applied only their part
-// (Config.MaxApplyEntries). The driver then calls ApplyMore, taking the
-// other inputs that are ready first or in turn.
-func (r *Replica) Backlog() bool { return r.failed == nil && r.applied < r.commit }
+// (Config.MaxApplyEntries), or reads wait to run (reads.go). The driver
+// then calls ApplyMore, taking the other inputs that are ready first or in
+// turn.
+func (r *Replica) Backlog() bool {
+	return r.failed == nil && (r.applied < r.commit || len(r.reads.ready) > 0)
+}
 
-// ApplyMore is the input that applies the next part of the backlog. Like
+// ApplyMore is the input that applies the next part of the backlog: the
+// committed entries not yet applied, and one ready read (reads.go). Like
 // every input, it leaves nothing queued for storage (flush).
 func (r *Replica) ApplyMore() {
 	if r.failed != nil {
 		return
 	}
 	r.applyCommitted()
+	r.runReady()
 	r.flush()
 }
 
@@ -881,5 +891,6 @@ func (s *decodedState) decode(b []byte, maxSessions int) error {
 // takeState replaces the replica's state with s.
 func (r *Replica) takeState(s *decodedState) {
 	r.lastOpTS, r.sessions, r.sm = s.lastOpTS, s.sessions, s.sm
+	r.sm.SetMaxScanWork(r.cfg.MaxScanWork)
 	r.encoding = nil // a snapshot of the state replaced is of no use
 }

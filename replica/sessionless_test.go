@@ -76,3 +76,53 @@ func TestReadWithoutASessionThroughAFollower(t *testing.T) {
 		t.Fatalf("stats through a follower: %+v", st)
 	}
 }
+
+// Ready reads run in steps of bounded work (ApplyMore), so that what
+// arrives meanwhile is served between them: here a ping, answered on
+// arrival while expensive reads wait, each of which (a whole-globe radius
+// over 70,000 entities that matches nothing: over readStepWork) then runs
+// in a step of its own, while cheap reads share one step.
+func TestReadsRunInStepsOfBoundedWork(t *testing.T) {
+	n := newNode(t, Config{})
+	s := n.register(1)
+	for b := range uint32(7) {
+		evs := make([]core.GeoEvent, 10_000)
+		for i := range evs {
+			k := int64(b)*10_000 + int64(i)
+			evs[i] = ev(uint64(k+1), (k*7919)%170_000_000_000-85_000_000_000, (k*104729)%358_000_000_000-179_000_000_000)
+		}
+		if r := n.call(1, s, b+1, core.OpInsert, insertReq(evs...)); r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	read := func(req uint32, op core.Operation, v any) {
+		n.r.Receive(2, core.Header{Request: req, Type: core.MsgRequest}, core.AppendSessionlessRead(nil, testCluster, mustRequest(t, op, v)))
+	}
+	globe := &core.RadiusQuery{RadiusMM: 20_000_000_000, Group: core.GroupFilter{Set: true, ID: 999}}
+	for i := range uint32(3) {
+		read(10+i, core.OpQueryRadius, globe)
+	}
+	if rs := n.replies(2); len(rs) != 0 || !n.r.Backlog() {
+		t.Fatalf("reads answered on arrival (%d), or no backlog", len(rs))
+	}
+	n.r.Receive(3, core.Header{Request: 1, Type: core.MsgRequest}, core.AppendSessionlessRead(nil, testCluster, mustRequest(t, core.OpPing, nil)))
+	if rs := n.replies(3); len(rs) != 1 || rs[0].err != nil {
+		t.Fatalf("the ping waited behind the reads: %+v", rs)
+	}
+	for i := range 3 {
+		n.r.ApplyMore()
+		if rs := n.replies(2); len(rs) != 1 || rs[0].h.Request != uint32(10+i) || rs[0].err != nil {
+			t.Fatalf("step %d answered %+v, want the expensive read %d alone", i, rs, 10+i)
+		}
+	}
+	for i := range uint32(50) {
+		read(20+i, core.OpStats, nil)
+	}
+	n.r.ApplyMore()
+	if rs := n.replies(2); len(rs) != 50 {
+		t.Fatalf("one step answered %d of 50 cheap reads, want all", len(rs))
+	}
+	if n.r.Backlog() {
+		t.Fatal("a backlog after every read ran")
+	}
+}

@@ -99,6 +99,7 @@ type runConfig struct {
 	// Replica configuration.
 	maxSessions        int
 	maxSessionsPerConn int // 0: the replica's default
+	maxScanWork        int // 0: the state machine's default page budget
 	maxPending         int
 	snapshotEvery      uint64
 	snapshotMinBytes   uint64
@@ -198,6 +199,12 @@ func newRunConfig(r *rand.Rand, opts Options) runConfig {
 		c.maxSessionsPerConn = 1
 	}
 	c.newInstance = pick(r, 0, 0.002, 0.01)
+	if r.IntN(4) == 0 {
+		// A small page budget: radius, polygon and latest queries end
+		// their pages early, often empty with has_more, and clients page
+		// through them (each page is checked against the model).
+		c.maxScanWork = 20 + r.IntN(2000)
+	}
 
 	// The cluster: its network, partitions, timing, clocks.
 	c.peerMinDelay = 1
@@ -292,7 +299,7 @@ func (c runConfig) String() string {
 		fmt.Fprintf(&b, "damage/crash=%.2f ", c.damagePerCrash)
 		fmt.Fprintf(&b, "readfail=%.2f ", c.readFail)
 	}
-	fmt.Fprintf(&b, "replica(sessions=%d perConn=%d pending=%d snapEvery=%d snapBytes=%d shed=%d apply=%d cleanupNS=%d) client(timeout=%d reconnect<=%d think<=%d new=%.3f) ttl=%.2f invalid=%.2f",
-		c.maxSessions, c.maxSessionsPerConn, c.maxPending, c.snapshotEvery, c.snapshotMinBytes, c.shedBatch, c.maxApply, c.cleanupEveryNS, c.requestTimeout, c.reconnectMax, c.thinkMax, c.newInstance, c.ttlShare, c.invalidShare)
+	fmt.Fprintf(&b, "replica(sessions=%d perConn=%d scanWork=%d pending=%d snapEvery=%d snapBytes=%d shed=%d apply=%d cleanupNS=%d) client(timeout=%d reconnect<=%d think<=%d new=%.3f) ttl=%.2f invalid=%.2f",
+		c.maxSessions, c.maxSessionsPerConn, c.maxScanWork, c.maxPending, c.snapshotEvery, c.snapshotMinBytes, c.shedBatch, c.maxApply, c.cleanupEveryNS, c.requestTimeout, c.reconnectMax, c.thinkMax, c.newInstance, c.ttlShare, c.invalidShare)
 	return b.String()
 }

@@ -285,6 +285,7 @@ func newWorld(seed int64, ticks int64, opts Options) *world {
 			Addresses:          addrs,
 			MaxSessions:        w.cfg.maxSessions,
 			MaxSessionsPerConn: w.cfg.maxSessionsPerConn,
+			MaxScanWork:        w.cfg.maxScanWork,
 			MaxPendingEntries:  w.cfg.maxPending,
 			SnapshotEvery:      w.cfg.snapshotEvery,
 			SnapshotMinBytes:   w.cfg.snapshotMinBytes,

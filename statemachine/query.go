@@ -325,6 +325,7 @@ func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool, plan int) 
 		}
 	}
 	sm.lastScanWork = s.work
+	sm.scanWork += uint64(s.work)
 
 	n := min(len(s.matches), s.limit)
 	s.result.Events = sm.pageMemory(n)[:n]
@@ -466,7 +467,10 @@ func (sm *StateMachine) QueryLatest(opTS uint64, q *core.LatestQuery) (core.Quer
 	var last, examined btree.Key
 	// Each key costs its examination and the reading of its entity.
 	budget := sm.workBudget()
-	defer func(budget0 int) { sm.lastScanWork = budget0 - budget }(budget)
+	defer func(budget0 int) {
+		sm.lastScanWork = budget0 - budget
+		sm.scanWork += uint64(budget0 - budget)
+	}(budget)
 	events := sm.pageMemory(min(limit, sm.ids.len()))
 	// Entities lie in memory in no order of time, so each key's entity is
 	// a cache miss of its own: ahead runs latestAhead keys before it and

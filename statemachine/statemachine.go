@@ -70,7 +70,21 @@ type StateMachine struct {
 	// lastScanWork is the work the last radius, polygon or latest page
 	// did, in the units of maxScanWork (for tests).
 	lastScanWork int
+	// scanWork is the work of every such page so far (ScanWork).
+	scanWork uint64
 }
+
+// SetMaxScanWork bounds each radius, polygon and latest page to n units of
+// work instead of maxScanWork (n <= 0 restores it). A small bound pages a
+// query in many pages: the simulator sets one to test paging under the
+// budget (replica.Config.MaxScanWork).
+func (sm *StateMachine) SetMaxScanWork(n int) { sm.scanBudget = max(n, 0) }
+
+// ScanWork is the work that radius, polygon and latest pages have done
+// since the state machine was made, in the units of maxScanWork (a unit is
+// about 4.4 ns here): a deterministic measure of what reads cost, by which
+// the replica runs its reads in steps of bounded work.
+func (sm *StateMachine) ScanWork() uint64 { return sm.scanWork }
 
 // The work of a radius, polygon or latest page is counted in units, each
 // about what reading one polygon edge costs, and bounded by maxScanWork:
