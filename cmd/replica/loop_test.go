@@ -123,3 +123,56 @@ func newDevClient(t *testing.T, srv *child, addr string) *client.Client {
 
 // readmeBannerCluster finds the cluster id in the dev banner.
 var readmeBannerCluster = regexp.MustCompile(`cluster ([0-9a-f-]{36}),`)
+
+// TestPingWhileExpensiveQueriesRunOnThree: the same load on a 3-replica
+// cluster (the queries through every replica, so followers forward them):
+// /ping on the leader and on a follower keeps a p99 under 50 ms, and the
+// leader keeps its term (no election).
+func TestPingWhileExpensiveQueriesRunOnThree(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	c := newCluster(t, 3)
+	c.http = []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	for i := range 3 {
+		c.start(i)
+	}
+	leader := c.agreedLeader(20 * time.Second)
+	if leader < 0 {
+		t.Fatal("no leader")
+	}
+	cl := c.client(c.addrs, client.Options{PoolSize: 64})
+	loadEntities(t, cl, 300_000)
+	term := func() uint64 {
+		top, err := cl.Topology(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return top.Version
+	}
+	before := term()
+
+	stop := make(chan struct{})
+	wait := expensiveQueries(t, cl, stop)
+	time.Sleep(500 * time.Millisecond)
+	var wg sync.WaitGroup
+	lats := make([][]time.Duration, 2)
+	for k, i := range []int{leader, (leader + 1) % 3} {
+		wg.Go(func() { lats[k] = pingLatencies(t, "http://"+c.http[i], 5*time.Second) })
+	}
+	wg.Wait()
+	close(stop)
+	pages := wait()
+	for k, who := range []string{"leader", "follower"} {
+		lat := lats[k]
+		p99 := lat[len(lat)*99/100]
+		t.Logf("%s: %d pings: p50 %v, p99 %v, max %v", who, len(lat), lat[len(lat)/2], p99, lat[len(lat)-1])
+		if p99 > 50*time.Millisecond {
+			t.Errorf("/ping p99 %v on the %s while expensive queries run, want under 50 ms", p99, who)
+		}
+	}
+	if after := term(); after != before || c.agreedLeader(5*time.Second) != leader {
+		t.Errorf("the leadership changed while the queries ran: term %d, then %d", before, after)
+	}
+	t.Logf("%d expensive pages answered", pages)
+}
