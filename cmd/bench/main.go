@@ -72,6 +72,7 @@ type config struct {
 	redisAddr   string // --redis: drive a Redis server instead
 	tile38Addr  string // --tile38: drive a Tile38 server instead
 	peerKey     string
+	peerPipe    bool // --peer-pipeline
 	op          string
 	mix         map[string]int
 	entities    int
@@ -104,6 +105,7 @@ func parseFlags(args []string) (config, error) {
 	redisAddr := fs.String("redis", "", "drive a Redis server at `HOST:PORT` instead (GEOADD, GEOSEARCH, GEOPOS), for comparison")
 	tile38Addr := fs.String("tile38", "", "drive a Tile38 server at `HOST:PORT` instead (SET, WITHIN, GET), for comparison")
 	peerKey := fs.String("peer-key", "fleet", "the key (Redis) or collection (Tile38) holding the entities of --redis or --tile38")
+	peerPipe := fs.Bool("peer-pipeline", false, "with --redis or --tile38, send the sessions' concurrent commands down shared connections as pipelines (go-redis's autopipeliner), as GeoEvent's client shares one connection among its sessions")
 	httpClient := fs.String("http-client", "raw", "the HTTP client of --http: raw (a minimal keep-alive HTTP/1.1 client that leaves the CPU to the server) or std (net/http's)")
 	op := fs.String("op", "insert", "insert, upsert, radius, latest, latest-batch or mixed")
 	mix := fs.String("mix", "upsert=80,radius=10,latest=10", "shares for --op mixed")
@@ -120,7 +122,7 @@ func parseFlags(args []string) (config, error) {
 	}
 	cfg := config{addresses: strings.Split(*addrs, ","), op: *op, entities: *entities, batch: *batch,
 		concurrency: *conc, duration: *dur, preload: *preload, progress: *progress, httpURL: *httpURL, httpClient: *httpClient,
-		cpuProfile: *cpuProfile, procs: *procs, redisAddr: *redisAddr, tile38Addr: *tile38Addr, peerKey: *peerKey}
+		cpuProfile: *cpuProfile, procs: *procs, redisAddr: *redisAddr, tile38Addr: *tile38Addr, peerKey: *peerKey, peerPipe: *peerPipe}
 	targets := 0
 	for _, s := range []string{cfg.httpURL, cfg.redisAddr, cfg.tile38Addr} {
 		if s != "" {
@@ -205,10 +207,12 @@ func run(cfg config) error {
 	}
 	var c target
 	switch {
-	case cfg.redisAddr != "":
-		c = newRESPTarget(cfg.redisAddr, false, cfg.peerKey, cfg.concurrency)
-	case cfg.tile38Addr != "":
-		c = newRESPTarget(cfg.tile38Addr, true, cfg.peerKey, cfg.concurrency)
+	case cfg.redisAddr != "" || cfg.tile38Addr != "":
+		r, err := newRESPTarget(cfg.redisAddr+cfg.tile38Addr, cfg.tile38Addr != "", cfg.peerKey, cfg.concurrency, cfg.peerPipe)
+		if err != nil {
+			return err
+		}
+		c = r
 	case cfg.httpURL != "":
 		h, err := newHTTPTarget(cfg.httpURL, cfg.concurrency, cfg.httpClient)
 		if err != nil {

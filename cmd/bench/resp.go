@@ -37,11 +37,19 @@ import (
 //     pipelined.
 type respTarget struct {
 	c      *redis.Client
+	do     func(ctx context.Context, args ...any) *redis.Cmd // one command: c.Do, or through ap
+	ap     *redis.AutoPipeliner
 	tile38 bool
 	key    string
 }
 
-func newRESPTarget(addr string, tile38 bool, key string, conns int) *respTarget {
+// newRESPTarget connects to a Redis or Tile38 server with a pool of conns
+// connections, one per session. With autoPipeline, single commands go
+// through go-redis's autopipeliner instead, which sends the commands that
+// concurrent sessions issue together down one connection as one pipeline,
+// as GeoEvent's client shares one connection among its sessions: the
+// syscalls per command, on both sides, fall accordingly.
+func newRESPTarget(addr string, tile38 bool, key string, conns int, autoPipeline bool) (*respTarget, error) {
 	c := redis.NewClient(&redis.Options{
 		Addr: addr,
 		// RESP2, which both peers speak; go-redis still opens with HELLO
@@ -56,7 +64,23 @@ func newRESPTarget(addr string, tile38 bool, key string, conns int) *respTarget 
 		ReadTimeout:      30 * time.Second,
 		WriteTimeout:     30 * time.Second,
 	})
-	return &respTarget{c: c, tile38: tile38, key: key}
+	t := &respTarget{c: c, do: c.Do, tile38: tile38, key: key}
+	if autoPipeline {
+		ap, err := c.AutoPipeline()
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		// Process, not ap.Do: the autopipeliner runs Do's commands outside
+		// its pipelines (an arbitrary command may hold connection state).
+		t.ap = ap
+		t.do = func(ctx context.Context, args ...any) *redis.Cmd {
+			cmd := redis.NewCmd(ctx, args...)
+			_ = ap.Process(ctx, cmd) // the error is cmd's
+			return cmd
+		}
+	}
+	return t, nil
 }
 
 // member is an entity's name in the peer: its id's 16 bytes, big-endian.
@@ -72,7 +96,12 @@ func member(id core.Uint128) string {
 // degrees turns nanodegrees into the float degrees both peers take.
 func degrees(nano int64) float64 { return float64(nano) / 1e9 }
 
-func (t *respTarget) close() { t.c.Close() }
+func (t *respTarget) close() {
+	if t.ap != nil {
+		t.ap.Close()
+	}
+	t.c.Close()
+}
 
 func (t *respTarget) write(ctx context.Context, evs []core.GeoEvent, upsert bool) error {
 	if len(evs) == 0 {
@@ -84,13 +113,13 @@ func (t *respTarget) write(ctx context.Context, evs []core.GeoEvent, upsert bool
 		for i := range evs {
 			args = append(args, degrees(evs[i].LonNano), degrees(evs[i].LatNano), member(evs[i].EntityID))
 		}
-		return t.c.Do(ctx, args...).Err()
+		return t.do(ctx, args...).Err()
 	}
 	set := func(e *core.GeoEvent) []any {
 		return []any{"SET", t.key, member(e.EntityID), "POINT", degrees(e.LatNano), degrees(e.LonNano)}
 	}
 	if len(evs) == 1 {
-		return t.c.Do(ctx, set(&evs[0])...).Err()
+		return t.do(ctx, set(&evs[0])...).Err()
 	}
 	p := t.c.Pipeline()
 	for i := range evs {
@@ -110,10 +139,10 @@ func (t *respTarget) radius(ctx context.Context, q *core.RadiusQuery) (int, erro
 	lat, lon := degrees(q.Center.LatNano), degrees(q.Center.LonNano)
 	meters := float64(q.RadiusMM) / 1000
 	if !t.tile38 {
-		v, err := t.c.Do(ctx, "GEOSEARCH", t.key, "FROMLONLAT", lon, lat, "BYRADIUS", meters, "m", "WITHCOORD").Slice()
+		v, err := t.do(ctx, "GEOSEARCH", t.key, "FROMLONLAT", lon, lat, "BYRADIUS", meters, "m", "WITHCOORD").Slice()
 		return len(v), err
 	}
-	v, err := t.c.Do(ctx, "WITHIN", t.key, "LIMIT", 1_000_000, "POINTS", "CIRCLE", lat, lon, meters).Slice()
+	v, err := t.do(ctx, "WITHIN", t.key, "LIMIT", 1_000_000, "POINTS", "CIRCLE", lat, lon, meters).Slice()
 	if err != nil {
 		return 0, err
 	}
@@ -137,9 +166,9 @@ func isNotFound(err error) bool {
 
 func (t *respTarget) latest(ctx context.Context, id core.Uint128) error {
 	if !t.tile38 {
-		return t.c.Do(ctx, "GEOPOS", t.key, member(id)).Err()
+		return t.do(ctx, "GEOPOS", t.key, member(id)).Err()
 	}
-	err := t.c.Do(ctx, "GET", t.key, member(id), "POINT").Err()
+	err := t.do(ctx, "GET", t.key, member(id), "POINT").Err()
 	if err == redis.Nil || isNotFound(err) {
 		return nil
 	}
@@ -156,7 +185,7 @@ func (t *respTarget) latestBatch(ctx context.Context, ids []core.Uint128) (int, 
 		for _, id := range ids {
 			args = append(args, member(id))
 		}
-		v, err := t.c.Do(ctx, args...).Slice()
+		v, err := t.do(ctx, args...).Slice()
 		found := 0
 		for _, p := range v {
 			if p != nil {

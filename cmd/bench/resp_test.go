@@ -174,10 +174,19 @@ func TestMember(t *testing.T) {
 
 // TestRedisTarget checks the commands --redis sends (one GEOADD a batch,
 // lon before lat, GEOSEARCH of 1000 m, GEOPOS) and how it reads the
-// answers.
+// answers, with a connection per session and autopipelined.
 func TestRedisTarget(t *testing.T) {
+	for _, pipe := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pipeline=%v", pipe), func(t *testing.T) { testRedisTarget(t, pipe) })
+	}
+}
+
+func testRedisTarget(t *testing.T, pipe bool) {
 	f := newFakeRESP(t)
-	r := newRESPTarget(f.ln.Addr().String(), false, "fleet", 2)
+	r, err := newRESPTarget(f.ln.Addr().String(), false, "fleet", 2, pipe)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer r.close()
 	ctx := context.Background()
 	evs := []core.GeoEvent{
@@ -213,10 +222,32 @@ func TestRedisTarget(t *testing.T) {
 	}
 
 	// An error answer is the operation's error.
-	broken := newRESPTarget(f.ln.Addr().String(), false, "broken", 1)
+	broken, _ := newRESPTarget(f.ln.Addr().String(), false, "broken", 1, pipe)
 	defer broken.close()
 	if err := broken.write(ctx, evs, true); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("an error answer was not reported: %v", err)
+	}
+
+	// Concurrent sessions each get their own answer.
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for i := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids := []core.Uint128{{Hi: 1, Lo: 1}}
+			if i%2 == 0 {
+				ids = append(ids, core.Uint128{Hi: 1, Lo: 0x100})
+			}
+			if n, err := r.latestBatch(ctx, ids); err != nil || n != 1 {
+				errs <- fmt.Errorf("session %d: %d found, %v", i, n, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
 
@@ -226,7 +257,7 @@ func TestRedisTarget(t *testing.T) {
 // found rather than as an error.
 func TestTile38Target(t *testing.T) {
 	f := newFakeRESP(t)
-	r := newRESPTarget(f.ln.Addr().String(), true, "fleet", 2)
+	r, _ := newRESPTarget(f.ln.Addr().String(), true, "fleet", 2, false)
 	defer r.close()
 	ctx := context.Background()
 	evs := []core.GeoEvent{

@@ -24,7 +24,10 @@
 # its Go code on one thread (its default). A peer that install.sh could not
 # install is left out with a note. Every run's line goes to
 # $OUT/runs.tsv (OUT defaults to /tmp/geoevent-peers), and the medians and
-# ranges are printed at the end. server_cores is the CPU the server used
+# ranges are printed at the end. SYSTEMS overrides the servers compared
+# (geoevent tile38 redis-always redis-everysec by default); a peer's name
+# with -pipelined (redis-everysec-pipelined) runs the bench with
+# --peer-pipeline, the sessions' commands sharing connections. server_cores is the CPU the server used
 # during the measured run, in cores (CPU seconds a second): on a machine
 # shared with other work, throughput divided by it is the server's cost per
 # operation, which the other work disturbs less than the throughput.
@@ -42,13 +45,15 @@ mkdir -p "$OUT/bin"
 go build -o "$OUT/bin/replica" ./cmd/replica
 go build -o "$OUT/bin/bench" ./cmd/bench
 "$PEERS" install >"$OUT/install.log" 2>&1 || true
-SYSTEMS="geoevent"
-if [ -x "${GOBIN:-$(go env GOPATH)/bin}/tile38-server" ]; then
-	SYSTEMS="$SYSTEMS tile38"
-else
-	echo "compare.sh: Tile38 is not installed (see $OUT/install.log): left out" >&2
+if [ -z "${SYSTEMS:-}" ]; then
+	SYSTEMS="geoevent"
+	if [ -x "${GOBIN:-$(go env GOPATH)/bin}/tile38-server" ]; then
+		SYSTEMS="$SYSTEMS tile38"
+	else
+		echo "compare.sh: Tile38 is not installed (see $OUT/install.log): left out" >&2
+	fi
+	SYSTEMS="$SYSTEMS redis-always redis-everysec"
 fi
-SYSTEMS="$SYSTEMS redis-always redis-everysec"
 
 flags() { # the bench's flags for a workload
 	case $1 in
@@ -91,16 +96,23 @@ start() { # start SYSTEM: a fresh server; sets PID and TARGET
 		}
 		TARGET=(--addresses "127.0.0.1:$PORT" --cluster "$id")
 		;;
-	tile38)
+	tile38 | tile38-pipelined)
 		"$PEERS" tile38 "$PORT" "$DIR"
 		PID=$(cat "$DIR/server.pid")
 		TARGET=(--tile38 "127.0.0.1:$PORT")
 		;;
-	redis-always | redis-everysec)
-		"$PEERS" redis "$PORT" "$DIR" "${1#redis-}"
+	redis-always | redis-everysec | redis-always-pipelined | redis-everysec-pipelined)
+		local fsync=${1#redis-}
+		"$PEERS" redis "$PORT" "$DIR" "${fsync%-pipelined}"
 		PID=$(cat "$DIR/server.pid")
 		TARGET=(--redis "127.0.0.1:$PORT")
 		;;
+	*)
+		echo "compare.sh: unknown system $1" >&2
+		exit 2
+		;;
+	esac
+	case $1 in *-pipelined) TARGET+=(--peer-pipeline) ;;
 	esac
 }
 
@@ -149,5 +161,18 @@ for w in $WORKLOADS; do
 			"$(awk -F'\t' -v w="$w" -v s="$s" '$2 == w && $4 == s { print (w == "insert") ? $6 : $5 }' "$OUT/runs.tsv" | median)" \
 			"$(awk -F'\t' -v w="$w" -v s="$s" '$2 == w && $4 == s { print $10 }' "$OUT/runs.tsv" | median)" \
 			"$(awk -F'\t' -v w="$w" -v s="$s" '$2 == w && $4 == s && $11 > 0 { print ((w == "insert") ? $6 : $5) / $11 }' "$OUT/runs.tsv" | median)"
+	done
+done
+echo
+echo "GeoEvent's throughput over each peer's in the same round (the runs minutes apart), median (runs, lowest-highest):"
+for w in $WORKLOADS; do
+	for s in $SYSTEMS; do
+		[ "$s" = geoevent ] && continue
+		printf '%s\t%s\t%s\n' "$w" "$s" "$(awk -F'\t' -v w="$w" -v s="$s" '
+			$2 != w { next }
+			{ v = (w == "insert") ? $6 : $5 }
+			$4 == "geoevent" { ge = v; round = $3; next }
+			$4 == s && $3 == round && v > 0 { printf "%.2f\n", ge / v }' "$OUT/runs.tsv" |
+			sort -g | awk '{ a[NR] = $1 } END { if (NR) printf "%.1fx (%d rounds, %.1f-%.1fx)", (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2, NR, a[1], a[NR] }')"
 	done
 done
