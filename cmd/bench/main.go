@@ -4,7 +4,11 @@
 // progress line every few seconds. For comparison it drives a Redis
 // (--redis) or Tile38 (--tile38) server with the same workloads, in the
 // nearest commands each has (resp.go lists them); cmd/bench/peers installs
-// and starts both and runs the three side by side.
+// and starts both and runs the three side by side. A peer's sessions have a
+// connection each, and each command costs a write and a read on both sides;
+// --peer-pipeline has them share connections, their concurrent commands
+// sent as pipelines, as GeoEvent's client shares one connection among its
+// sessions.
 //
 //	go run ./cmd/bench --addresses 127.0.0.1:3000 --cluster <id> --op insert --batch 10000 --concurrency 4 --duration 20s
 //	go run ./cmd/bench --http http://127.0.0.1:8080 --op radius --concurrency 16 --duration 20s
