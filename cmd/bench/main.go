@@ -1,10 +1,18 @@
 // Command bench is GeoEvent's load generator. It drives a running cluster
 // over the binary protocol with the Go client, or over the HTTP JSON API
 // with --http, and prints throughput and latency percentiles, with a
-// progress line every few seconds.
+// progress line every few seconds. For comparison it drives a Redis
+// (--redis) or Tile38 (--tile38) server with the same workloads, in the
+// nearest commands each has (resp.go lists them); cmd/bench/peers installs
+// and starts both and runs the three side by side. A peer's sessions have a
+// connection each, and each command costs a write and a read on both sides;
+// --peer-pipeline has them share connections, their concurrent commands
+// sent as pipelines, as GeoEvent's client shares one connection among its
+// sessions.
 //
 //	go run ./cmd/bench --addresses 127.0.0.1:3000 --cluster <id> --op insert --batch 10000 --concurrency 4 --duration 20s
 //	go run ./cmd/bench --http http://127.0.0.1:8080 --op radius --concurrency 16 --duration 20s
+//	go run ./cmd/bench --redis 127.0.0.1:6379 --preload --op radius --concurrency 64 --duration 10s
 //
 // Operations (--op): insert (new entities, --batch events per request),
 // upsert (move existing entities), radius (1 km queries), latest (get latest
@@ -65,6 +73,10 @@ type config struct {
 	cluster     core.Uint128
 	httpURL     string
 	httpClient  string
+	redisAddr   string // --redis: drive a Redis server instead
+	tile38Addr  string // --tile38: drive a Tile38 server instead
+	peerKey     string
+	peerPipe    bool // --peer-pipeline
 	op          string
 	mix         map[string]int
 	entities    int
@@ -94,6 +106,10 @@ func parseFlags(args []string) (config, error) {
 	addrs := fs.String("addresses", "127.0.0.1:3000", "replica addresses, comma-separated")
 	cluster := fs.String("cluster", "", "cluster id (UUID or decimal), as printed by `replica dev` (binary protocol)")
 	httpURL := fs.String("http", "", "drive the HTTP JSON API at this base URL (e.g. http://127.0.0.1:8080) instead of the binary protocol")
+	redisAddr := fs.String("redis", "", "drive a Redis server at `HOST:PORT` instead (GEOADD, GEOSEARCH, GEOPOS), for comparison")
+	tile38Addr := fs.String("tile38", "", "drive a Tile38 server at `HOST:PORT` instead (SET, WITHIN, GET), for comparison")
+	peerKey := fs.String("peer-key", "fleet", "the key (Redis) or collection (Tile38) holding the entities of --redis or --tile38")
+	peerPipe := fs.Bool("peer-pipeline", false, "with --redis or --tile38, send the sessions' concurrent commands down shared connections as pipelines (go-redis's autopipeliner), as GeoEvent's client shares one connection among its sessions")
 	httpClient := fs.String("http-client", "raw", "the HTTP client of --http: raw (a minimal keep-alive HTTP/1.1 client that leaves the CPU to the server) or std (net/http's)")
 	op := fs.String("op", "insert", "insert, upsert, radius, latest, latest-batch or mixed")
 	mix := fs.String("mix", "upsert=80,radius=10,latest=10", "shares for --op mixed")
@@ -110,11 +126,20 @@ func parseFlags(args []string) (config, error) {
 	}
 	cfg := config{addresses: strings.Split(*addrs, ","), op: *op, entities: *entities, batch: *batch,
 		concurrency: *conc, duration: *dur, preload: *preload, progress: *progress, httpURL: *httpURL, httpClient: *httpClient,
-		cpuProfile: *cpuProfile, procs: *procs}
-	if cfg.httpURL == "" {
+		cpuProfile: *cpuProfile, procs: *procs, redisAddr: *redisAddr, tile38Addr: *tile38Addr, peerKey: *peerKey, peerPipe: *peerPipe}
+	targets := 0
+	for _, s := range []string{cfg.httpURL, cfg.redisAddr, cfg.tile38Addr} {
+		if s != "" {
+			targets++
+		}
+	}
+	if targets > 1 {
+		return cfg, errors.New("--http, --redis and --tile38 each name the one server to drive: give at most one")
+	}
+	if targets == 0 {
 		id, err := core.ParseID(*cluster, true)
 		if err != nil || id.IsZero() {
-			return cfg, fmt.Errorf("--cluster: give the cluster id that `replica dev` printed (or use --http)")
+			return cfg, fmt.Errorf("--cluster: give the cluster id that `replica dev` printed (or use --http, --redis or --tile38)")
 		}
 		cfg.cluster = id
 	}
@@ -185,13 +210,20 @@ func run(cfg config) error {
 		debug.SetGCPercent(benchGOGC)
 	}
 	var c target
-	if cfg.httpURL != "" {
+	switch {
+	case cfg.redisAddr != "" || cfg.tile38Addr != "":
+		r, err := newRESPTarget(cfg.redisAddr+cfg.tile38Addr, cfg.tile38Addr != "", cfg.peerKey, cfg.concurrency, cfg.peerPipe)
+		if err != nil {
+			return err
+		}
+		c = r
+	case cfg.httpURL != "":
 		h, err := newHTTPTarget(cfg.httpURL, cfg.concurrency, cfg.httpClient)
 		if err != nil {
 			return err
 		}
 		c = h
-	} else {
+	default:
 		cl, err := client.New(cfg.addresses, client.Options{Cluster: cfg.cluster, PoolSize: cfg.concurrency})
 		if err != nil {
 			return err
@@ -281,8 +313,13 @@ func run(cfg config) error {
 	el := time.Since(start)
 	slices.Sort(rec.latencies)
 	proto := "binary"
-	if cfg.httpURL != "" {
+	switch {
+	case cfg.httpURL != "":
 		proto = "http"
+	case cfg.redisAddr != "":
+		proto = "redis"
+	case cfg.tile38Addr != "":
+		proto = "tile38"
 	}
 	fmt.Printf("%s op=%s concurrency=%d batch=%d duration=%s procs=%d\n", proto, cfg.op, cfg.concurrency, cfg.batch, el.Round(time.Millisecond), runtime.GOMAXPROCS(0))
 	fmt.Printf("ops/s %.0f  events/s %.0f  errors %d\n", float64(rec.ops.Load())/el.Seconds(), float64(rec.events.Load())/el.Seconds(), rec.errors.Load())

@@ -35,3 +35,22 @@ func TestHTTPFlagNeedsNoCluster(t *testing.T) {
 		t.Fatalf("%+v %v", cfg, err)
 	}
 }
+
+func TestPeerFlags(t *testing.T) {
+	cfg, err := parseFlags([]string{"--redis", "127.0.0.1:6379", "--op", "radius"})
+	if err != nil || cfg.redisAddr != "127.0.0.1:6379" || cfg.peerKey != "fleet" {
+		t.Fatalf("%+v %v", cfg, err)
+	}
+	cfg, err = parseFlags([]string{"--tile38", "127.0.0.1:9851", "--peer-key", "cars"})
+	if err != nil || cfg.tile38Addr != "127.0.0.1:9851" || cfg.peerKey != "cars" {
+		t.Fatalf("%+v %v", cfg, err)
+	}
+	for _, bad := range [][]string{
+		{"--redis", "127.0.0.1:6379", "--tile38", "127.0.0.1:9851"},
+		{"--redis", "127.0.0.1:6379", "--http", "http://127.0.0.1:8080"},
+	} {
+		if _, err := parseFlags(bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
