@@ -191,7 +191,7 @@ func TestSessionTableEncoding(t *testing.T) {
 		t.Fatalf("idle order %v", got.idleOrder())
 	}
 	if g := got.get(2); !g.summed || g.sum != 0xabcdef01 || string(g.reply) != "reply" || g.lastRequest != 4 || g.lastActivity != 12 {
-		t.Fatalf("session 2: %+v", g)
+		t.Fatalf("the session of id 2: %+v", g)
 	}
 	for cut := range b {
 		if _, _, err := decodeSessions(b[:cut], 10, 2); err == nil {

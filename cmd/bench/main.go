@@ -44,7 +44,7 @@
 // it keeps, its collector took a tenth of its time in a profile. With the
 // server beside it, radius queries from 64 sessions went faster in 12 of
 // 16 alternated pairs, by 4% (geometric mean), the bench's processor less
-// busy (docs/performance.md, session 23).
+// busy (docs/performance.md, Method).
 package main
 
 import (
