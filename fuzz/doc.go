@@ -18,7 +18,11 @@
 //     503 and 504 (availability); every answer of 400 or above is JSON in
 //     one of the spec's error shapes (Form A {error_code, error_name,
 //     message} or Form B {"error": {code, message, details}}); every other
-//     answer with a body is JSON; and when no answer was a success, GET
+//     answer with a body is JSON (except a redirect of an unclean path,
+//     and the refusals net/http's server writes itself, before any
+//     handler, to bytes that are not a request it accepts: 400, 431, 501
+//     and 505 in plain text, 417 for an unknown Expect); and when no answer
+//     was a success, GET
 //     /stats is the same before and after: a rejected request changed
 //     nothing.
 //   - FuzzOperationsAgainstModel decodes its input into a short sequence

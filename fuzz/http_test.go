@@ -247,14 +247,25 @@ func checkAnswer(a reply) string {
 
 // protocolRefusal: the answer net/http's server writes itself, before any
 // handler runs, to a connection handed over whose bytes are not an HTTP/1.x
-// request it accepts (a malformed request line or header, two Host
-// headers, HTTP/2.0 or 9.9 in the request line: 400, 431 or 505, plain
-// text, the connection closed). Outside the gateway's reach: it would
-// have to parse every request itself.
+// request it accepts (net/http's conn.serve): a malformed request line or
+// header, two Host headers (400), a header block too large (431), an
+// unknown Transfer-Encoding (501), HTTP/2.0 or 9.9 in the request line
+// (505), each in plain text, and an Expect other than 100-continue (417,
+// no body); the connection closes. Outside the gateway's reach: it would
+// have to parse every request itself. (The gateway never answers in plain
+// text.)
 func protocolRefusal(a reply) bool {
-	return a.close && a.header.Get("Content-Type") == "text/plain; charset=utf-8" &&
-		(a.status == 400 || a.status == 431 || a.status == 505) &&
-		bytes.HasPrefix(a.body, []byte(strconv.Itoa(a.status)+" "))
+	if !a.close {
+		return false
+	}
+	if a.status == 417 {
+		return len(a.body) == 0
+	}
+	switch a.status {
+	case 400, 431, 501, 505:
+		return a.header.Get("Content-Type") == "text/plain; charset=utf-8"
+	}
+	return false
 }
 
 // settle waits until GET /stats has not changed for 100 ms (at most 5 s).
