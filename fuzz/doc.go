@@ -12,19 +12,20 @@
 // http.NewLocalBackend), and stops both when the test ends.
 //
 //   - FuzzHTTPRequest writes arbitrary request bytes -- a method, a target,
-//     header lines and a body, framed by the target (with a matching
-//     Content-Length, or none, or verbatim) -- on a fresh connection, closes
-//     its write side and reads every answer. No answer is 5xx other than
-//     503 and 504 (availability); every answer of 400 or above is JSON in
-//     one of the spec's error shapes (Form A {error_code, error_name,
-//     message} or Form B {"error": {code, message, details}}); every other
-//     answer with a body is JSON (except a redirect of an unclean path,
+//     header lines and a body, with a Content-Length of the body's size
+//     and a JSON Content-Type, or either left out, or the body alone taken
+//     verbatim as the whole request -- on a fresh connection, closes its
+//     write side and reads every answer. No answer is 5xx other than 503
+//     and 504 (availability). Every answer of 400 or above is JSON in one
+//     of the spec's error shapes (Form A {error_code, error_name, message}
+//     or Form B {"error": {code, message, details}}) and every other
+//     answer with a body is JSON, except a redirect of an unclean path
 //     and the refusals net/http's server writes itself, before any
-//     handler, to bytes that are not a request it accepts: 400, 431, 501
-//     and 505 in plain text, 417 for an unknown Expect); and when no answer
-//     was a success, GET
-//     /stats is the same before and after: a rejected request changed
-//     nothing.
+//     handler, to bytes that are not a request it accepts (400, 431, 501
+//     and 505 in plain text; 417 for an unknown Expect). When no answer
+//     was a success, GET /stats is the same before and after: a refused
+//     request changed nothing. (After a 503 or 504, which may precede a
+//     late commit, it waits for /stats to settle.)
 //   - FuzzOperationsAgainstModel decodes its input into a short sequence
 //     of operations on a few entities in a 0.1-degree box -- inserts and
 //     upserts (server-assigned timestamps, with or without a TTL), deletes,
