@@ -1,10 +1,13 @@
 package http_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	stdhttp "net/http"
 	"strings"
 	"testing"
 	"time"
@@ -353,5 +356,29 @@ func TestUnreachableCluster(t *testing.T) {
 	r = request(t, base, "GET", "/ping", nil)
 	if r.status != 503 || str(get(r.body, "pong")) != "false" || !strings.Contains(str(get(r.body, "reason")), "CLUSTER_UNAVAILABLE") {
 		t.Errorf("ping, unreachable: %d %s", r.status, r.raw)
+	}
+}
+
+// An asterisk-form target (GET * HTTP/1.1, handed over to net/http) is a
+// 404 with the JSON error of an unknown path, not the mux's bare 400.
+func TestAsteriskTargetIsJSONError(t *testing.T) {
+	e := newEnv(t)
+	nc, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.Write([]byte("GET * HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	res, err := stdhttp.ReadResponse(bufio.NewReader(nc), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 404 || res.Header.Get("Content-Type") != "application/json" ||
+		!strings.Contains(string(raw), `"code":4`) {
+		t.Fatalf("GET *: %d %q %s", res.StatusCode, res.Header.Get("Content-Type"), raw)
 	}
 }

@@ -343,6 +343,14 @@ func (g *Gateway) ServeHTTP(w stdhttp.ResponseWriter, r *stdhttp.Request) {
 	if len(r.TransferEncoding) > 0 {
 		w.Header().Set("Connection", "close")
 	}
+	if r.RequestURI == "*" {
+		// The mux answers the asterisk-form target (RFC 9112 section
+		// 3.2.4) with a bare 400 of its own; it names no resource here:
+		// 404 with the JSON error of any unknown path. (net/http answers
+		// OPTIONS * itself, before the gateway.)
+		g.serveEndpoint(&call{g: g, w: w, r: r}, nil)
+		return
+	}
 	g.mux.ServeHTTP(w, r)
 }
 
