@@ -260,13 +260,16 @@ func (r *Replica) tickRaft(now uint64) {
 			switch {
 			case r.repairing:
 				r.resetElectionTimer() // it may lack entries it acknowledged: no campaign
-			case r.quorum > 1 && r.applied < r.commit:
-				// Still applying committed entries (a restart replays its
-				// log): as leader it would hold every client until it had
-				// applied them all, which takes seconds for a large log. It
-				// votes, and leaves campaigning to a replica that is ready;
-				// once applied, it campaigns like any other.
-				r.resetElectionTimer()
+			case r.quorum > 1 && r.commit-r.applied > uint64(r.cfg.MaxApplyEntries):
+				// Replaying its log (after a restart) or catching up: more
+				// committed entries wait than one input applies. As leader
+				// it would hold every client until it had applied them all,
+				// which takes seconds for a large log. It votes, and leaves
+				// campaigning to a replica that is ready, looking again a
+				// little later; caught up, it campaigns like any other. (The
+				// few entries a follower has just been told are committed
+				// do not count.)
+				r.electionDeadline = now + r.cfg.ElectionTimeoutNS/8
 			default:
 				r.startPreVote()
 			}
