@@ -116,14 +116,18 @@ func (o *Op[Req, Rep]) AppendReplyMessage(dst []byte, reply *Rep, opErr error) (
 // MALFORMED_REQUEST.
 func (o *Op[Req, Rep]) DecodeReplyMessage(p []byte) (reply *Rep, opErr *Error, err error) {
 	op, rest, opErr, err := cutReplyHead(p)
-	if err != nil || opErr != nil {
-		return nil, opErr, err
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case op != o.Code:
+		return nil, nil, Errorf(MalformedRequest, "reply for operation %s, want %s", op, o.Code)
+	case opErr != nil:
+		return nil, opErr, nil
 	}
-	if op != o.Code {
-		return nil, nil, Errorf(MalformedRequest, "a %s reply answers a %s request", op, o.Code)
+	if reply, err = o.DecodeReply(rest); err != nil {
+		return nil, nil, err
 	}
-	reply, err = o.DecodeReply(rest)
-	return reply, nil, err
+	return reply, nil, nil
 }
 
 // OpCodec is the untyped view of a table entry, for code that dispatches
