@@ -36,8 +36,9 @@ func (op Operation) String() string {
 	return "unknown"
 }
 
-// Valid reports whether op is a known operation.
-func (op Operation) Valid() bool { return op > OpInvalid && op <= OpPing }
+// Valid reports whether op is a known operation: one with an entry in the
+// operation table.
+func (op Operation) Valid() bool { return int(op) < len(opTable) && opTable[op] != nil }
 
 // Mutates reports whether op changes the state machine's state (Op.Writes).
 func (op Operation) Mutates() bool { return op.Valid() && opWrites(op) }

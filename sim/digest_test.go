@@ -1,6 +1,10 @@
 package sim
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/geoevent/geoevent/core"
+)
 
 // TestFixedSeedDigests pins, as go run ./cmd/simulator --seed N --ticks T
 // --replicas R --faults F prints them, the digests of a few fixed runs. A run's digest
@@ -32,6 +36,23 @@ func TestFixedSeedDigests(t *testing.T) {
 		}
 		if r.Digest != c.digest {
 			t.Errorf("seed %d (%d ticks, %d replicas, faults %s): digest %s, want %s", c.seed, c.ticks, c.replicas, c.faults, r.Digest, c.digest)
+		}
+	}
+}
+
+// TestWorkloadCoversEveryOperation: the workload draws every operation of
+// core's table, so a new operation is simulated (and checked) once it has
+// its weight here.
+func TestWorkloadCoversEveryOperation(t *testing.T) {
+	drawn := map[core.Operation]bool{}
+	for _, ow := range opWeights {
+		if ow.weight > 0 {
+			drawn[ow.kind] = true
+		}
+	}
+	for op := core.OpInvalid + 1; op.Valid(); op++ {
+		if !drawn[op] {
+			t.Errorf("the workload never draws %s", op)
 		}
 	}
 }
