@@ -143,22 +143,40 @@ func (c *Client) begin() error {
 // returns its reply: every operation's method is one Call. Unlike Insert
 // and Upsert, it never splits a batch.
 func Call[Req, Rep any](ctx context.Context, c *Client, op *core.Op[Req, Rep], req *Req) (*Rep, error) {
-	var reply *Rep
-	err := c.run(ctx, op.Code,
-		func(dst []byte) ([]byte, error) { return op.AppendRequestMessage(dst, req) },
-		func(p []byte) (opErr *core.Error, err error) {
-			reply, opErr, err = op.DecodeReplyMessage(p)
-			return opErr, err
-		})
-	if err != nil {
+	oc := opCall[Req, Rep]{op: op, req: req}
+	if err := c.run(ctx, op.Code, &oc); err != nil {
 		return nil, err
 	}
-	return reply, nil
+	return oc.reply, nil
 }
 
-// run runs one operation, whose MsgRequest payload encode appends, with
-// retries; decode takes its MsgReply payload.
-func (c *Client) run(ctx context.Context, op core.Operation, encode func([]byte) ([]byte, error), decode func([]byte) (*core.Error, error)) error {
+// request is what run needs of one call: its MsgRequest payload, and the
+// decoding of its MsgReply payload.
+type request interface {
+	appendTo(dst []byte) ([]byte, error)
+	// decode takes the reply of p, or returns the operation's failure
+	// (opErr) or the payload's (err).
+	decode(p []byte) (opErr *core.Error, err error)
+}
+
+// opCall is the request of one call of an entry of core's table.
+type opCall[Req, Rep any] struct {
+	op    *core.Op[Req, Rep]
+	req   *Req
+	reply *Rep
+}
+
+func (oc *opCall[Req, Rep]) appendTo(dst []byte) ([]byte, error) {
+	return oc.op.AppendRequestMessage(dst, oc.req)
+}
+
+func (oc *opCall[Req, Rep]) decode(p []byte) (opErr *core.Error, err error) {
+	oc.reply, opErr, err = oc.op.DecodeReplyMessage(p)
+	return opErr, err
+}
+
+// run runs one operation, req, with retries.
+func (c *Client) run(ctx context.Context, op core.Operation, req request) error {
 	if err := c.begin(); err != nil {
 		return err
 	}
@@ -172,7 +190,7 @@ func (c *Client) run(ctx context.Context, op core.Operation, encode func([]byte)
 		}
 		payload = (*buf)[:0]
 	}
-	payload, err := encode(payload)
+	payload, err := req.appendTo(payload)
 	if buf != nil && cap(payload) <= maxReusedRequest {
 		defer func() {
 			*buf = payload[:0]
@@ -219,7 +237,7 @@ func (c *Client) run(ctx context.Context, op core.Operation, encode func([]byte)
 		cancel() // Close ran before the registration
 	}
 
-	st := callState{op: op, payload: payload, decode: decode}
+	st := callState{op: op, payload: payload, call: req}
 	retries := 0
 	hops := 0 // moves to the next address at once since the last wait
 	for {

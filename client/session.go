@@ -48,10 +48,10 @@ func (s *session) interrupt() {
 // callState is what one call keeps across its attempts.
 type callState struct {
 	op           core.Operation
-	payload      []byte                            // the MsgRequest payload, encoded once
-	decode       func([]byte) (*core.Error, error) // decodes a MsgReply payload into the call's typed reply
-	session      uint64                            // the session the request number belongs to
-	req          uint32                            // the request number, the same on every retry
+	payload      []byte  // the MsgRequest payload, encoded once
+	call         request // takes the reply
+	session      uint64  // the session the request number belongs to
+	req          uint32  // the request number, the same on every retry
 	attempts     int
 	reregistered bool
 }
@@ -88,7 +88,7 @@ func (s *session) fail(op string, err error) error {
 // attempt sends the call's request once (connecting and registering first
 // when needed) and reads its answer. A *core.Error return is the server's
 // answer on a healthy connection; any other error has closed the connection.
-// On success st.decode has taken the reply.
+// On success st.call has taken the reply.
 func (s *session) attempt(ctx context.Context, st *callState) error {
 	// One attempt lasts at most RequestTimeout: a context of its own only
 	// when the caller's ends later.
@@ -135,7 +135,7 @@ func (s *session) attempt(ctx context.Context, st *callState) error {
 		if (rh.Request != st.req && st.session != 0) || rh.ClientID != st.session {
 			return s.fail("read from", protocolf("reply to session %d request %d, want session %d request %d", rh.ClientID, rh.Request, s.id, st.req))
 		}
-		opErr, err := st.decode(p)
+		opErr, err := st.call.decode(p)
 		switch {
 		case err != nil:
 			return s.fail("read from", err) // a reply of another operation too

@@ -371,6 +371,7 @@ type scratch struct {
 	body  []byte
 	nodes []node
 	out   jw
+	calls []Call // by operation code: the backend calls of the connection's requests (newOpCall)
 }
 
 // size is the bytes the scratch's buffers hold.
@@ -623,17 +624,39 @@ func truncate(s string, n int) string {
 // (backendFailure); bad, when f is nil, says the backend answered with a
 // reply of the wrong type.
 func run[Req, Rep any](c *call, op *core.Op[Req, Rep], req *Req) (reply *Rep, f, bad *failure) {
-	oc := &opCall[Req, Rep]{op: op, req: req}
+	oc := newOpCall(c, op, req)
 	err := c.g.cfg.Backend.Do(c.ctx, oc)
+	reply = oc.reply
+	defer oc.done()
 	switch {
 	case oc.badOK:
 		return nil, nil, fail(core.InternalError, "the backend answered %s with %T", op.Code, oc.bad)
 	case err != nil:
 		return nil, c.backendFailure(op.Code, err), nil
-	case oc.reply == nil:
+	case reply == nil:
 		return nil, nil, fail(core.InternalError, "the backend answered %s with no reply", op.Code)
 	}
-	return oc.reply, nil, nil
+	return reply, nil, nil
+}
+
+// newOpCall returns the Call of op with req: on the fast path, the
+// connection's own, reused from request to request (a backend does not
+// keep a call past Do), so a request allocates none.
+func newOpCall[Req, Rep any](c *call, op *core.Op[Req, Rep], req *Req) *opCall[Req, Rep] {
+	if c.sc == nil {
+		return &opCall[Req, Rep]{op: op, req: req}
+	}
+	i := int(op.Code)
+	if len(c.sc.calls) <= i {
+		c.sc.calls = append(c.sc.calls, make([]Call, i+1-len(c.sc.calls))...)
+	}
+	oc, _ := c.sc.calls[i].(*opCall[Req, Rep])
+	if oc == nil {
+		oc = new(opCall[Req, Rep])
+		c.sc.calls[i] = oc
+	}
+	*oc = opCall[Req, Rep]{op: op, req: req}
+	return oc
 }
 
 // submit runs op with req on the backend and returns its reply.
