@@ -14,8 +14,8 @@ import (
 // *InsertRequest, so a type mistake does not compile); code that reads an
 // operation's code off the wire or out of the log looks it up (Lookup),
 // and gets the untyped view, OpCodec, of the same entry. Adding an
-// operation is adding an entry here and in ops; CONTRIBUTING.md walks
-// through it.
+// operation is a code in ops.go, a variable here and its slot in opTable;
+// CONTRIBUTING.md walks through the rest.
 
 // None is the request of the operations that carry none (stats, status,
 // topology, ping): it encodes as no bytes. Typed callers pass nil; the
