@@ -138,11 +138,47 @@ func (c *Client) begin() error {
 	return nil
 }
 
-// call runs one operation with retries (see the package documentation) and
-// returns the decoded reply value.
-func (c *Client) call(ctx context.Context, op core.Operation, req any) (any, error) {
-	if err := c.begin(); err != nil {
+// Call runs the operation op (an entry of core's operation table) with
+// req as one request, with retries (see the package documentation), and
+// returns its reply: every operation's method is one Call. Unlike Insert
+// and Upsert, it never splits a batch.
+func Call[Req, Rep any](ctx context.Context, c *Client, op *core.Op[Req, Rep], req *Req) (*Rep, error) {
+	oc := opCall[Req, Rep]{op: op, req: req}
+	if err := c.run(ctx, op.Code, &oc); err != nil {
 		return nil, err
+	}
+	return oc.reply, nil
+}
+
+// request is what run needs of one call: its MsgRequest payload, and the
+// decoding of its MsgReply payload.
+type request interface {
+	appendTo(dst []byte) ([]byte, error)
+	// decode takes the reply of p, or returns the operation's failure
+	// (opErr) or the payload's (err).
+	decode(p []byte) (opErr *core.Error, err error)
+}
+
+// opCall is the request of one call of an entry of core's table.
+type opCall[Req, Rep any] struct {
+	op    *core.Op[Req, Rep]
+	req   *Req
+	reply *Rep
+}
+
+func (oc *opCall[Req, Rep]) appendTo(dst []byte) ([]byte, error) {
+	return oc.op.AppendRequestMessage(dst, oc.req)
+}
+
+func (oc *opCall[Req, Rep]) decode(p []byte) (opErr *core.Error, err error) {
+	oc.reply, opErr, err = oc.op.DecodeReplyMessage(p)
+	return opErr, err
+}
+
+// run runs one operation, req, with retries.
+func (c *Client) run(ctx context.Context, op core.Operation, req request) error {
+	if err := c.begin(); err != nil {
+		return err
 	}
 	defer c.calls.Done()
 
@@ -154,7 +190,7 @@ func (c *Client) call(ctx context.Context, op core.Operation, req any) (any, err
 		}
 		payload = (*buf)[:0]
 	}
-	payload, err := core.AppendRequestMessage(payload, op, req)
+	payload, err := req.appendTo(payload)
 	if buf != nil && cap(payload) <= maxReusedRequest {
 		defer func() {
 			*buf = payload[:0]
@@ -162,7 +198,7 @@ func (c *Client) call(ctx context.Context, op core.Operation, req any) (any, err
 		}()
 	}
 	if err != nil {
-		return nil, err // the request cannot be encoded: the caller's error
+		return err // the request cannot be encoded: the caller's error
 	}
 
 	// One context of the call's own: Close cancels it, and it carries
@@ -179,9 +215,9 @@ func (c *Client) call(ctx context.Context, op core.Operation, req any) (any, err
 	select {
 	case c.slots <- struct{}{}:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("geoevent client: waiting for a session: %w", context.Cause(ctx))
+		return fmt.Errorf("geoevent client: waiting for a session: %w", context.Cause(ctx))
 	case <-c.closeCtx.Done():
-		return nil, fmt.Errorf("geoevent client: waiting for a session: %w", ErrClosed)
+		return fmt.Errorf("geoevent client: waiting for a session: %w", ErrClosed)
 	}
 	c.freeMu.Lock()
 	s := c.free[len(c.free)-1]
@@ -201,17 +237,17 @@ func (c *Client) call(ctx context.Context, op core.Operation, req any) (any, err
 		cancel() // Close ran before the registration
 	}
 
-	st := callState{op: op, payload: payload}
+	st := callState{op: op, payload: payload, call: req}
 	retries := 0
 	hops := 0 // moves to the next address at once since the last wait
 	for {
 		st.attempts++
-		reply, err := s.attempt(ctx, &st)
+		err := s.attempt(ctx, &st)
 		if err == nil {
-			return reply, nil
+			return nil
 		}
 		if ctx.Err() != nil {
-			return nil, &RetryError{Attempts: st.attempts, Err: err, Reason: c.closedOr(context.Cause(ctx))}
+			return &RetryError{Attempts: st.attempts, Err: err, Reason: c.closedOr(context.Cause(ctx))}
 		}
 		var ce *core.Error
 		moved := false // the session moved to the next address: a dial failed, or the replica said to
@@ -228,7 +264,7 @@ func (c *Client) call(ctx context.Context, op core.Operation, req any) (any, err
 				// applied twice (SPEC.md: a new client id loses dedupe).
 				s.id = 0 // the next attempt or call registers again
 				if st.reregistered || c.opts.DisableRetries {
-					return nil, err
+					return err
 				}
 				st.reregistered = true
 				continue
@@ -238,13 +274,13 @@ func (c *Client) call(ctx context.Context, op core.Operation, req any) (any, err
 				moved = true
 			case ce.Retryable:
 			default:
-				return nil, err // validation, limits and other final answers
+				return err // validation, limits and other final answers
 			}
 		}
 		// A connection error or timeout (the session has closed the
 		// connection and moved to the next address), or a retryable code.
 		if c.opts.DisableRetries {
-			return nil, err
+			return err
 		}
 		if moved && hops < len(c.addrs)-1 {
 			// A replica that is down or knows no leader says so at once:
@@ -256,10 +292,10 @@ func (c *Client) call(ctx context.Context, op core.Operation, req any) (any, err
 		}
 		hops = 0
 		if retries >= c.opts.MaxRetries {
-			return nil, &RetryError{Attempts: st.attempts, Err: err}
+			return &RetryError{Attempts: st.attempts, Err: err}
 		}
 		if reason := sleep(ctx, c.backoff(retries), totalDL); reason != nil {
-			return nil, &RetryError{Attempts: st.attempts, Err: err, Reason: c.closedOr(reason)}
+			return &RetryError{Attempts: st.attempts, Err: err, Reason: c.closedOr(reason)}
 		}
 		retries++
 	}

@@ -2,46 +2,32 @@ package client
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/geoevent/geoevent/core"
 )
-
-// do runs op and returns its reply as *T (core.DecodeReply's type for op).
-func do[T any](ctx context.Context, c *Client, op core.Operation, req any) (*T, error) {
-	v, err := c.call(ctx, op, req)
-	if err != nil {
-		return nil, err
-	}
-	r, ok := v.(*T)
-	if !ok {
-		return nil, fmt.Errorf("geoevent client: %s reply has type %T", op, v)
-	}
-	return r, nil
-}
 
 // Insert adds events (mode insert). A batch of at most
 // Options.MaxBatchEvents events is one atomic request: the reply's Committed
 // says whether it was written, and Results carries every event's code. A
 // larger batch is split; see the package documentation ("Large batches").
 func (c *Client) Insert(ctx context.Context, events []core.GeoEvent) (*core.InsertReply, error) {
-	return c.writeBatch(ctx, core.OpInsert, events)
+	return c.writeBatch(ctx, core.Insert, events)
 }
 
 // Upsert adds or replaces events (mode upsert); otherwise like Insert.
 func (c *Client) Upsert(ctx context.Context, events []core.GeoEvent) (*core.InsertReply, error) {
-	return c.writeBatch(ctx, core.OpUpsert, events)
+	return c.writeBatch(ctx, core.Upsert, events)
 }
 
-func (c *Client) writeBatch(ctx context.Context, op core.Operation, events []core.GeoEvent) (*core.InsertReply, error) {
+func (c *Client) writeBatch(ctx context.Context, op *core.Op[core.InsertRequest, core.InsertReply], events []core.GeoEvent) (*core.InsertReply, error) {
 	n := c.opts.MaxBatchEvents
 	if len(events) <= n {
-		return do[core.InsertReply](ctx, c, op, &core.InsertRequest{Events: events})
+		return Call(ctx, c, op, &core.InsertRequest{Events: events})
 	}
 	merged := &core.InsertReply{Committed: true, Results: make([]core.EventResult, 0, len(events))}
 	for chunk, start := 0, 0; start < len(events); chunk, start = chunk+1, start+n {
 		end := min(start+n, len(events))
-		r, err := do[core.InsertReply](ctx, c, op, &core.InsertRequest{Events: events[start:end]})
+		r, err := Call(ctx, c, op, &core.InsertRequest{Events: events[start:end]})
 		if err != nil {
 			merged.Committed = false
 			return merged, &BatchError{Chunk: chunk, Start: start, End: end, Committed: start, Err: err}
@@ -75,38 +61,38 @@ func notCommitted(r *core.InsertReply, start int) error {
 
 // DeleteEntities erases the entities with their whole history.
 func (c *Client) DeleteEntities(ctx context.Context, ids []core.Uint128) (*core.DeleteReply, error) {
-	return do[core.DeleteReply](ctx, c, core.OpDeleteEntities, &core.DeleteRequest{EntityIDs: ids})
+	return Call(ctx, c, core.DeleteEntities, &core.DeleteRequest{EntityIDs: ids})
 }
 
 // QueryRadius returns one page of the latest positions within a radius.
 func (c *Client) QueryRadius(ctx context.Context, q *core.RadiusQuery) (*core.QueryResult, error) {
-	return do[core.QueryResult](ctx, c, core.OpQueryRadius, q)
+	return Call(ctx, c, core.QueryRadius, q)
 }
 
 // QueryPolygon returns one page of the latest positions inside a polygon.
 func (c *Client) QueryPolygon(ctx context.Context, q *core.PolygonQuery) (*core.QueryResult, error) {
-	return do[core.QueryResult](ctx, c, core.OpQueryPolygon, q)
+	return Call(ctx, c, core.QueryPolygon, q)
 }
 
 // QueryLatest returns one page of entities' latest positions, newest first.
 func (c *Client) QueryLatest(ctx context.Context, q *core.LatestQuery) (*core.QueryResult, error) {
-	return do[core.QueryResult](ctx, c, core.OpQueryLatest, q)
+	return Call(ctx, c, core.QueryLatest, q)
 }
 
 // History returns one page of one entity's events, oldest first.
 func (c *Client) History(ctx context.Context, q *core.HistoryQuery) (*core.QueryResult, error) {
-	return do[core.QueryResult](ctx, c, core.OpEntityHistory, q)
+	return Call(ctx, c, core.EntityHistory, q)
 }
 
 // GetLatest returns an entity's latest event, or Found false.
 func (c *Client) GetLatest(ctx context.Context, id core.Uint128) (*core.LatestResult, error) {
-	return do[core.LatestResult](ctx, c, core.OpGetLatest, &id)
+	return Call(ctx, c, core.GetLatest, &id)
 }
 
 // GetLatestBatch returns the latest event of each entity, in request order.
 func (c *Client) GetLatestBatch(ctx context.Context, ids []core.Uint128) (core.LatestResults, error) {
 	l := core.IDList(ids)
-	r, err := do[core.LatestResults](ctx, c, core.OpGetLatestBatch, &l)
+	r, err := Call(ctx, c, core.GetLatestBatch, &l)
 	if err != nil {
 		return nil, err
 	}
@@ -115,17 +101,17 @@ func (c *Client) GetLatestBatch(ctx context.Context, ids []core.Uint128) (core.L
 
 // TTLSet sets an entity's expiry.
 func (c *Client) TTLSet(ctx context.Context, req *core.TTLSetRequest) (*core.TTLSetReply, error) {
-	return do[core.TTLSetReply](ctx, c, core.OpTTLSet, req)
+	return Call(ctx, c, core.TTLSet, req)
 }
 
 // TTLExtend moves an entity's expiry later.
 func (c *Client) TTLExtend(ctx context.Context, req *core.TTLExtendRequest) (*core.TTLExtendReply, error) {
-	return do[core.TTLExtendReply](ctx, c, core.OpTTLExtend, req)
+	return Call(ctx, c, core.TTLExtend, req)
 }
 
 // TTLClear makes an entity never expire.
 func (c *Client) TTLClear(ctx context.Context, req *core.TTLClearRequest) (*core.TTLClearReply, error) {
-	return do[core.TTLClearReply](ctx, c, core.OpTTLClear, req)
+	return Call(ctx, c, core.TTLClear, req)
 }
 
 // CleanupExpired removes expired entities and older events. A nil req
@@ -134,25 +120,25 @@ func (c *Client) CleanupExpired(ctx context.Context, req *core.CleanupRequest) (
 	if req == nil {
 		req = &core.CleanupRequest{}
 	}
-	return do[core.CleanupReply](ctx, c, core.OpCleanupExpired, req)
+	return Call(ctx, c, core.CleanupExpired, req)
 }
 
 // Stats returns the cluster's counts.
 func (c *Client) Stats(ctx context.Context) (*core.Stats, error) {
-	return do[core.Stats](ctx, c, core.OpStats, nil)
+	return Call(ctx, c, core.StatsOp, nil)
 }
 
 // Status returns the contacted replica's status.
 func (c *Client) Status(ctx context.Context) (*core.StatusReply, error) {
-	return do[core.StatusReply](ctx, c, core.OpStatus, nil)
+	return Call(ctx, c, core.Status, nil)
 }
 
 // Topology returns the cluster's replicas and its primary.
 func (c *Client) Topology(ctx context.Context) (*core.TopologyReply, error) {
-	return do[core.TopologyReply](ctx, c, core.OpTopology, nil)
+	return Call(ctx, c, core.Topology, nil)
 }
 
 // Ping checks that the cluster answers.
 func (c *Client) Ping(ctx context.Context) (*core.PingReply, error) {
-	return do[core.PingReply](ctx, c, core.OpPing, nil)
+	return Call(ctx, c, core.Ping, nil)
 }

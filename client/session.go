@@ -48,9 +48,10 @@ func (s *session) interrupt() {
 // callState is what one call keeps across its attempts.
 type callState struct {
 	op           core.Operation
-	payload      []byte // the MsgRequest payload, encoded once
-	session      uint64 // the session the request number belongs to
-	req          uint32 // the request number, the same on every retry
+	payload      []byte  // the MsgRequest payload, encoded once
+	call         request // takes the reply
+	session      uint64  // the session the request number belongs to
+	req          uint32  // the request number, the same on every retry
 	attempts     int
 	reregistered bool
 }
@@ -87,7 +88,8 @@ func (s *session) fail(op string, err error) error {
 // attempt sends the call's request once (connecting and registering first
 // when needed) and reads its answer. A *core.Error return is the server's
 // answer on a healthy connection; any other error has closed the connection.
-func (s *session) attempt(ctx context.Context, st *callState) (any, error) {
+// On success st.call has taken the reply.
+func (s *session) attempt(ctx context.Context, st *callState) error {
 	// One attempt lasts at most RequestTimeout: a context of its own only
 	// when the caller's ends later.
 	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > s.c.opts.RequestTimeout {
@@ -97,7 +99,7 @@ func (s *session) attempt(ctx context.Context, st *callState) (any, error) {
 	}
 	if s.conn == nil {
 		if err := s.dial(ctx); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	switch {
@@ -111,7 +113,7 @@ func (s *session) attempt(ctx context.Context, st *callState) (any, error) {
 		// A new call on a session whose request numbers ran out opens a
 		// new session; a retry keeps its session and number.
 		if err := s.register(ctx); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if st.session != s.id {
@@ -124,38 +126,34 @@ func (s *session) attempt(ctx context.Context, st *callState) (any, error) {
 	}
 	rh, p, err := s.exchange(ctx, core.Header{ClientID: s.id, Request: st.req, Type: core.MsgRequest}, payload)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	switch rh.Type {
 	case core.MsgReply:
 		// A read without a session is numbered by a shared connection's
 		// nonce, which the connection matched (muxConn).
 		if (rh.Request != st.req && st.session != 0) || rh.ClientID != st.session {
-			return nil, s.fail("read from", protocolf("reply to session %d request %d, want session %d request %d", rh.ClientID, rh.Request, s.id, st.req))
+			return s.fail("read from", protocolf("reply to session %d request %d, want session %d request %d", rh.ClientID, rh.Request, s.id, st.req))
 		}
-		op, reply, opErr, err := core.DecodeReplyMessage(p)
+		opErr, err := st.call.decode(p)
 		switch {
 		case err != nil:
-			return nil, s.fail("read from", err)
-		case op != st.op:
-			return nil, s.fail("read from", protocolf("reply for operation %s, want %s", op, st.op))
+			return s.fail("read from", err) // a reply of another operation too
 		case opErr != nil:
-			return nil, opErr
-		case reply == nil:
-			return nil, s.fail("read from", protocolf("empty %s reply", op))
+			return opErr
 		}
-		return reply, nil
+		return nil
 	case core.MsgError:
 		if rh.Request != st.req && st.session != 0 {
-			return nil, s.fail("read from", protocolf("error for request %d, want %d", rh.Request, st.req))
+			return s.fail("read from", protocolf("error for request %d, want %d", rh.Request, st.req))
 		}
 		e, err := core.DecodeErrorMessage(p)
 		if err != nil {
-			return nil, s.fail("read from", err)
+			return s.fail("read from", err)
 		}
-		return nil, e
+		return e
 	}
-	return nil, s.fail("read from", protocolf("unexpected %s frame", rh.Type))
+	return s.fail("read from", protocolf("unexpected %s frame", rh.Type))
 }
 
 func (s *session) dial(ctx context.Context) error {

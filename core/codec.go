@@ -25,6 +25,10 @@ import (
 //	group                    bool set, u64 group_id (both always present)
 //	page                     u32 limit, str cursor
 //
+// Each operation's codecs are an entry of the operation table (optable.go:
+// Insert, QueryRadius, ...), typed by the Go types below; AppendRequest,
+// DecodeRequest, AppendReply and DecodeReply are its untyped view.
+//
 // Requests (AppendRequest / DecodeRequest; the value's Go type):
 //
 //	insert, upsert        *InsertRequest      events
@@ -171,168 +175,23 @@ func wrongType(what string, op Operation, v any, want string) error {
 }
 
 // AppendRequest appends the encoding of req, the request of op (see the
-// table above), to dst.
+// table above), to dst: the untyped form of the table's AppendRequest.
 func AppendRequest(dst []byte, op Operation, req any) ([]byte, error) {
-	e := encoder{b: dst, op: op, what: "request"}
-	switch op {
-	case OpInsert, OpUpsert:
-		r, ok := value[InsertRequest](req)
-		if !ok {
-			return dst, wrongType("request", op, req, "*InsertRequest")
-		}
-		e.events(r.Events)
-	case OpDeleteEntities:
-		r, ok := value[DeleteRequest](req)
-		if !ok {
-			return dst, wrongType("request", op, req, "*DeleteRequest")
-		}
-		e.ids(r.EntityIDs)
-	case OpTTLSet:
-		r, ok := value[TTLSetRequest](req)
-		if !ok {
-			return dst, wrongType("request", op, req, "*TTLSetRequest")
-		}
-		e.id(r.EntityID)
-		e.u32(r.TTLSeconds)
-	case OpTTLExtend:
-		r, ok := value[TTLExtendRequest](req)
-		if !ok {
-			return dst, wrongType("request", op, req, "*TTLExtendRequest")
-		}
-		e.id(r.EntityID)
-		e.u32(r.ExtendBySeconds)
-	case OpTTLClear:
-		r, ok := value[TTLClearRequest](req)
-		if !ok {
-			return dst, wrongType("request", op, req, "*TTLClearRequest")
-		}
-		e.id(r.EntityID)
-	case OpCleanupExpired:
-		r, ok := value[CleanupRequest](req)
-		if !ok {
-			return dst, wrongType("request", op, req, "*CleanupRequest")
-		}
-		e.u32(r.MaxEntries)
-	case OpQueryRadius:
-		r, ok := value[RadiusQuery](req)
-		if !ok {
-			return dst, wrongType("request", op, req, "*RadiusQuery")
-		}
-		e.coord(r.Center)
-		e.u64(r.RadiusMM)
-		e.group(r.Group)
-		e.page(r.Page)
-	case OpQueryPolygon:
-		r, ok := value[PolygonQuery](req)
-		if !ok {
-			return dst, wrongType("request", op, req, "*PolygonQuery")
-		}
-		e.ring(r.Vertices, "vertices")
-		if len(r.Holes) > maxU16Count {
-			e.fail(PolygonTooComplex, "%d holes; the encoding carries at most %d", len(r.Holes), maxU16Count)
-		}
-		e.u16(uint16(len(r.Holes)))
-		for _, h := range r.Holes {
-			e.ring(h, "hole")
-		}
-		e.group(r.Group)
-		e.page(r.Page)
-	case OpGetLatest:
-		r, ok := value[Uint128](req)
-		if !ok {
-			return dst, wrongType("request", op, req, "*Uint128")
-		}
-		e.id(*r)
-	case OpGetLatestBatch:
-		var ids []Uint128
-		if r, ok := value[IDList](req); ok {
-			ids = *r
-		} else if r, ok := value[[]Uint128](req); ok {
-			ids = *r
-		} else {
-			return dst, wrongType("request", op, req, "*IDList")
-		}
-		e.ids(ids)
-	case OpQueryLatest:
-		r, ok := value[LatestQuery](req)
-		if !ok {
-			return dst, wrongType("request", op, req, "*LatestQuery")
-		}
-		e.u64(r.SinceNS)
-		e.group(r.Group)
-		e.page(r.Page)
-	case OpEntityHistory:
-		r, ok := value[HistoryQuery](req)
-		if !ok {
-			return dst, wrongType("request", op, req, "*HistoryQuery")
-		}
-		e.id(r.EntityID)
-		e.u64(r.SinceNS)
-		e.u64(r.UntilNS)
-		e.page(r.Page)
-	case OpStats, OpStatus, OpTopology, OpPing:
-		if req != nil {
-			return dst, wrongType("request", op, req, "nil")
-		}
-	default:
+	o, ok := Lookup(op)
+	if !ok {
 		return dst, Errorf(UnknownOperation, "unknown operation %d", op)
 	}
-	if e.err != nil {
-		return dst, e.err
-	}
-	return e.b, nil
+	return o.AppendRequestValue(dst, req)
 }
 
 // DecodeRequest decodes the request of op from b (see the table above for
-// the type of the value).
+// the type of the value): the untyped form of the table's DecodeRequest.
 func DecodeRequest(op Operation, b []byte) (any, error) {
-	d := decoder{b: b, op: op, what: "request"}
-	var v any
-	switch op {
-	case OpInsert, OpUpsert:
-		v = &InsertRequest{Events: d.events()}
-	case OpDeleteEntities:
-		v = &DeleteRequest{EntityIDs: d.ids()}
-	case OpTTLSet:
-		v = &TTLSetRequest{EntityID: d.id(), TTLSeconds: d.u32()}
-	case OpTTLExtend:
-		v = &TTLExtendRequest{EntityID: d.id(), ExtendBySeconds: d.u32()}
-	case OpTTLClear:
-		v = &TTLClearRequest{EntityID: d.id()}
-	case OpCleanupExpired:
-		v = &CleanupRequest{MaxEntries: d.u32()}
-	case OpQueryRadius:
-		v = &RadiusQuery{Center: d.coord(), RadiusMM: d.u64(), Group: d.group(), Page: d.page()}
-	case OpQueryPolygon:
-		q := &PolygonQuery{Vertices: d.ring("vertices")}
-		if n := d.count16(2, "holes"); n > 0 {
-			q.Holes = make([][]Coordinate, n)
-			for i := range q.Holes {
-				q.Holes[i] = d.ring("hole")
-			}
-		}
-		q.Group = d.group()
-		q.Page = d.page()
-		v = q
-	case OpGetLatest:
-		id := d.id()
-		v = &id
-	case OpGetLatestBatch:
-		ids := IDList(d.ids())
-		v = &ids
-	case OpQueryLatest:
-		v = &LatestQuery{SinceNS: d.u64(), Group: d.group(), Page: d.page()}
-	case OpEntityHistory:
-		v = &HistoryQuery{EntityID: d.id(), SinceNS: d.u64(), UntilNS: d.u64(), Page: d.page()}
-	case OpStats, OpStatus, OpTopology, OpPing:
-		v = nil
-	default:
+	o, ok := Lookup(op)
+	if !ok {
 		return nil, Errorf(UnknownOperation, "unknown operation %d", op)
 	}
-	if err := d.finish(); err != nil {
-		return nil, err
-	}
-	return v, nil
+	return o.DecodeRequestValue(b)
 }
 
 // DecodeBatch decodes the request of an insert or upsert (op) from b, as
@@ -375,167 +234,14 @@ func EventRecords(b []byte) (records []byte, n int, ok bool) {
 	return records, int(c), true
 }
 
-// AppendReply appends the encoding of reply, the reply of op (see the table
-// above), to dst.
+// AppendReply appends the encoding of reply, the reply of op (see the
+// table above), to dst: the untyped form of the table's AppendReply.
 func AppendReply(dst []byte, op Operation, reply any) ([]byte, error) {
-	e := encoder{b: dst, op: op, what: "reply"}
-	switch op {
-	case OpInsert, OpUpsert:
-		r, ok := value[InsertReply](reply)
-		if !ok {
-			return dst, wrongType("reply", op, reply, "*InsertReply")
-		}
-		if len(r.Results) > MaxEnvelopeEvents {
-			e.fail(InternalError, "%d results exceed %d", len(r.Results), MaxEnvelopeEvents)
-		}
-		// Grown once (with room for the checksum of the frame that
-		// usually ends it): a 10,000-event batch's reply is 150 KB,
-		// which growing by appends allocated about 4.5 times over.
-		e.b = slices.Grow(e.b, 5+insertResultSize*len(r.Results)+FrameChecksumSize)
-		e.bool(r.Committed)
-		e.u32(uint32(len(r.Results)))
-		for _, res := range r.Results {
-			e.u32(res.Index)
-			e.u16(uint16(res.Code))
-			e.bool(res.Updated)
-			e.u64(res.TimestampNS)
-		}
-	case OpDeleteEntities:
-		r, ok := value[DeleteReply](reply)
-		if !ok {
-			return dst, wrongType("reply", op, reply, "*DeleteReply")
-		}
-		e.u32(r.Deleted)
-		e.u32(r.NotFound)
-	case OpTTLSet:
-		r, ok := value[TTLSetReply](reply)
-		if !ok {
-			return dst, wrongType("reply", op, reply, "*TTLSetReply")
-		}
-		e.u64(r.ExpiresAtNS)
-	case OpTTLExtend:
-		r, ok := value[TTLExtendReply](reply)
-		if !ok {
-			return dst, wrongType("reply", op, reply, "*TTLExtendReply")
-		}
-		e.u64(r.PreviousExpiresAtNS)
-		e.u64(r.NewExpiresAtNS)
-	case OpTTLClear:
-		r, ok := value[TTLClearReply](reply)
-		if !ok {
-			return dst, wrongType("reply", op, reply, "*TTLClearReply")
-		}
-		e.u64(r.PreviousExpiresAtNS)
-		e.bool(r.HadTTL)
-	case OpCleanupExpired:
-		r, ok := value[CleanupReply](reply)
-		if !ok {
-			return dst, wrongType("reply", op, reply, "*CleanupReply")
-		}
-		e.u32(r.Scanned)
-		e.u32(r.Removed)
-	case OpQueryRadius, OpQueryPolygon, OpQueryLatest, OpEntityHistory:
-		r, ok := value[QueryResult](reply)
-		if !ok {
-			return dst, wrongType("reply", op, reply, "*QueryResult")
-		}
-		// Size the whole reply at once (and the checksum of the frame
-		// that usually ends it): growing it by the distances after the
-		// events would copy a result of up to a megabyte again.
-		e.b = slices.Grow(e.b, 4+len(r.Events)*RecordSize+8*len(r.DistancesMM)+1+2+len(r.Cursor)+FrameChecksumSize)
-		e.events(r.Events)
-		if op == OpQueryRadius {
-			if len(r.DistancesMM) != len(r.Events) {
-				e.fail(InternalError, "%d distances for %d events", len(r.DistancesMM), len(r.Events))
-			}
-			for _, d := range r.DistancesMM {
-				e.u64(d)
-			}
-		} else if len(r.DistancesMM) != 0 {
-			e.fail(InternalError, "distances in a %s result", op)
-		}
-		e.bool(r.HasMore)
-		e.str(r.Cursor)
-	case OpGetLatest:
-		r, ok := value[LatestResult](reply)
-		if !ok {
-			return dst, wrongType("reply", op, reply, "*LatestResult")
-		}
-		e.latest(r)
-	case OpGetLatestBatch:
-		var rs []LatestResult
-		if r, ok := value[LatestResults](reply); ok {
-			rs = *r
-		} else if r, ok := value[[]LatestResult](reply); ok {
-			rs = *r
-		} else {
-			return dst, wrongType("reply", op, reply, "*LatestResults")
-		}
-		if len(rs) > MaxEnvelopeIDs {
-			e.fail(InternalError, "%d results exceed %d", len(rs), MaxEnvelopeIDs)
-		}
-		e.b = slices.Grow(e.b, 4+len(rs)*(1+RecordSize)+FrameChecksumSize) // at most, once
-		e.u32(uint32(len(rs)))
-		for i := range rs {
-			e.latest(&rs[i])
-		}
-	case OpStats:
-		r, ok := value[Stats](reply)
-		if !ok {
-			return dst, wrongType("reply", op, reply, "*Stats")
-		}
-		e.u64(r.EventCount)
-		e.u64(r.EntityCount)
-		e.u64(r.StorageBytes)
-		e.u64(r.IndexBytes)
-		e.u64(r.ReplicationLagMS)
-	case OpStatus:
-		r, ok := value[StatusReply](reply)
-		if !ok {
-			return dst, wrongType("reply", op, reply, "*StatusReply")
-		}
-		e.u64(r.EventsCount)
-		e.u64(r.EntitiesCount)
-		e.u64(r.IndexBytes)
-		e.u64(r.UptimeSeconds)
-		e.str(r.Version)
-		e.str(r.ClusterState)
-		e.str(r.NodeID)
-		e.id(r.ClusterID)
-	case OpTopology:
-		r, ok := value[TopologyReply](reply)
-		if !ok {
-			return dst, wrongType("reply", op, reply, "*TopologyReply")
-		}
-		e.u64(r.Version)
-		e.u32(r.ReplicaCount)
-		e.u32(r.Primary)
-		if len(r.Nodes) > maxU16Count {
-			e.fail(InternalError, "%d nodes exceed %d", len(r.Nodes), maxU16Count)
-		}
-		e.u16(uint16(len(r.Nodes)))
-		for _, n := range r.Nodes {
-			e.str(n.NodeID)
-			e.str(n.Address)
-			e.str(n.Status)
-			e.u64(n.LastContactMS)
-			e.u64(n.LagMS)
-		}
-		e.id(r.ClusterID)
-	case OpPing:
-		r, ok := value[PingReply](reply)
-		if !ok {
-			return dst, wrongType("reply", op, reply, "*PingReply")
-		}
-		e.bool(r.Pong)
-		e.str(r.Reason)
-	default:
+	o, ok := Lookup(op)
+	if !ok {
 		return dst, Errorf(UnknownOperation, "unknown operation %d", op)
 	}
-	if e.err != nil {
-		return dst, e.err
-	}
-	return e.b, nil
+	return o.AppendReplyValue(dst, reply)
 }
 
 // insertResultSize is the encoded size of one EventResult: u32 index, u16
@@ -543,83 +249,13 @@ func AppendReply(dst []byte, op Operation, reply any) ([]byte, error) {
 const insertResultSize = 4 + 2 + 1 + 8
 
 // DecodeReply decodes the reply of op from b (see the table above for the
-// type of the value).
+// type of the value): the untyped form of the table's DecodeReply.
 func DecodeReply(op Operation, b []byte) (any, error) {
-	d := decoder{b: b, op: op, what: "reply"}
-	var v any
-	switch op {
-	case OpInsert, OpUpsert:
-		r := &InsertReply{Committed: d.bool()}
-		if n := d.count32(insertResultSize, MaxEnvelopeEvents, "results"); n > 0 {
-			r.Results = make([]EventResult, n)
-			for i := range r.Results {
-				r.Results[i] = EventResult{Index: d.u32(), Code: Code(d.u16()), Updated: d.bool(), TimestampNS: d.u64()}
-			}
-		}
-		v = r
-	case OpDeleteEntities:
-		v = &DeleteReply{Deleted: d.u32(), NotFound: d.u32()}
-	case OpTTLSet:
-		v = &TTLSetReply{ExpiresAtNS: d.u64()}
-	case OpTTLExtend:
-		v = &TTLExtendReply{PreviousExpiresAtNS: d.u64(), NewExpiresAtNS: d.u64()}
-	case OpTTLClear:
-		v = &TTLClearReply{PreviousExpiresAtNS: d.u64(), HadTTL: d.bool()}
-	case OpCleanupExpired:
-		v = &CleanupReply{Scanned: d.u32(), Removed: d.u32()}
-	case OpQueryRadius, OpQueryPolygon, OpQueryLatest, OpEntityHistory:
-		r := &QueryResult{Events: d.events()}
-		if op == OpQueryRadius && len(r.Events) > 0 {
-			if d.need(8*len(r.Events), "distances") {
-				r.DistancesMM = make([]uint64, len(r.Events))
-				for i := range r.DistancesMM {
-					r.DistancesMM[i] = d.u64()
-				}
-			}
-		}
-		r.HasMore = d.bool()
-		r.Cursor = d.str("cursor")
-		v = r
-	case OpGetLatest:
-		r := d.latest(0)
-		v = &r
-	case OpGetLatestBatch:
-		var rs LatestResults
-		if n := d.count32(1, MaxEnvelopeIDs, "results"); n > 0 {
-			rs = make(LatestResults, n)
-			for i := range rs {
-				rs[i] = d.latest(i)
-			}
-		}
-		v = &rs
-	case OpStats:
-		v = &Stats{EventCount: d.u64(), EntityCount: d.u64(), StorageBytes: d.u64(), IndexBytes: d.u64(), ReplicationLagMS: d.u64()}
-	case OpStatus:
-		v = &StatusReply{
-			EventsCount: d.u64(), EntitiesCount: d.u64(), IndexBytes: d.u64(), UptimeSeconds: d.u64(),
-			Version: d.str("version"), ClusterState: d.str("cluster_state"), NodeID: d.str("node_id"),
-			ClusterID: d.id(),
-		}
-	case OpTopology:
-		r := &TopologyReply{Version: d.u64(), ReplicaCount: d.u32(), Primary: d.u32()}
-		if n := d.count16(22, "nodes"); n > 0 {
-			r.Nodes = make([]NodeInfo, n)
-			for i := range r.Nodes {
-				r.Nodes[i] = NodeInfo{NodeID: d.str("node_id"), Address: d.str("address"), Status: d.str("status"),
-					LastContactMS: d.u64(), LagMS: d.u64()}
-			}
-		}
-		r.ClusterID = d.id()
-		v = r
-	case OpPing:
-		v = &PingReply{Pong: d.bool(), Reason: d.str("reason")}
-	default:
+	o, ok := Lookup(op)
+	if !ok {
 		return nil, Errorf(UnknownOperation, "unknown operation %d", op)
 	}
-	if err := d.finish(); err != nil {
-		return nil, err
-	}
-	return v, nil
+	return o.DecodeReplyValue(b)
 }
 
 // encoder appends elements; the first failure sticks and stops output.

@@ -340,19 +340,15 @@ func DecodeRequestMessage(p []byte) (Operation, any, error) {
 // 500 INTERNAL_ERROR) and reply is ignored. On error dst is returned
 // unchanged.
 func AppendReplyMessage(dst []byte, op Operation, reply any, opErr error) ([]byte, error) {
-	if !op.Valid() {
+	o, ok := Lookup(op)
+	if !ok {
 		return dst, Errorf(UnknownOperation, "unknown operation %d", op)
 	}
-	if e, ok := opErr.(*Error); ok && e == nil {
-		opErr = nil
+	out, failed := appendReplyHead(dst, op, opErr)
+	if failed {
+		return out, nil
 	}
-	out := append(dst, byte(op))
-	if opErr != nil {
-		code, msg := errorCode(opErr)
-		out = binary.LittleEndian.AppendUint16(out, uint16(code))
-		return appendMessage(out, msg), nil
-	}
-	out, err := AppendReply(binary.LittleEndian.AppendUint16(out, 0), op, reply)
+	out, err := o.AppendReplyValue(out, reply)
 	if err != nil {
 		return dst, err
 	}
@@ -365,22 +361,11 @@ func AppendReplyMessage(dst []byte, op Operation, reply any, opErr error) ([]byt
 // table's row (a code the table does not know gets the name "UNKNOWN",
 // HTTP status 500). err is a decoding failure.
 func DecodeReplyMessage(p []byte) (op Operation, reply any, opErr *Error, err error) {
-	if len(p) < 3 {
-		return OpInvalid, nil, nil, Errorf(MalformedRequest, "reply payload is %d bytes, want at least 3", len(p))
+	op, rest, opErr, err := cutReplyHead(p)
+	if err != nil || opErr != nil {
+		return op, nil, opErr, err
 	}
-	op = Operation(p[0])
-	if !op.Valid() {
-		return op, nil, nil, Errorf(UnknownOperation, "unknown operation %d", p[0])
-	}
-	code := Code(binary.LittleEndian.Uint16(p[1:3]))
-	if code != 0 {
-		msg, err := decodeMessage(p[3:])
-		if err != nil {
-			return op, nil, nil, err
-		}
-		return op, nil, &Error{CodeInfo: codeInfo(code), Message: msg}, nil
-	}
-	reply, err = DecodeReply(op, p[3:])
+	reply, err = DecodeReply(op, rest)
 	if err != nil {
 		return op, nil, nil, err
 	}

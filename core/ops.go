@@ -25,30 +25,20 @@ const (
 	OpPing           Operation = 17 // GET /ping
 )
 
-var opNames = [...]string{
-	OpInvalid: "invalid", OpInsert: "insert", OpUpsert: "upsert", OpDeleteEntities: "delete_entities",
-	OpTTLSet: "ttl_set", OpTTLExtend: "ttl_extend", OpTTLClear: "ttl_clear",
-	OpCleanupExpired: "cleanup_expired", OpQueryRadius: "query_radius", OpQueryPolygon: "query_polygon",
-	OpGetLatest: "get_latest", OpGetLatestBatch: "get_latest_batch", OpQueryLatest: "query_latest",
-	OpEntityHistory: "entity_history", OpStats: "stats", OpStatus: "status", OpTopology: "topology",
-	OpPing: "ping",
-}
-
+// String returns the operation's name in the table (Op.Name).
 func (op Operation) String() string {
-	if int(op) < len(opNames) {
-		return opNames[op]
+	if op.Valid() {
+		return opName(op)
+	}
+	if op == OpInvalid {
+		return "invalid"
 	}
 	return "unknown"
 }
 
-// Valid reports whether op is a known operation.
-func (op Operation) Valid() bool { return op > OpInvalid && op <= OpPing }
+// Valid reports whether op is a known operation: one with an entry in the
+// operation table.
+func (op Operation) Valid() bool { return int(op) < len(opTable) && opTable[op] != nil }
 
-// Mutates reports whether op changes the state machine's state.
-func (op Operation) Mutates() bool {
-	switch op {
-	case OpInsert, OpUpsert, OpDeleteEntities, OpTTLSet, OpTTLExtend, OpTTLClear, OpCleanupExpired:
-		return true
-	}
-	return false
-}
+// Mutates reports whether op changes the state machine's state (Op.Writes).
+func (op Operation) Mutates() bool { return op.Valid() && opWrites(op) }

@@ -2,24 +2,81 @@ package http
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/geoevent/geoevent/client"
 	"github.com/geoevent/geoevent/core"
 )
 
-// Backend runs operations for the gateway. req and the reply are the values
-// of core/codec.go's table for op (for example *core.RadiusQuery and
-// *core.QueryResult; nil for stats, status, topology and ping); an
-// operation's failure is a *core.Error. Do must be safe for concurrent use.
-// ctx ends at the request's timeout; Do must not use it after it returns
-// (the server reuses a connection's context for its next request).
+// Backend runs operations for the gateway: Do runs call, an operation of
+// core's table with its request, and gives call its reply. An operation's
+// failure is a *core.Error. Do must be safe for concurrent use. ctx ends at
+// the request's timeout; Do must not use ctx or call after it returns (the
+// server reuses a connection's context for its next request).
 //
 // ClientBackend is the one the server uses: the Go client's sessions,
 // over an in-process connection to the local replica (NewLocalBackend) or
 // over TCP (NewClientBackend).
 type Backend interface {
-	Do(ctx context.Context, op core.Operation, req any) (any, error)
+	Do(ctx context.Context, call Call) error
+}
+
+// Call is one operation the gateway asks its Backend to run. A backend
+// over the Go client runs it typed (Run); one that answers from values (a
+// test's fake) reads Request and answers with SetReply.
+type Call interface {
+	// Operation is the call's operation.
+	Operation() core.Operation
+	// Request is the request, of the Go type core's table gives the
+	// operation (a *core.RadiusQuery for query_radius; nil when it
+	// carries none).
+	Request() any
+	// SetReply sets the reply, which must be of the table's reply type
+	// (a *core.QueryResult for query_radius); another type is the
+	// backend's bug, INTERNAL_ERROR.
+	SetReply(reply any) error
+	// Run runs the call with c (client.Call) and keeps its reply.
+	Run(ctx context.Context, c *client.Client) error
+}
+
+// opCall is the gateway's Call of one table entry.
+type opCall[Req, Rep any] struct {
+	op    *core.Op[Req, Rep]
+	req   *Req
+	reply *Rep
+	bad   any // a reply of the wrong type, for the gateway's message
+	badOK bool
+}
+
+// done drops the call's request and reply, which a reused call must not
+// keep alive.
+func (c *opCall[Req, Rep]) done() { *c = opCall[Req, Rep]{op: c.op} }
+
+func (c *opCall[Req, Rep]) Operation() core.Operation { return c.op.Code }
+
+func (c *opCall[Req, Rep]) Request() any {
+	if c.req == nil {
+		return nil
+	}
+	return c.req
+}
+
+func (c *opCall[Req, Rep]) SetReply(reply any) error {
+	r, ok := reply.(*Rep)
+	if !ok || r == nil {
+		c.bad, c.badOK = reply, true
+		return core.Errorf(core.InternalError, "the backend answered %s with %T", c.op.Code, reply)
+	}
+	c.reply = r
+	return nil
+}
+
+func (c *opCall[Req, Rep]) Run(ctx context.Context, cl *client.Client) error {
+	r, err := client.Call(ctx, cl, c.op, c.req)
+	if err != nil {
+		return err
+	}
+	c.reply = r
+	return nil
 }
 
 // DefaultPoolSize is the number of sessions a ClientBackend keeps by
@@ -68,100 +125,5 @@ func NewClientBackend(addresses []string, opts client.Options) (*ClientBackend, 
 // Close closes the client's connections; calls in flight fail.
 func (b *ClientBackend) Close() error { return b.c.Close() }
 
-// Do runs op with the client.
-func (b *ClientBackend) Do(ctx context.Context, op core.Operation, req any) (any, error) {
-	c := b.c
-	bad := func() (any, error) {
-		return nil, core.Errorf(core.InternalError, "gateway: %s request of type %T", op, req)
-	}
-	switch op {
-	case core.OpInsert, core.OpUpsert:
-		r, ok := req.(*core.InsertRequest)
-		if !ok {
-			return bad()
-		}
-		if op == core.OpInsert {
-			return c.Insert(ctx, r.Events)
-		}
-		return c.Upsert(ctx, r.Events)
-	case core.OpDeleteEntities:
-		r, ok := req.(*core.DeleteRequest)
-		if !ok {
-			return bad()
-		}
-		return c.DeleteEntities(ctx, r.EntityIDs)
-	case core.OpTTLSet:
-		r, ok := req.(*core.TTLSetRequest)
-		if !ok {
-			return bad()
-		}
-		return c.TTLSet(ctx, r)
-	case core.OpTTLExtend:
-		r, ok := req.(*core.TTLExtendRequest)
-		if !ok {
-			return bad()
-		}
-		return c.TTLExtend(ctx, r)
-	case core.OpTTLClear:
-		r, ok := req.(*core.TTLClearRequest)
-		if !ok {
-			return bad()
-		}
-		return c.TTLClear(ctx, r)
-	case core.OpCleanupExpired:
-		r, ok := req.(*core.CleanupRequest)
-		if !ok {
-			return bad()
-		}
-		return c.CleanupExpired(ctx, r)
-	case core.OpQueryRadius:
-		r, ok := req.(*core.RadiusQuery)
-		if !ok {
-			return bad()
-		}
-		return c.QueryRadius(ctx, r)
-	case core.OpQueryPolygon:
-		r, ok := req.(*core.PolygonQuery)
-		if !ok {
-			return bad()
-		}
-		return c.QueryPolygon(ctx, r)
-	case core.OpQueryLatest:
-		r, ok := req.(*core.LatestQuery)
-		if !ok {
-			return bad()
-		}
-		return c.QueryLatest(ctx, r)
-	case core.OpEntityHistory:
-		r, ok := req.(*core.HistoryQuery)
-		if !ok {
-			return bad()
-		}
-		return c.History(ctx, r)
-	case core.OpGetLatest:
-		r, ok := req.(*core.Uint128)
-		if !ok {
-			return bad()
-		}
-		return c.GetLatest(ctx, *r)
-	case core.OpGetLatestBatch:
-		r, ok := req.(*core.IDList)
-		if !ok {
-			return bad()
-		}
-		rs, err := c.GetLatestBatch(ctx, *r)
-		if err != nil {
-			return nil, err
-		}
-		return &rs, nil
-	case core.OpStats:
-		return c.Stats(ctx)
-	case core.OpStatus:
-		return c.Status(ctx)
-	case core.OpTopology:
-		return c.Topology(ctx)
-	case core.OpPing:
-		return c.Ping(ctx)
-	}
-	return nil, core.Errorf(core.UnknownOperation, "gateway: unknown operation %s", fmt.Sprint(op))
-}
+// Do runs call with the client.
+func (b *ClientBackend) Do(ctx context.Context, call Call) error { return call.Run(ctx, b.c) }

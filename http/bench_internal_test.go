@@ -110,21 +110,22 @@ type instantBackend struct {
 	query  *core.QueryResult
 }
 
-func (f instantBackend) Do(_ context.Context, op core.Operation, req any) (any, error) {
-	switch op {
+func (f instantBackend) Do(_ context.Context, call Call) error {
+	switch op := call.Operation(); op {
 	case core.OpGetLatest:
-		return f.latest, nil
+		return call.SetReply(f.latest)
 	case core.OpQueryRadius:
-		return f.query, nil
+		return call.SetReply(f.query)
 	case core.OpInsert, core.OpUpsert:
-		evs := req.(*core.InsertRequest).Events
+		evs := call.Request().(*core.InsertRequest).Events
 		rep := &core.InsertReply{Committed: true, Results: make([]core.EventResult, len(evs))}
 		for i := range rep.Results {
 			rep.Results[i] = core.EventResult{Index: uint32(i), TimestampNS: 1795325413644827789 + uint64(i)}
 		}
-		return rep, nil
+		return call.SetReply(rep)
+	default:
+		return fmt.Errorf("instantBackend: %s", op)
 	}
-	return nil, fmt.Errorf("instantBackend: %s", op)
 }
 
 // discardWriter is a ResponseWriter that keeps only the status.

@@ -243,8 +243,12 @@ type fakeBackend struct {
 	do func(ctx context.Context, op core.Operation, req any) (any, error)
 }
 
-func (f fakeBackend) Do(ctx context.Context, op core.Operation, req any) (any, error) {
-	return f.do(ctx, op, req)
+func (f fakeBackend) Do(ctx context.Context, call ghttp.Call) error {
+	v, err := f.do(ctx, call.Operation(), call.Request())
+	if err != nil {
+		return err
+	}
+	return call.SetReply(v)
 }
 
 // TestEveryCodeKeepsItsStatus sends every code of the table through the

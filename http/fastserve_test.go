@@ -227,10 +227,10 @@ type blockingBackend struct {
 	release chan struct{}
 }
 
-func (b blockingBackend) Do(ctx context.Context, op core.Operation, _ any) (any, error) {
+func (b blockingBackend) Do(ctx context.Context, call ghttp.Call) error {
 	b.started <- struct{}{}
 	<-b.release
-	return &core.PingReply{Pong: true}, nil
+	return call.SetReply(&core.PingReply{Pong: true})
 }
 
 // Shutdown closes idle connections at once and lets a request in flight

@@ -20,7 +20,11 @@ func (g *Gateway) insert(c *call) *failure {
 	if f != nil {
 		return f
 	}
-	r, f := submit[core.InsertReply](c, op, req)
+	ins := core.Insert
+	if op == core.OpUpsert {
+		ins = core.Upsert
+	}
+	r, f := submit(c, ins, req)
 	if f != nil {
 		return f
 	}
@@ -127,12 +131,12 @@ func (g *Gateway) radius(c *call) *failure {
 	if f != nil {
 		return f
 	}
-	return c.query(core.OpQueryRadius, q, true) // both forms carry distance_mm
+	return query(c, core.QueryRadius, q, true) // both forms carry distance_mm
 }
 
 // query runs a paged query and writes its QueryResult.
-func (c *call) query(op core.Operation, q any, distances bool) *failure {
-	r, f := submit[core.QueryResult](c, op, q)
+func query[Req any](c *call, op *core.Op[Req, core.QueryResult], q *Req, distances bool) *failure {
+	r, f := submit(c, op, q)
 	if f != nil {
 		return f
 	}
@@ -150,7 +154,7 @@ func (g *Gateway) polygon(c *call) *failure {
 	if f != nil {
 		return f
 	}
-	return c.query(core.OpQueryPolygon, q, false)
+	return query(c, core.QueryPolygon, q, false)
 }
 
 // POST /query/latest: latest events across all entities, or with
@@ -167,13 +171,13 @@ func (g *Gateway) latest(c *call) *failure {
 	if ids != nil {
 		return c.lookup(ids)
 	}
-	return c.query(core.OpQueryLatest, q, false)
+	return query(c, core.QueryLatest, q, false)
 }
 
 // lookup runs get_latest_batch and writes {events}.
 func (c *call) lookup(ids []core.Uint128) *failure {
 	list := core.IDList(ids)
-	r, f := submit[core.LatestResults](c, core.OpGetLatestBatch, &list)
+	r, f := submit(c, core.GetLatestBatch, &list)
 	if f != nil {
 		return f
 	}
@@ -192,7 +196,7 @@ func (g *Gateway) getLatest(c *call) *failure {
 	if f != nil {
 		return f
 	}
-	r, f := submit[core.LatestResult](c, core.OpGetLatest, &id)
+	r, f := submit(c, core.GetLatest, &id)
 	if f != nil {
 		return f
 	}
@@ -246,7 +250,7 @@ func (g *Gateway) history(c *call) *failure {
 	if q.Page, f = p.page(); f != nil {
 		return f
 	}
-	return c.query(core.OpEntityHistory, q, false)
+	return query(c, core.EntityHistory, q, false)
 }
 
 // POST /entities/batch.
@@ -272,7 +276,7 @@ func (g *Gateway) delete(c *call) *failure {
 	if f != nil {
 		return f
 	}
-	r, f := submit[core.DeleteReply](c, core.OpDeleteEntities, &core.DeleteRequest{EntityIDs: ids})
+	r, f := submit(c, core.DeleteEntities, &core.DeleteRequest{EntityIDs: ids})
 	if f != nil {
 		return f
 	}
@@ -296,7 +300,7 @@ func (g *Gateway) cleanup(c *call) *failure {
 	if f != nil {
 		return f
 	}
-	r, f := submit[core.CleanupReply](c, core.OpCleanupExpired, req)
+	r, f := submit(c, core.CleanupExpired, req)
 	if f != nil {
 		return f
 	}
@@ -316,11 +320,11 @@ func (g *Gateway) stats(c *call) *failure {
 	if _, f := c.params(); f != nil {
 		return f
 	}
-	s, f := submit[core.Stats](c, core.OpStats, nil)
+	s, f := submit(c, core.StatsOp, nil)
 	if f != nil {
 		return f
 	}
-	t, f := submit[core.TopologyReply](c, core.OpTopology, nil)
+	t, f := submit(c, core.Topology, nil)
 	if f != nil {
 		return f
 	}
@@ -358,13 +362,12 @@ func (g *Gateway) ping(c *call) *failure {
 			w.close()
 		})
 	}
-	v, f := c.do(core.OpPing, nil)
+	r, f, bad := run(c, core.Ping, nil)
 	if f != nil {
 		return unhealthy(fmt.Sprintf("%s (%d): %s", f.info.Name, f.info.Code, f.msg))
 	}
-	r, f := replyAs[core.PingReply](core.OpPing, v)
-	if f != nil {
-		return f
+	if bad != nil {
+		return bad
 	}
 	if !r.Pong {
 		return unhealthy(r.Reason)
@@ -382,7 +385,7 @@ func (g *Gateway) status(c *call) *failure {
 	if _, f := c.params(); f != nil {
 		return f
 	}
-	s, f := submit[core.StatusReply](c, core.OpStatus, nil)
+	s, f := submit(c, core.Status, nil)
 	if f != nil {
 		return f
 	}
@@ -416,7 +419,7 @@ func (g *Gateway) topology(c *call) *failure {
 	if _, f := c.params(); f != nil {
 		return f
 	}
-	t, f := submit[core.TopologyReply](c, core.OpTopology, nil)
+	t, f := submit(c, core.Topology, nil)
 	if f != nil {
 		return f
 	}
@@ -475,7 +478,7 @@ func (g *Gateway) ttlSet(c *call) *failure {
 	if f != nil {
 		return f
 	}
-	r, f := submit[core.TTLSetReply](c, core.OpTTLSet, &core.TTLSetRequest{EntityID: id, TTLSeconds: secs})
+	r, f := submit(c, core.TTLSet, &core.TTLSetRequest{EntityID: id, TTLSeconds: secs})
 	if f != nil {
 		return f
 	}
@@ -495,7 +498,7 @@ func (g *Gateway) ttlExtend(c *call) *failure {
 	if f != nil {
 		return f
 	}
-	r, f := submit[core.TTLExtendReply](c, core.OpTTLExtend, &core.TTLExtendRequest{EntityID: id, ExtendBySeconds: secs})
+	r, f := submit(c, core.TTLExtend, &core.TTLExtendRequest{EntityID: id, ExtendBySeconds: secs})
 	if f != nil {
 		return f
 	}
@@ -517,7 +520,7 @@ func (g *Gateway) ttlClear(c *call) *failure {
 	if f != nil {
 		return f
 	}
-	r, f := submit[core.TTLClearReply](c, core.OpTTLClear, &core.TTLClearRequest{EntityID: id})
+	r, f := submit(c, core.TTLClear, &core.TTLClearRequest{EntityID: id})
 	if f != nil {
 		return f
 	}

@@ -379,6 +379,7 @@ type scratch struct {
 	body  []byte
 	nodes []node
 	out   jw
+	calls []Call // by operation code: the backend calls of the connection's requests (newOpCall)
 }
 
 // size is the bytes the scratch's buffers hold.
@@ -627,13 +628,52 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// do runs op on the backend and maps its failure.
-func (c *call) do(op core.Operation, req any) (any, *failure) {
-	reply, err := c.g.cfg.Backend.Do(c.ctx, op, req)
-	if err != nil {
-		return nil, c.backendFailure(op, err)
+// run runs op with req on the backend. f is the backend's failure, mapped
+// (backendFailure); bad, when f is nil, says the backend answered with a
+// reply of the wrong type.
+func run[Req, Rep any](c *call, op *core.Op[Req, Rep], req *Req) (reply *Rep, f, bad *failure) {
+	oc := newOpCall(c, op, req)
+	err := c.g.cfg.Backend.Do(c.ctx, oc)
+	reply = oc.reply
+	defer oc.done()
+	switch {
+	case oc.badOK:
+		return nil, nil, fail(core.InternalError, "the backend answered %s with %T", op.Code, oc.bad)
+	case err != nil:
+		return nil, c.backendFailure(op.Code, err), nil
+	case reply == nil:
+		return nil, nil, fail(core.InternalError, "the backend answered %s with no reply", op.Code)
 	}
-	return reply, nil
+	return reply, nil, nil
+}
+
+// newOpCall returns the Call of op with req: on the fast path, the
+// connection's own, reused from request to request (a backend does not
+// keep a call past Do), so a request allocates none.
+func newOpCall[Req, Rep any](c *call, op *core.Op[Req, Rep], req *Req) *opCall[Req, Rep] {
+	if c.sc == nil {
+		return &opCall[Req, Rep]{op: op, req: req}
+	}
+	i := int(op.Code)
+	if len(c.sc.calls) <= i {
+		c.sc.calls = append(c.sc.calls, make([]Call, i+1-len(c.sc.calls))...)
+	}
+	oc, _ := c.sc.calls[i].(*opCall[Req, Rep])
+	if oc == nil {
+		oc = new(opCall[Req, Rep])
+		c.sc.calls[i] = oc
+	}
+	*oc = opCall[Req, Rep]{op: op, req: req}
+	return oc
+}
+
+// submit runs op with req on the backend and returns its reply.
+func submit[Req, Rep any](c *call, op *core.Op[Req, Rep], req *Req) (*Rep, *failure) {
+	r, f, bad := run(c, op, req)
+	if f == nil {
+		f = bad
+	}
+	return r, f
 }
 
 // backendFailure maps a backend error: a deadline (the request's timeout or
@@ -673,24 +713,6 @@ func (c *call) backendFailure(op core.Operation, err error) *failure {
 		return fail(core.ClusterUnavailable, "the request was cancelled")
 	}
 	return fail(core.ClusterUnavailable, "the cluster cannot be reached: %v", err)
-}
-
-// replyAs asserts a backend reply's type.
-// submit runs op on the backend and returns its reply as a *T.
-func submit[T any](c *call, op core.Operation, req any) (*T, *failure) {
-	v, f := c.do(op, req)
-	if f != nil {
-		return nil, f
-	}
-	return replyAs[T](op, v)
-}
-
-func replyAs[T any](op core.Operation, v any) (*T, *failure) {
-	r, ok := v.(*T)
-	if !ok || r == nil {
-		return nil, fail(core.InternalError, "the backend answered %s with %T", op, v)
-	}
-	return r, nil
 }
 
 // Server is a Gateway on a listener. It reads plain HTTP/1.1 requests

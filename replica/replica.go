@@ -381,7 +381,7 @@ func (r *Replica) Tick() {
 	if r.role == Leader && now-r.lastCleanupNS >= every && r.pending() < r.cfg.MaxPendingEntries &&
 		r.sm.Expired(max(r.clock.RealtimeNS(), r.lastOpTS)) {
 		r.lastCleanupNS = now
-		payload, _ := core.AppendRequest(nil, core.OpCleanupExpired, &core.CleanupRequest{})
+		payload, _ := core.CleanupExpired.AppendRequest(nil, &core.CleanupRequest{})
 		r.appendEntry(entry{kind: kindOperation, timestamp: r.nextTimestamp(), op: core.OpCleanupExpired, payload: payload})
 	}
 }
@@ -752,7 +752,7 @@ func (r *Replica) apply(le core.LogEntry) error {
 		}
 		reply, opErr := r.execute(e.op, e.timestamp, req)
 		if e.session == 0 && e.op == core.OpCleanupExpired && opErr == nil {
-			r.cleanupBacklog = reply.(core.CleanupReply).Scanned >= core.DefaultCleanupLimit
+			r.cleanupBacklog = reply.(*core.CleanupReply).Scanned >= core.DefaultCleanupLimit
 		}
 		frame, payload, err := replyFrame(nil, core.Header{ClientID: w.h.ClientID, Request: w.h.Request}, e.op, reply, opErr)
 		if err != nil {
@@ -768,60 +768,6 @@ func (r *Replica) apply(le core.LogEntry) error {
 		}
 	}
 	return nil
-}
-
-// execute runs one operation against the state machine at time ts.
-func (r *Replica) execute(op core.Operation, ts uint64, req any) (any, error) {
-	sm := r.sm
-	switch op {
-	case core.OpInsert:
-		return sm.Insert(ts, req.(*core.InsertRequest))
-	case core.OpUpsert:
-		return sm.Upsert(ts, req.(*core.InsertRequest))
-	case core.OpDeleteEntities:
-		return sm.DeleteEntities(ts, req.(*core.DeleteRequest))
-	case core.OpTTLSet:
-		return sm.TTLSet(ts, req.(*core.TTLSetRequest))
-	case core.OpTTLExtend:
-		return sm.TTLExtend(ts, req.(*core.TTLExtendRequest))
-	case core.OpTTLClear:
-		return sm.TTLClear(ts, req.(*core.TTLClearRequest))
-	case core.OpCleanupExpired:
-		return sm.CleanupExpired(ts, req.(*core.CleanupRequest))
-	case core.OpQueryRadius:
-		return sm.QueryRadius(ts, req.(*core.RadiusQuery))
-	case core.OpQueryPolygon:
-		return sm.QueryPolygon(ts, req.(*core.PolygonQuery))
-	case core.OpGetLatest:
-		return sm.GetLatest(ts, *req.(*core.Uint128))
-	case core.OpGetLatestBatch:
-		res, err := sm.GetLatestBatch(ts, *req.(*core.IDList))
-		return core.LatestResults(res), err
-	case core.OpQueryLatest:
-		return sm.QueryLatest(ts, req.(*core.LatestQuery))
-	case core.OpEntityHistory:
-		return sm.History(ts, req.(*core.HistoryQuery))
-	case core.OpStats:
-		st := sm.Stats(ts)
-		st.ReplicationLagMS = r.replicationLagMS()
-		return st, nil
-	case core.OpStatus:
-		st := sm.Stats(ts)
-		return &core.StatusReply{
-			EventsCount: st.EventCount, EntitiesCount: st.EntityCount, IndexBytes: st.IndexBytes,
-			UptimeSeconds: (r.clock.MonotonicNS() - r.startNS) / 1_000_000_000,
-			Version:       r.cfg.Version, ClusterState: r.clusterState(), NodeID: r.nodeID(r.self),
-			ClusterID: r.cfg.Cluster,
-		}, nil
-	case core.OpTopology:
-		return r.topology(), nil
-	case core.OpPing:
-		if !r.leaderHeard(r.raftNow()) {
-			return &core.PingReply{Reason: fmt.Sprintf("replica %d knows no leader (an election is under way, or it is cut off from the majority)", r.self)}, nil
-		}
-		return &core.PingReply{Pong: true}, nil
-	}
-	return nil, core.Errorf(core.UnknownOperation, "unknown operation %d", op)
 }
 
 func (r *Replica) nodeID(i uint32) string { return fmt.Sprintf("replica-%d", i) }

@@ -1,0 +1,105 @@
+package replica
+
+import (
+	"fmt"
+
+	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/statemachine"
+)
+
+// executors holds, at each operation's code, how the replica runs it: the
+// state machine's method for the entry of core's table, or the replica's
+// own answer for status, topology and ping. An operation of the table
+// without an executor fails TestEveryOperationExecutes.
+var executors = [...]executor{
+	core.OpInsert:         sm(core.Insert, (*statemachine.StateMachine).Insert),
+	core.OpUpsert:         sm(core.Upsert, (*statemachine.StateMachine).Upsert),
+	core.OpDeleteEntities: sm(core.DeleteEntities, (*statemachine.StateMachine).DeleteEntities),
+	core.OpTTLSet:         sm(core.TTLSet, (*statemachine.StateMachine).TTLSet),
+	core.OpTTLExtend:      sm(core.TTLExtend, (*statemachine.StateMachine).TTLExtend),
+	core.OpTTLClear:       sm(core.TTLClear, (*statemachine.StateMachine).TTLClear),
+	core.OpCleanupExpired: sm(core.CleanupExpired, (*statemachine.StateMachine).CleanupExpired),
+	core.OpQueryRadius:    sm(core.QueryRadius, (*statemachine.StateMachine).QueryRadius),
+	core.OpQueryPolygon:   sm(core.QueryPolygon, (*statemachine.StateMachine).QueryPolygon),
+	core.OpGetLatest: sm(core.GetLatest, func(sm *statemachine.StateMachine, ts uint64, id *core.Uint128) (core.LatestResult, error) {
+		return sm.GetLatest(ts, *id)
+	}),
+	core.OpGetLatestBatch: sm(core.GetLatestBatch, func(sm *statemachine.StateMachine, ts uint64, ids *core.IDList) (core.LatestResults, error) {
+		return sm.GetLatestBatch(ts, *ids)
+	}),
+	core.OpQueryLatest:   sm(core.QueryLatest, (*statemachine.StateMachine).QueryLatest),
+	core.OpEntityHistory: sm(core.EntityHistory, (*statemachine.StateMachine).History),
+	core.OpStats: run(core.StatsOp, func(r *Replica, ts uint64, _ *core.None) (*core.Stats, error) {
+		st := r.sm.Stats(ts)
+		st.ReplicationLagMS = r.replicationLagMS()
+		return &st, nil
+	}),
+	core.OpStatus: run(core.Status, func(r *Replica, ts uint64, _ *core.None) (*core.StatusReply, error) {
+		st := r.sm.Stats(ts)
+		return &core.StatusReply{
+			EventsCount: st.EventCount, EntitiesCount: st.EntityCount, IndexBytes: st.IndexBytes,
+			UptimeSeconds: (r.clock.MonotonicNS() - r.startNS) / 1_000_000_000,
+			Version:       r.cfg.Version, ClusterState: r.clusterState(), NodeID: r.nodeID(r.self),
+			ClusterID: r.cfg.Cluster,
+		}, nil
+	}),
+	core.OpTopology: run(core.Topology, func(r *Replica, _ uint64, _ *core.None) (*core.TopologyReply, error) {
+		return r.topology(), nil
+	}),
+	core.OpPing: run(core.Ping, func(r *Replica, _ uint64, _ *core.None) (*core.PingReply, error) {
+		if !r.leaderHeard(r.raftNow()) {
+			return &core.PingReply{Reason: fmt.Sprintf("replica %d knows no leader (an election is under way, or it is cut off from the majority)", r.self)}, nil
+		}
+		return &core.PingReply{Pong: true}, nil
+	}),
+}
+
+// executor runs one operation with a request as core.DecodeRequest gives
+// it, and returns the reply as core.AppendReply takes it.
+type executor interface {
+	execute(r *Replica, ts uint64, req any) (any, error)
+}
+
+// opExecutor is the executor of one table entry: f runs the typed request.
+type opExecutor[Req, Rep any] struct {
+	op *core.Op[Req, Rep]
+	f  func(r *Replica, ts uint64, req *Req) (*Rep, error)
+}
+
+func (x opExecutor[Req, Rep]) execute(r *Replica, ts uint64, req any) (any, error) {
+	q, ok := req.(*Req)
+	if !ok && req != nil || q == nil && !isNone[Req]() {
+		return nil, core.Errorf(core.InternalError, "%s request of type %T", x.op.Code, req)
+	}
+	reply, err := x.f(r, ts, q)
+	if reply == nil {
+		return nil, err
+	}
+	return reply, err // as the state machine gave them: the reply is ignored when err is a failure
+}
+
+func isNone[T any]() bool {
+	_, ok := any((*T)(nil)).(*core.None)
+	return ok
+}
+
+// run makes the executor of op from the replica's own function.
+func run[Req, Rep any](op *core.Op[Req, Rep], f func(r *Replica, ts uint64, req *Req) (*Rep, error)) executor {
+	return opExecutor[Req, Rep]{op, f}
+}
+
+// sm makes the executor of op from a state machine method.
+func sm[Req, Rep any](op *core.Op[Req, Rep], method func(sm *statemachine.StateMachine, ts uint64, req *Req) (Rep, error)) executor {
+	return opExecutor[Req, Rep]{op, func(r *Replica, ts uint64, req *Req) (*Rep, error) {
+		reply, err := method(r.sm, ts, req)
+		return &reply, err
+	}}
+}
+
+// execute runs one operation against the state machine at time ts.
+func (r *Replica) execute(op core.Operation, ts uint64, req any) (any, error) {
+	if !op.Valid() || int(op) >= len(executors) || executors[op] == nil {
+		return nil, core.Errorf(core.UnknownOperation, "unknown operation %d", op)
+	}
+	return executors[op].execute(r, ts, req)
+}
