@@ -4,6 +4,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -199,9 +200,9 @@ func TestAIOVerdict(t *testing.T) {
 // another goroutine runs while a fdatasync waits for the disk. A plain
 // fdatasync(2) keeps the processor until the runtime's monitor takes it
 // back: with it, 14 to 23 of these 60 syncs saw no progress at all (six
-// runs on this project's VM; the test allows 6). Syncs that take under
-// 100 µs are not judged (the goroutine may not have parked yet; on tmpfs
-// every sync is that fast, and the test is skipped).
+// runs on this project's VM; the test allows 6, in one of three tries).
+// Syncs that take under 100 µs are not judged (the goroutine may not have
+// parked yet; on tmpfs every sync is that fast, and the test is skipped).
 func TestFdatasyncLeavesTheProcessorFree(t *testing.T) {
 	aioOrSkip(t)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
@@ -223,31 +224,41 @@ func TestFdatasyncLeavesTheProcessorFree(t *testing.T) {
 	defer func() { close(stop); <-done }()
 
 	f := tempFile(t)
-	judged, stalled := 0, 0
-	for i := 0; i < 400 && judged < 60; i++ {
-		if _, err := f.WriteAt(make([]byte, 4096), int64(i%16)*4096); err != nil {
-			t.Fatal(err)
+	measure := func() (judged, stalled int) {
+		for i := 0; i < 400 && judged < 60; i++ {
+			if _, err := f.WriteAt(make([]byte, 4096), int64(i%16)*4096); err != nil {
+				t.Fatal(err)
+			}
+			before := ticks.Load()
+			start := time.Now()
+			if err := fdatasync(f); err != nil {
+				t.Fatal(err)
+			}
+			if time.Since(start) < 100*time.Microsecond {
+				continue
+			}
+			judged++
+			if ticks.Load() == before {
+				stalled++
+			}
 		}
-		before := ticks.Load()
-		start := time.Now()
-		if err := fdatasync(f); err != nil {
-			t.Fatal(err)
-		}
-		if time.Since(start) < 100*time.Microsecond {
-			continue
-		}
-		judged++
-		if ticks.Load() == before {
-			stalled++
-		}
-	}
-	if judged < 10 {
-		t.Skipf("only %d of the syncs took 100 µs or more (a memory file system?)", judged)
+		return judged, stalled
 	}
 	// A few may stall even so when the machine is loaded: the thread,
 	// preempted between io_submit and the read of the eventfd, finds the
-	// sync done (2 of 60 once, with the whole test suite running).
-	if stalled > judged/10 {
-		t.Fatalf("%d of %d fdatasyncs left no time to another goroutine", stalled, judged)
+	// sync done (2 of 60 once, and 7 and 12 of 60 in a full test run on a
+	// busy machine). Load comes and goes, a plain fdatasync stalls every
+	// time: the test fails only when three measurements in a row do.
+	var results []string
+	for range 3 {
+		judged, stalled := measure()
+		if judged < 10 {
+			t.Skipf("only %d of the syncs took 100 µs or more (a memory file system?)", judged)
+		}
+		if stalled <= judged/10 {
+			return
+		}
+		results = append(results, fmt.Sprintf("%d of %d", stalled, judged))
 	}
+	t.Fatalf("fdatasyncs that left no time to another goroutine, three times: %v", results)
 }
