@@ -481,6 +481,7 @@ func (s *Server) loop(ctx context.Context) error {
 		// ping, a heartbeat, a vote -- must not wait behind a backlog of
 		// expensive reads, one of which runs per step.
 		var backlog <-chan struct{}
+		taken := false // an event taken ahead of the backlog
 		if s.r.Backlog() {
 			backlog = alwaysReady
 			if eventsAhead < eventsBeforeBacklog {
@@ -488,43 +489,43 @@ func (s *Server) loop(ctx context.Context) error {
 				case ev := <-s.events:
 					eventsAhead++
 					s.handle(ev)
-					if err := s.r.Err(); err != nil {
-						s.log.Error("replica stopped", zap.Error(err))
-						return fmt.Errorf("replica: %w", err)
-					}
-					continue
+					taken = true
 				default:
 				}
 			}
-			eventsAhead = 0
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-s.stop:
-			return nil
-		case <-backlog:
-			s.r.ApplyMore()
-		case ev := <-s.events:
-			s.handle(ev)
-		case c := <-s.disk.done:
-			switch {
-			case c.err != nil:
-				s.log.Error("storage failed; stopping (restart to recover)", zap.Error(c.err))
-				return fmt.Errorf("storage: %w", c.err)
-			case c.snapshot:
-				s.r.SnapshotSaved(c.index)
-			case c.read:
-				s.r.LogRead(c.index, c.entries)
-			default:
-				s.r.Synced(c.index, c.syncs)
+			if !taken {
+				eventsAhead = 0
 			}
-		case answer := <-s.besideDone:
-			answer()
-		case p := <-s.peerLost:
-			s.r.PeerLost(p)
-		case <-tick.C:
-			s.r.Tick()
+		}
+		if !taken {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-s.stop:
+				return nil
+			case <-backlog:
+				s.r.ApplyMore()
+			case ev := <-s.events:
+				s.handle(ev)
+			case c := <-s.disk.done:
+				switch {
+				case c.err != nil:
+					s.log.Error("storage failed; stopping (restart to recover)", zap.Error(c.err))
+					return fmt.Errorf("storage: %w", c.err)
+				case c.snapshot:
+					s.r.SnapshotSaved(c.index)
+				case c.read:
+					s.r.LogRead(c.index, c.entries)
+				default:
+					s.r.Synced(c.index, c.syncs)
+				}
+			case answer := <-s.besideDone:
+				answer()
+			case p := <-s.peerLost:
+				s.r.PeerLost(p)
+			case <-tick.C:
+				s.r.Tick()
+			}
 		}
 		if err := s.r.Err(); err != nil {
 			s.log.Error("replica stopped", zap.Error(err))
