@@ -190,6 +190,14 @@ func (c *Client) run(ctx context.Context, op core.Operation, req request) error 
 		}
 		payload = (*buf)[:0]
 	}
+	// A read may go without a session: its payload is then the cluster id
+	// and the request (core.AppendSessionlessRead). Both are encoded once,
+	// the request after room for the id.
+	prefix := 0
+	if !op.Mutates() {
+		payload = core.AppendSessionlessRead(payload, c.opts.Cluster, nil)
+		prefix = len(payload)
+	}
 	payload, err := req.appendTo(payload)
 	if buf != nil && cap(payload) <= maxReusedRequest {
 		defer func() {
@@ -237,7 +245,10 @@ func (c *Client) run(ctx context.Context, op core.Operation, req request) error 
 		cancel() // Close ran before the registration
 	}
 
-	st := callState{op: op, payload: payload, call: req}
+	st := callState{op: op, payload: payload[prefix:], call: req}
+	if prefix > 0 {
+		st.sessionless = payload
+	}
 	retries := 0
 	hops := 0 // moves to the next address at once since the last wait
 	for {
@@ -251,7 +262,7 @@ func (c *Client) run(ctx context.Context, op core.Operation, req request) error 
 		}
 		var ce *core.Error
 		moved := false // the session moved to the next address: a dial failed, or the replica said to
-		if cerr, ok := err.(*connError); ok && cerr.op == "connect to" {
+		if cerr, ok := err.(*connError); ok && cerr.op == opConnect {
 			moved = true
 		}
 		if errors.As(err, &ce) {

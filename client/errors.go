@@ -99,6 +99,10 @@ type connError struct {
 	err  error
 }
 
+// opConnect is connError.op of a dial that failed: the replica is down (or
+// unreachable), so a call may try the next address at once.
+const opConnect = "connect to"
+
 func (e *connError) Error() string {
 	return fmt.Sprintf("geoevent client: %s %s: %v", e.op, e.addr, e.err)
 }

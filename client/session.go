@@ -49,6 +49,7 @@ func (s *session) interrupt() {
 type callState struct {
 	op           core.Operation
 	payload      []byte  // the MsgRequest payload, encoded once
+	sessionless  []byte  // a read's payload without a session: the cluster id, then payload
 	call         request // takes the reply
 	session      uint64  // the session the request number belongs to
 	req          uint32  // the request number, the same on every retry
@@ -122,7 +123,7 @@ func (s *session) attempt(ctx context.Context, st *callState) error {
 	}
 	payload := st.payload
 	if st.session == 0 {
-		payload = core.AppendSessionlessRead(nil, s.c.opts.Cluster, payload)
+		payload = st.sessionless
 	}
 	rh, p, err := s.exchange(ctx, core.Header{ClientID: s.id, Request: st.req, Type: core.MsgRequest}, payload)
 	if err != nil {
@@ -167,7 +168,7 @@ func (s *session) dial(ctx context.Context) error {
 	}
 	if err != nil {
 		s.next()
-		return &connError{addr: addr, op: "connect to", err: err}
+		return &connError{addr: addr, op: opConnect, err: err}
 	}
 	s.conn = conn
 	return nil
