@@ -185,27 +185,9 @@ func parseEvent(d *doc, n int32, i int, fm form, ev *core.GeoEvent) *failure {
 				f = clientTimestamp(ev.TimestampNS, "timestamp_ns")
 			}
 		case "lat_nano", "lat":
-			field := "lat_nano" // a literal: string(name) would allocate per event
-			if len(name) == len("lat") {
-				field = "lat"
-			}
-			if lat != "" {
-				f, named = bothCoordinates(i, lat, field), true
-				break
-			}
-			lat = field
-			ev.LatNano, f = d.eventCoordinate(v, field)
+			ev.LatNano, f, named = d.eventAxis(i, v, name, "lat_nano", "lat", &lat)
 		case "lon_nano", "lon":
-			field := "lon_nano"
-			if len(name) == len("lon") {
-				field = "lon"
-			}
-			if lon != "" {
-				f, named = bothCoordinates(i, lon, field), true
-				break
-			}
-			lon = field
-			ev.LonNano, f = d.eventCoordinate(v, field)
+			ev.LonNano, f, named = d.eventAxis(i, v, name, "lon_nano", "lon", &lon)
 		case "group_id":
 			ev.GroupID, f = d.groupID(v, "group_id", fm)
 		case "altitude_mm":
@@ -284,6 +266,24 @@ func (d *doc) eventCoordinate(v int32, name string) (int64, *failure) {
 
 // bothCoordinates is the failure of an event that gives a coordinate twice,
 // in degrees and in nanodegrees.
+// eventAxis decodes events[i]'s coordinate on one axis from the member
+// name at node v: nano (nanodegrees) or deg (degrees), whichever name is.
+// given is the field that gave the axis already ("" none; set here): a
+// second one is malformed, and then named reports that the failure names
+// its whole path.
+func (d *doc) eventAxis(i int, v int32, name []byte, nano, deg string, given *string) (x int64, f *failure, named bool) {
+	field := nano // a literal: string(name) would allocate per event
+	if len(name) == len(deg) {
+		field = deg
+	}
+	if *given != "" {
+		return 0, bothCoordinates(i, *given, field), true
+	}
+	*given = field
+	x, f = d.eventCoordinate(v, field)
+	return x, f, false
+}
+
 func bothCoordinates(i int, first, second string) *failure {
 	deg, nano := first, second
 	if len(deg) > len(nano) {
