@@ -181,21 +181,16 @@ func get(v any, path ...any) any {
 // u64 reads an unsigned integer rendered as a JSON number or a decimal
 // string (64-bit fields beyond 2^53-1 are strings).
 func u64(v any) (uint64, bool) {
-	var s string
-	switch x := v.(type) {
-	case json.Number:
-		s = string(x)
-	case string:
-		s = x
-	default:
-		return 0, false
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	return n, err == nil
+	return integer(v, func(s string) (uint64, error) { return strconv.ParseUint(s, 10, 64) })
 }
 
 // i64 is u64 for signed values.
 func i64(v any) (int64, bool) {
+	return integer(v, func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) })
+}
+
+// integer parses v, a json.Number or a string, with parse.
+func integer[T any](v any, parse func(string) (T, error)) (T, bool) {
 	var s string
 	switch x := v.(type) {
 	case json.Number:
@@ -203,8 +198,9 @@ func i64(v any) (int64, bool) {
 	case string:
 		s = x
 	default:
-		return 0, false
+		var zero T
+		return zero, false
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
+	n, err := parse(s)
 	return n, err == nil
 }
