@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"go.uber.org/zap"
 
 	"github.com/geoevent/geoevent/core"
@@ -75,6 +76,9 @@ type Options struct {
 	Replica replica.Config
 	// SegmentBytes is the log segment size (0: package store's default).
 	SegmentBytes int64
+	// Metrics, when set, receives the server's metrics (see Health and
+	// docs/operations.md); one server per set.
+	Metrics *metrics.Set
 }
 
 func (o *Options) setDefaults() {
@@ -137,6 +141,10 @@ type Server struct {
 	conns  map[core.ConnID]*conn // loop-owned
 	connID atomic.Uint64         // the last connection id handed out
 	status replica.Status        // loop-owned: the replica's last logged role, term and leader
+
+	health  atomic.Pointer[Health] // the loop's last published state (metrics.go)
+	dataAt  time.Time              // loop-owned: when health's Data was taken
+	metrics *serverMetrics         // nil: none recorded
 
 	peers      []*peer // outbound connections, by replica index (nil: this replica)
 	peerCtx    context.Context
@@ -252,6 +260,10 @@ func openLocked(dir string, lock *DirLock, opts Options) (s *Server, err error) 
 	s.disk = newDisk(dir, log, rec.SnapshotIndex, s.loopDone, s.log)
 	s.disk.inCluster = info.ReplicaCount > 1 // others go on without it: it stops after a while out of space
 	s.peers = s.newPeers()
+	if opts.Metrics != nil {
+		s.metrics = newServerMetrics(s, opts.Metrics)
+		s.disk.m = &s.metrics.disk
+	}
 	s.peerCtx, s.peerCancel = context.WithCancel(context.Background())
 
 	cfg := opts.Replica
@@ -465,6 +477,7 @@ func (s *Server) loop(ctx context.Context) error {
 	tick := time.NewTicker(s.opts.TickInterval)
 	defer tick.Stop()
 	s.logStatus()
+	s.publish(time.Now())
 	if s.replay.to > 0 {
 		s.replay.start = time.Now()
 		s.replay.logged = s.replay.start
@@ -523,8 +536,9 @@ func (s *Server) loop(ctx context.Context) error {
 				answer()
 			case p := <-s.peerLost:
 				s.r.PeerLost(p)
-			case <-tick.C:
+			case now := <-tick.C:
 				s.r.Tick()
+				s.publish(now)
 			}
 		}
 		if err := s.r.Err(); err != nil {
@@ -580,11 +594,17 @@ func (s *Server) logStatus() {
 	msg := "role changed"
 	if st.Leader != s.status.Leader {
 		msg = "leader changed"
+		if s.metrics != nil && st.Leader != replica.NoLeader {
+			s.metrics.leaderChanges.Inc()
+		}
 	}
 	s.log.Info(msg, zap.Uint64("term", st.Term), zap.Stringer("role", st.Role), zap.Int64("leader", leader),
 		zap.Uint64("commit", st.Commit), zap.Uint64("last_index", st.LastIndex))
 	s.status = st
 	s.disk.leading.Store(st.Role == replica.Leader)
+	if s.health.Load() != nil {
+		s.publish(time.Now()) // probes see a new role, term or leader at once
+	}
 }
 
 // prepare runs replica.PrepareRequest on a client frame while the replica
@@ -592,6 +612,7 @@ func (s *Server) logStatus() {
 // caller's goroutine rather than the loop, which every request shares. A
 // follower forwards the frame as it came.
 func (s *Server) prepare(h core.Header, payload []byte) []byte {
+	s.metrics.countFrame(h, payload)
 	if !s.disk.leading.Load() {
 		return nil
 	}
