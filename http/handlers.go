@@ -347,7 +347,8 @@ func (g *Gateway) stats(c *call) *failure {
 }
 
 // GET /ping: 200 {pong: true}; 503 {pong: false, reason} when the cluster
-// does not answer or says it is unhealthy.
+// does not answer or says it is unhealthy. With Config.Health it answers
+// from the local replica's published state (health.go), at once.
 func (g *Gateway) ping(c *call) *failure {
 	if _, f := c.params(); f != nil {
 		return f
@@ -361,6 +362,9 @@ func (g *Gateway) ping(c *call) *failure {
 			w.str(reason)
 			w.close()
 		})
+	}
+	if f, ok := g.pingFromHealth(c); ok {
+		return f
 	}
 	r, f, bad := run(c, core.Ping, nil)
 	if f != nil {

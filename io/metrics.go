@@ -25,6 +25,10 @@ type Health struct {
 	// Replaying: the replica is applying the log it recovered at start
 	// and holds clients' requests until it has.
 	Replaying bool
+	// PrevCommit is the commit index of the publication before this one
+	// (a tick earlier): a replica that has applied up to it is caught up
+	// but for what committed since (readiness).
+	PrevCommit uint64
 	// Data is the state machine's counts, refreshed at most once every
 	// dataEvery (the stats operation's work: it is not free).
 	Data core.Stats
@@ -53,7 +57,11 @@ func (s *Server) Health() Health {
 // counts are refreshed once they are dataEvery old.
 func (s *Server) publish(now time.Time) {
 	h := &Health{Probe: s.r.Probe(), At: now, Running: true, Replaying: s.replay.to > 0}
-	if old := s.health.Load(); old != nil && now.Sub(s.dataAt) < dataEvery {
+	old := s.health.Load()
+	if old != nil {
+		h.PrevCommit = old.Commit
+	}
+	if old != nil && now.Sub(s.dataAt) < dataEvery {
 		h.Data = old.Data
 	} else {
 		h.Data, s.dataAt = s.r.Data(), now

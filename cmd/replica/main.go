@@ -61,6 +61,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -146,6 +147,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // When it returns false the command exits with code.
 func parse(fset *flag.FlagSet, args []string, stderr io.Writer, required ...string) (code int, ok bool) {
 	fset.SetOutput(stderr)
+	fset.Usage = func() { printUsage(fset, stderr) }
 	if err := fset.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK, false
@@ -156,11 +158,15 @@ func parse(fset *flag.FlagSet, args []string, stderr io.Writer, required ...stri
 		fmt.Fprintf(stderr, "replica %s: unexpected argument %q\n", fset.Name(), fset.Arg(0))
 		return exitUsage, false
 	}
+	if err := applyEnv(fset); err != nil {
+		fmt.Fprintf(stderr, "replica %s: %v\n", fset.Name(), err)
+		return exitUsage, false
+	}
 	set := map[string]bool{}
 	fset.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	for _, name := range required {
 		if !set[name] {
-			fmt.Fprintf(stderr, "replica %s: --%s is required\n", fset.Name(), name)
+			fmt.Fprintf(stderr, "replica %s: --%s (or %s) is required\n", fset.Name(), name, envName(name))
 			return exitUsage, false
 		}
 	}
@@ -317,9 +323,9 @@ type connLimits struct {
 // io.Options'.
 func connLimitFlags(fset *flag.FlagSet) *connLimits {
 	l := &connLimits{}
-	fset.DurationVar(&l.readTimeout, "read-timeout", 30*time.Second, "close a binary-protocol connection that has not completed a frame this long after its first byte (0: never)")
-	fset.DurationVar(&l.idleTimeout, "idle-timeout", 5*time.Minute, "close a client's binary-protocol connection after this long with nothing read or written and no request waiting for its answer (0: never)")
-	fset.IntVar(&l.maxConnections, "max-connections", 10000, "the most binary-protocol connections open at once, clients' and other replicas'; one more gets CLUSTER_BUSY (0: no limit)")
+	fset.DurationVar(&l.readTimeout, "read-timeout", 30*time.Second, "close a binary-protocol connection that has not completed a frame `D` after its first byte (0: never)")
+	fset.DurationVar(&l.idleTimeout, "idle-timeout", 5*time.Minute, "close a client's binary-protocol connection after `D` with nothing read or written and no request waiting for its answer (0: never)")
+	fset.IntVar(&l.maxConnections, "max-connections", 10000, "at most `N` binary-protocol connections open at once, clients' and other replicas'; one more gets CLUSTER_BUSY (0: no limit)")
 	return l
 }
 
@@ -355,7 +361,8 @@ func serve(log *zap.Logger, cfg serveConfig, stderr io.Writer) int {
 		}
 		defer stopPprof()
 	}
-	opts := cfg.limits.options(geoio.Options{Addresses: addrs, Logger: log})
+	set := metrics.NewSet() // the replica's and the gateway's metrics: GET /metrics
+	opts := cfg.limits.options(geoio.Options{Addresses: addrs, Logger: log, Metrics: set})
 	var srv *geoio.Server
 	var err error
 	if cfg.lock != nil {
@@ -384,7 +391,8 @@ func serve(log *zap.Logger, cfg serveConfig, stderr io.Writer) int {
 		}
 		backend, err = ghttp.NewLocalBackend(dial, client.Options{Cluster: srv.Cluster().Cluster})
 		if err == nil {
-			gw, err = ghttp.Listen(httpAddr, ghttp.Config{Backend: backend, Logger: log, CORSOrigins: cfg.cors})
+			gw, err = ghttp.Listen(httpAddr, ghttp.Config{Backend: backend, Logger: log, CORSOrigins: cfg.cors,
+				Metrics: set, Health: probeHealth(srv)})
 			if err != nil {
 				backend.Close()
 			}
