@@ -384,12 +384,14 @@ func (g *Gateway) ping(c *call) *failure {
 	})
 }
 
-// GET /status.
+// GET /status: this replica's state, with cluster_state "no_leader" when
+// it knows no leader. With Config.Health, the state its loop published
+// when the replica does not answer within statusWait (health.go).
 func (g *Gateway) status(c *call) *failure {
 	if _, f := c.params(); f != nil {
 		return f
 	}
-	s, f := submit(c, core.Status, nil)
+	s, f := g.statusReply(c)
 	if f != nil {
 		return f
 	}

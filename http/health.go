@@ -1,6 +1,7 @@
 package http
 
 import (
+	"context"
 	"fmt"
 	stdhttp "net/http"
 	"time"
@@ -31,6 +32,33 @@ type Health struct {
 	// Term, Commit and Applied are its term, commit index and applied
 	// index; PrevCommit is the commit index it knew one heartbeat before.
 	Term, Commit, Applied, PrevCommit uint64
+	// Status is what GET /status answers when the backend does not answer
+	// within statusWait (its counts may be a second old).
+	Status core.StatusReply
+}
+
+// statusWait bounds how long GET /status waits for the backend when
+// Config.Health can answer instead: a replica that knows no leader may
+// have no session to send it on (registering one needs a leader).
+const statusWait = 50 * time.Millisecond
+
+// statusReply is GET /status's answer: the replica's, or with
+// Config.Health and no answer within statusWait, the published one.
+func (g *Gateway) statusReply(c *call) (*core.StatusReply, *failure) {
+	if g.cfg.Health == nil {
+		return submit(c, core.Status, nil)
+	}
+	ctx := c.ctx
+	short, cancel := context.WithTimeout(ctx, statusWait)
+	c.ctx = short
+	s, f := submit(c, core.Status, nil)
+	c.ctx = ctx
+	cancel()
+	if f == nil {
+		return s, nil
+	}
+	st := g.cfg.Health().Status
+	return &st, nil
 }
 
 // LivenessTimeout is how old the loop's heartbeat may be before /healthz

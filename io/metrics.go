@@ -32,6 +32,9 @@ type Health struct {
 	// Data is the state machine's counts, refreshed at most once every
 	// dataEvery (the stats operation's work: it is not free).
 	Data core.Stats
+	// Status is what the status operation would answer, with Data's
+	// counts.
+	Status core.StatusReply
 }
 
 // dataEvery is how often the loop refreshes Health.Data.
@@ -66,6 +69,7 @@ func (s *Server) publish(now time.Time) {
 	} else {
 		h.Data, s.dataAt = s.r.Data(), now
 	}
+	h.Status = s.r.StatusReply(h.Data)
 	s.health.Store(h)
 }
 

@@ -192,6 +192,17 @@ func (r *Replica) Probe() Probe {
 	return Probe{Status: r.Status(), LeaderHeard: r.leaderHeard(r.raftNow()), Repairing: r.repairing, ClusterState: r.clusterState()}
 }
 
+// StatusReply is what the status operation answers now, with data's
+// counts (Data's, which the caller may have taken earlier).
+func (r *Replica) StatusReply(data core.Stats) core.StatusReply {
+	return core.StatusReply{
+		EventsCount: data.EventCount, EntitiesCount: data.EntityCount, IndexBytes: data.IndexBytes,
+		UptimeSeconds: (r.clock.MonotonicNS() - r.startNS) / 1_000_000_000,
+		Version:       r.cfg.Version, ClusterState: r.clusterState(), NodeID: r.nodeID(r.self),
+		ClusterID: r.cfg.Cluster,
+	}
+}
+
 // Data reports the state machine's counts now, as the stats operation
 // does (entities and events not yet expired, index bytes).
 func (r *Replica) Data() core.Stats {

@@ -18,6 +18,7 @@ func probeHealth(srv *geoio.Server) func() ghttp.Health {
 			Running: h.Running, Replica: self, Leader: -1, Role: h.Role.String(),
 			LeaderHeard: h.LeaderHeard, Replaying: h.Replaying,
 			Term: h.Term, Commit: h.Commit, Applied: h.Applied, PrevCommit: h.PrevCommit,
+			Status: h.Status,
 		}
 		if !h.At.IsZero() {
 			out.HeartbeatAge = time.Since(h.At)
