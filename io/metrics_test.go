@@ -1,0 +1,88 @@
+package io
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// openUnrun opens a one-replica server with metrics in set, whose loop
+// does not run: the test calls what the loop would.
+func openUnrun(t testing.TB, set *metrics.Set) *Server {
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := Format(dir, ClusterInfo{Cluster: testCluster, ReplicaIndex: 0, ReplicaCount: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir, Options{Addresses: []string{"127.0.0.1:0"}, Metrics: set})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestHealthAndGauges: before the loop publishes, Health is zero and the
+// gauges say so (no leader, no heartbeat); once published, Health and
+// the gauges give the replica's state, PrevCommit the commit of the
+// publication before; frames are counted by operation, a sessionless
+// read's too.
+func TestHealthAndGauges(t *testing.T) {
+	set := metrics.NewSet()
+	s := openUnrun(t, set)
+	if h := s.Health(); !h.At.IsZero() || h.Running {
+		t.Fatalf("before the loop: %+v", h)
+	}
+	scrape := func() string {
+		var b strings.Builder
+		set.WritePrometheus(&b)
+		return b.String()
+	}
+	for _, want := range []string{"geoevent_raft_leader -1\n", "geoevent_loop_heartbeat_age_seconds -1\n", `geoevent_raft_role{role="leader"} 0` + "\n"} {
+		if !strings.Contains(scrape(), want) {
+			t.Errorf("before the loop, no %q in:\n%s", want, scrape())
+		}
+	}
+	s.publish(time.Now())
+	s.publish(time.Now())
+	h := s.Health()
+	if !h.Running || h.Status.NodeID != "replica-0" || h.Status.ClusterID != testCluster || h.PrevCommit != h.Commit {
+		t.Fatalf("published: %+v", h)
+	}
+	hd := core.Header{Type: core.MsgRequest, ClientID: 5}
+	s.prepare(hd, []byte{byte(core.OpQueryRadius)})
+	s.prepare(core.Header{Type: core.MsgRequest}, core.AppendSessionlessRead(nil, testCluster, []byte{byte(core.OpQueryRadius)}))
+	s.prepare(core.Header{Type: core.MsgRegister}, nil)
+	s.prepare(hd, nil)         // empty: not counted
+	s.prepare(hd, []byte{250}) // no such operation: not counted
+	out := scrape()
+	for _, want := range []string{`geoevent_requests_total{op="query_radius"} 2`, "geoevent_session_registers_total 1", "geoevent_raft_term "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+}
+
+// BenchmarkPublish is the loop's cost per tick for Health (every 10 ms).
+func BenchmarkPublish(b *testing.B) {
+	s := openUnrun(b, metrics.NewSet())
+	now := time.Now()
+	s.publish(now)
+	for b.Loop() {
+		s.publish(now) // the data counts are not refreshed: as on most ticks
+	}
+}
+
+// BenchmarkCountFrame is a connection reader's cost per client frame.
+func BenchmarkCountFrame(b *testing.B) {
+	m := openUnrun(b, metrics.NewSet()).metrics
+	h := core.Header{Type: core.MsgRequest, ClientID: 5}
+	p := []byte{byte(core.OpUpsert)}
+	for b.Loop() {
+		m.countFrame(h, p)
+	}
+}
