@@ -86,3 +86,16 @@ func BenchmarkCountFrame(b *testing.B) {
 		m.countFrame(h, p)
 	}
 }
+
+// FuzzCountFrame: any client frame is counted or passed over, never a
+// panic.
+func FuzzCountFrame(f *testing.F) {
+	f.Add(uint8(core.MsgRequest), uint64(0), core.AppendSessionlessRead(nil, testCluster, []byte{byte(core.OpPing)}))
+	f.Add(uint8(core.MsgRequest), uint64(3), []byte{byte(core.OpInsert), 1, 2})
+	f.Add(uint8(core.MsgRequest), uint64(0), []byte{1})
+	f.Add(uint8(core.MsgRegister), uint64(0), []byte{})
+	m := newServerMetrics(&Server{}, metrics.NewSet())
+	f.Fuzz(func(t *testing.T, typ uint8, client uint64, payload []byte) {
+		m.countFrame(core.Header{Type: core.MessageType(typ), ClientID: client}, payload)
+	})
+}

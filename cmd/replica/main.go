@@ -38,6 +38,16 @@
 // go tool pprof http://HOST:PORT/debug/pprof/profile?seconds=10. It is a
 // debugging aid: keep it on loopback.
 //
+// Every flag can also come from an environment variable, GEOEVENT_ and
+// the flag's name in capitals with '_' for '-' (--replica-count:
+// GEOEVENT_REPLICA_COUNT); the command line wins (env.go). "replica
+// COMMAND -h" lists each flag with its variable.
+//
+// With --http the server also serves GET /metrics (Prometheus's text
+// format: the replica's and the gateway's metrics, in one set), and the
+// probes /healthz and /readyz, which answer from the state the replica's
+// event loop publishes (io.Server.Health; see package http).
+//
 // The connection flags (start and dev) bound the binary protocol's
 // connections (io.Options): --read-timeout (default 30s) closes a
 // connection whose frame is not complete that long after its first byte,
@@ -109,7 +119,12 @@ Binary-protocol connections (start, dev; 0 turns each off):
   --max-connections N  at most N connections at once; one more is answered
                        CLUSTER_BUSY (retryable) and closed (default 10000)
 
-Run "replica COMMAND -h" for a command's flags.
+Every flag may come from the environment instead: GEOEVENT_ and its name in
+capitals, '-' as '_' (--replica-count: GEOEVENT_REPLICA_COUNT); the command
+line wins. With --http the server also serves GET /metrics (Prometheus),
+/healthz (liveness) and /readyz (readiness).
+
+Run "replica COMMAND -h" for a command's flags and their variables.
 `
 
 // Exit codes.
@@ -166,7 +181,7 @@ func parse(fset *flag.FlagSet, args []string, stderr io.Writer, required ...stri
 	fset.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	for _, name := range required {
 		if !set[name] {
-			fmt.Fprintf(stderr, "replica %s: --%s (or %s) is required\n", fset.Name(), name, envName(name))
+			fmt.Fprintf(stderr, "replica %s: --%s is required (or set %s)\n", fset.Name(), name, envName(name))
 			return exitUsage, false
 		}
 	}
