@@ -8,7 +8,15 @@
 //   - The event loop (Server.Run) owns the *replica.Replica and is the only
 //     goroutine that calls it. It takes one input at a time — a frame, a
 //     closed connection, a storage completion, a tick — and after each checks
-//     Replica.Err; a replica that failed stops the server.
+//     Replica.Err; a replica that failed stops the server. On every tick,
+//     and whenever the role, term or leader changes, it publishes the
+//     replica's state (Server.Health: role, term, leader, commit and
+//     applied index, its heartbeat time, the data counts once a second)
+//     for health probes and metrics, which read it from other goroutines
+//     and never wait for the loop. With Options.Metrics the readers count
+//     client requests by operation and the disk goroutine times its
+//     fsyncs and snapshot files (metrics.go); the loop itself records
+//     nothing but leader changes.
 //   - The disk goroutine performs AppendLog, SaveHardState, Sync and
 //     SaveSnapshot against package store, in the order the replica asked,
 //     and reports Synced and SnapshotSaved back to the loop. It does group
