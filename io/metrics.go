@@ -91,7 +91,16 @@ type serverMetrics struct {
 	registers     *metrics.Counter
 	leaderChanges *metrics.Counter
 	disk          diskMetrics
+	// Work beside the loop: a snapshot encoded for a follower (leader),
+	// or a leader's snapshot decoded into the state (follower).
+	snapshotEncode, snapshotDecode *metrics.PrometheusHistogram
 }
+
+// What Server.beside does (its log messages).
+const (
+	snapshotEncoded = "snapshot encoded"
+	snapshotDecoded = "snapshot decoded"
+)
 
 // diskMetrics are the disk goroutine's and the snapshot writer's.
 type diskMetrics struct {
@@ -117,6 +126,8 @@ func newServerMetrics(s *Server, set *metrics.Set) *serverMetrics {
 	m.disk.fsync = set.NewPrometheusHistogramExt(`geoevent_log_fsync_seconds`, LatencyBuckets)
 	m.disk.entriesPerFsync = set.NewPrometheusHistogramExt(`geoevent_log_entries_per_fsync`, countBuckets)
 	m.disk.snapshotWrite = set.NewPrometheusHistogramExt(`geoevent_snapshot_write_seconds`, LatencyBuckets)
+	m.snapshotEncode = set.NewPrometheusHistogramExt(`geoevent_snapshot_encode_seconds`, LatencyBuckets)
+	m.snapshotDecode = set.NewPrometheusHistogramExt(`geoevent_snapshot_decode_seconds`, LatencyBuckets)
 	set.NewGauge(`geoevent_snapshot_bytes`, func() float64 { return float64(m.disk.snapshotBytes.Load()) })
 
 	gauge := func(name string, f func(h *Health) float64) {
@@ -182,6 +193,20 @@ func (m *serverMetrics) countFrame(h core.Header, payload []byte) {
 				c.Inc()
 			}
 		}
+	}
+}
+
+// besideDone records work done beside the loop (Server.beside). A nil m
+// records nothing.
+func (m *serverMetrics) besideDone(what string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	switch what {
+	case snapshotEncoded:
+		m.snapshotEncode.Update(took.Seconds())
+	case snapshotDecoded:
+		m.snapshotDecode.Update(took.Seconds())
 	}
 }
 

@@ -2,6 +2,7 @@ package io
 
 import (
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -98,4 +99,41 @@ func FuzzCountFrame(f *testing.F) {
 	f.Fuzz(func(t *testing.T, typ uint8, client uint64, payload []byte) {
 		m.countFrame(core.Header{Type: core.MessageType(typ), ClientID: client}, payload)
 	})
+}
+
+// TestDiskMetrics: a served replica that takes snapshots records its
+// fsyncs (one or more entries each), its snapshot files and their size,
+// and the requests by operation.
+func TestDiskMetrics(t *testing.T) {
+	dir := formatDir(t)
+	set := metrics.NewSet()
+	opts := Options{SegmentBytes: 512, Metrics: set}
+	opts.Replica.SnapshotEvery = 5
+	const n = 40
+	writeAndStop(t, dir, opts, n)
+	var b strings.Builder
+	set.WritePrometheus(&b)
+	value := func(name string) float64 {
+		for _, line := range strings.Split(b.String(), "\n") {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("%s: %v", line, err)
+				}
+				return f
+			}
+		}
+		t.Fatalf("no %s in:\n%s", name, b.String())
+		return 0
+	}
+	fsyncs, entries := value("geoevent_log_fsync_seconds_count"), value("geoevent_log_entries_per_fsync_sum")
+	if fsyncs < 1 || entries < n || value("geoevent_log_entries_per_fsync_count") > fsyncs {
+		t.Errorf("%v fsyncs of %v entries (%v counted), want at least %d entries", fsyncs, entries, value("geoevent_log_entries_per_fsync_count"), n)
+	}
+	if value("geoevent_snapshot_write_seconds_count") < 1 || value("geoevent_snapshot_bytes") <= 0 {
+		t.Errorf("snapshots: %v written, the last %v bytes", value("geoevent_snapshot_write_seconds_count"), value("geoevent_snapshot_bytes"))
+	}
+	if got := value(`geoevent_requests_total{op="insert"}`); got != n {
+		t.Errorf("%v inserts counted, want %d", got, n)
+	}
 }

@@ -782,7 +782,9 @@ func (s *Server) beside(what string, index uint64, work func(), answer func()) {
 		defer s.wg.Done()
 		start := time.Now()
 		work()
-		s.log.Debug(what, zap.Uint64("index", index), zap.Duration("took", time.Since(start)))
+		took := time.Since(start)
+		s.metrics.besideDone(what, took)
+		s.log.Debug(what, zap.Uint64("index", index), zap.Duration("took", took))
 		select {
 		case s.besideDone <- answer:
 		case <-s.loopDone:
@@ -792,11 +794,11 @@ func (s *Server) beside(what string, index uint64, work func(), answer func()) {
 
 func (rio replicaIO) EncodeSnapshot(index uint64, encode func() []byte) {
 	var data []byte
-	rio.s.beside("snapshot encoded", index, func() { data = encode() }, func() { rio.s.r.SnapshotEncoded(index, data) })
+	rio.s.beside(snapshotEncoded, index, func() { data = encode() }, func() { rio.s.r.SnapshotEncoded(index, data) })
 }
 
 func (rio replicaIO) DecodeSnapshot(index uint64, decode func()) {
-	rio.s.beside("snapshot decoded", index, decode, func() { rio.s.r.SnapshotDecoded(index) })
+	rio.s.beside(snapshotDecoded, index, decode, func() { rio.s.r.SnapshotDecoded(index) })
 }
 
 func (rio replicaIO) SaveSnapshot(index, term uint64, data []byte) {
