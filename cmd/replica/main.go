@@ -309,6 +309,7 @@ func dev(args []string, stdout, stderr io.Writer) int {
 `, info.Cluster, *data, addr)
 		if httpAddr != "" {
 			fmt.Fprintf(stdout, "  HTTP JSON API on http://%[1]s: curl http://%[1]s/ping (the API: GET /openapi.json)\n", httpAddr)
+			fmt.Fprintf(stdout, "  probes: /healthz (liveness), /readyz (readiness); Prometheus metrics: /metrics\n")
 		}
 		fmt.Fprintf(stdout, "  Ctrl-C stops the replica cleanly.\n")
 	}
