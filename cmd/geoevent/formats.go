@@ -151,7 +151,6 @@ func newCSVReader(r io.Reader) (rd *csvReader, ignored []string, err error) {
 
 func (c *csvReader) next() (row, error) {
 	rec, err := c.cr.Read()
-	line, _ := c.cr.FieldPos(0)
 	var pe *csv.ParseError
 	if errors.As(err, &pe) {
 		return row{where: fmt.Sprintf("line %d", pe.StartLine), err: fmt.Errorf("not CSV: %v", pe.Err)}, nil
@@ -159,6 +158,7 @@ func (c *csvReader) next() (row, error) {
 	if err != nil {
 		return row{}, err
 	}
+	line, _ := c.cr.FieldPos(0) // only after a record was read: it panics otherwise
 	r := row{where: fmt.Sprintf("line %d", line)}
 	if len(rec) != len(c.columns) {
 		r.err = fmt.Errorf("%d cells where the header names %d", len(rec), len(c.columns))

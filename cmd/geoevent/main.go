@@ -155,27 +155,69 @@ func (e *env) flags() *flag.FlagSet {
 
 // parse parses a command's flags, which may stand before and after its
 // positional arguments, of which it wants min to max (max -1: no most).
+// An argument that starts with '-' and a digit or '.' is a positional one
+// (a negative coordinate), unless it is the value of the flag before it.
 // ok false: the command exits with code.
 func (e *env) parse(fset *flag.FlagSet, args []string, min, max int) (pos []string, code int, ok bool) {
-	for {
-		if err := fset.Parse(args); err != nil {
+	for len(args) > 0 {
+		cut := len(args) // the flags and arguments before the next negative number
+		for i, a := range args {
+			if a == "--" {
+				break
+			}
+			if isNegative(a) && (i == 0 || !takesValue(fset, args[i-1])) {
+				cut = i
+				break
+			}
+		}
+		if cut == 0 {
+			pos, args = append(pos, args[0]), args[1:]
+			continue
+		}
+		if err := fset.Parse(args[:cut]); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, exitOK, false
 			}
 			return nil, exitUsage, false
 		}
-		args = fset.Args()
-		if len(args) == 0 {
+		rest := fset.Args()
+		if at := cut - len(rest); at > 0 && args[at-1] == "--" {
+			// "--" ends the flags: all after it is positional.
+			pos = append(append(pos, rest...), args[cut:]...)
 			break
 		}
-		pos = append(pos, args[0])
-		args = args[1:]
+		if len(rest) == 0 {
+			args = args[cut:]
+			continue
+		}
+		pos = append(pos, rest[0])
+		args = append(slices.Clone(rest[1:]), args[cut:]...)
 	}
 	if len(pos) < min || (max >= 0 && len(pos) > max) {
 		fset.Usage()
 		return nil, exitUsage, false
 	}
 	return pos, exitOK, true
+}
+
+// isNegative reports whether a starts like a negative number.
+func isNegative(a string) bool {
+	return len(a) > 1 && a[0] == '-' && (a[1] == '.' || '0' <= a[1] && a[1] <= '9')
+}
+
+// takesValue reports whether arg is a flag of fset that takes the next
+// argument as its value (not a boolean, and not -name=value).
+func takesValue(fset *flag.FlagSet, arg string) bool {
+	name := strings.TrimLeft(arg, "-")
+	if len(arg)-len(name) < 1 || len(arg)-len(name) > 2 || strings.Contains(name, "=") {
+		return false
+	}
+	f := fset.Lookup(name)
+	if f == nil {
+		return false
+	}
+	b, isBool := f.Value.(interface{ IsBoolFlag() bool })
+	return !isBool || !b.IsBoolFlag()
 }
 
 // fail prints a command's error and returns the exit code: usage errors

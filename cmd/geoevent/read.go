@@ -16,18 +16,9 @@ func init() {
 }
 
 func get(e *env, args []string) int {
-	fset := e.flags()
-	pos, code, ok := e.parse(fset, args, 1, -1)
+	ids, code, ok := e.entityArgs(args)
 	if !ok {
 		return code
-	}
-	ids := make([]string, len(pos))
-	for i, s := range pos {
-		id, err := entityID(s)
-		if err != nil {
-			return e.fail(err)
-		}
-		ids[i] = id
 	}
 	// Form B answers null for each entity not found, in the order asked
 	// (Form A leaves it out); its nanodegrees are converted here.

@@ -25,6 +25,23 @@ func entityID(s string) (string, error) {
 	return id.String(), nil
 }
 
+// entityArgs parses a command whose arguments are one or more entity ids.
+func (e *env) entityArgs(args []string) (ids []string, code int, ok bool) {
+	pos, code, ok := e.parse(e.flags(), args, 1, -1)
+	if !ok {
+		return nil, code, false
+	}
+	ids = make([]string, len(pos))
+	for i, s := range pos {
+		id, err := entityID(s)
+		if err != nil {
+			return nil, e.fail(err), false
+		}
+		ids[i] = id
+	}
+	return ids, exitOK, true
+}
+
 // insertResult is one event's result of POST /events.
 type insertResult struct {
 	Index       int    `json:"index"`
@@ -135,18 +152,9 @@ func put(e *env, args []string) int {
 }
 
 func deleteEntities(e *env, args []string) int {
-	fset := e.flags()
-	pos, code, ok := e.parse(fset, args, 1, -1)
+	ids, code, ok := e.entityArgs(args)
 	if !ok {
 		return code
-	}
-	ids := make([]string, len(pos))
-	for i, s := range pos {
-		id, err := entityID(s)
-		if err != nil {
-			return e.fail(err)
-		}
-		ids[i] = id
 	}
 	var ans struct {
 		Deleted  int `json:"deleted_count"`
