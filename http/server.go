@@ -55,6 +55,9 @@ type Config struct {
 	// from reading answers, and a preflight is refused (403). New refuses
 	// an entry that is neither (see CheckCORSOrigin).
 	CORSOrigins []string
+	// MapTiles is the base-map tile URL template of the map page at GET /
+	// (see CheckMapTiles); "" draws the map on a plain background.
+	MapTiles string
 }
 
 //go:embed openapi.json
@@ -224,6 +227,9 @@ func (g *Gateway) serveEndpoint(c *call, e *endpoint) {
 			})
 			return
 		}
+	}
+	if e == nil && g.serveMap(c) {
+		return
 	}
 	if e == nil {
 		g.serve(c, func(c *call) *failure {

@@ -202,6 +202,7 @@ func start(args []string, stderr io.Writer) int {
 	var cors originList
 	fset.Var(&cors, "cors-origin", corsUsage)
 	pprofAddr := fset.String("pprof", "", pprofUsage)
+	mapTiles := fset.String("map-tiles", "", mapTilesUsage)
 	lim := connLimitFlags(fset)
 	if code, ok := parse(fset, args, stderr, "data", "addresses"); !ok {
 		return code
@@ -227,7 +228,11 @@ func start(args []string, stderr io.Writer) int {
 		return exitError
 	}
 	defer log.Sync()
-	return serve(log, serveConfig{dir: *data, addrs: addrs, httpAddr: *httpAddr, cors: cors, pprofAddr: *pprofAddr, limits: *lim, cmd: "start"}, stderr)
+	if err := ghttp.CheckMapTiles(*mapTiles); err != nil {
+		fmt.Fprintf(stderr, "replica start: --map-tiles: %v\n", err)
+		return exitUsage
+	}
+	return serve(log, serveConfig{dir: *data, addrs: addrs, httpAddr: *httpAddr, cors: cors, pprofAddr: *pprofAddr, mapTiles: *mapTiles, limits: *lim, cmd: "start"}, stderr)
 }
 
 func dev(args []string, stdout, stderr io.Writer) int {
@@ -238,9 +243,14 @@ func dev(args []string, stdout, stderr io.Writer) int {
 	var cors originList
 	fset.Var(&cors, "cors-origin", corsUsage)
 	pprofAddr := fset.String("pprof", "", pprofUsage)
+	mapTiles := fset.String("map-tiles", "", mapTilesUsage)
 	lim := connLimitFlags(fset)
 	if code, ok := parse(fset, args, stderr); !ok {
 		return code
+	}
+	if err := ghttp.CheckMapTiles(*mapTiles); err != nil {
+		fmt.Fprintf(stderr, "replica dev: --map-tiles: %v\n", err)
+		return exitUsage
 	}
 	addrs, err := splitAddresses(*addresses)
 	if err == nil && len(addrs) != 1 {
@@ -291,8 +301,11 @@ func dev(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "  Ctrl-C stops the replica cleanly.\n")
 	}
-	return serve(log, serveConfig{dir: *data, lock: lock, addrs: addrs, httpAddr: *httpAddr, cors: cors, pprofAddr: *pprofAddr, limits: *lim, banner: banner, cmd: "dev"}, stderr)
+	return serve(log, serveConfig{dir: *data, lock: lock, addrs: addrs, httpAddr: *httpAddr, cors: cors, pprofAddr: *pprofAddr, mapTiles: *mapTiles, limits: *lim, banner: banner, cmd: "dev"}, stderr)
 }
+
+// mapTilesUsage is the help of --map-tiles (start, dev).
+const mapTilesUsage = "base-map tiles of the map page at GET / (HTTP): a `URL` template such as https://tile.openstreetmap.org/{z}/{x}/{y}.png (default: none, a plain background)"
 
 // serveConfig is what start and dev hand to serve.
 type serveConfig struct {
@@ -302,6 +315,7 @@ type serveConfig struct {
 	httpAddr  string // "": no HTTP gateway
 	cors      []string
 	pprofAddr string // "": no profiling endpoint
+	mapTiles  string // the map page's tile URL template ("": none)
 	banner    func(addr, httpAddr string)
 	cmd       string // for messages: "start" or "dev"
 	limits    connLimits
@@ -384,7 +398,7 @@ func serve(log *zap.Logger, cfg serveConfig, stderr io.Writer) int {
 		}
 		backend, err = ghttp.NewLocalBackend(dial, client.Options{Cluster: srv.Cluster().Cluster})
 		if err == nil {
-			gw, err = ghttp.Listen(httpAddr, ghttp.Config{Backend: backend, Logger: log, CORSOrigins: cfg.cors})
+			gw, err = ghttp.Listen(httpAddr, ghttp.Config{Backend: backend, Logger: log, CORSOrigins: cfg.cors, MapTiles: cfg.mapTiles})
 			if err != nil {
 				backend.Close()
 			}
