@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +32,7 @@ const (
 // row is one event of an input: where it is (for messages) and its JSON
 // object for POST /events, or why it could not be read.
 type row struct {
+	seq   int    // its place among the rows, from 0
 	where string // "line 12", "feature 3"
 	ev    json.RawMessage
 	err   error
@@ -44,6 +46,7 @@ type rowReader interface {
 
 // failure is a row that was not imported, and why.
 type failure struct {
+	seq   int    // the row's place in the input, for the report's order
 	Where string `json:"row"`
 	Code  int    `json:"code,omitempty"`
 	Error string `json:"error"`
@@ -54,6 +57,7 @@ type importer struct {
 	e        *env
 	mode     string // "insert" or "upsert"
 	batchMax int
+	rows     int // read so far
 	imported int
 	failed   []failure
 	progress *progress
@@ -151,8 +155,9 @@ func (im *importer) run(rd rowReader) error {
 		if err != nil {
 			return err
 		}
+		r.seq, im.rows = im.rows, im.rows+1
 		if r.err != nil {
-			im.failed = append(im.failed, failure{Where: r.where, Error: r.err.Error()})
+			im.failed = append(im.failed, failure{seq: r.seq, Where: r.where, Error: r.err.Error()})
 			continue
 		}
 		if len(batch) > 0 && (len(batch) == im.batchMax || size+len(r.ev) > maxBatchBytes) {
@@ -199,7 +204,7 @@ func (im *importer) send(batch []row) error {
 			for _, res := range ans.Results {
 				if res.Code != 0 && res.Index >= 0 && res.Index < len(rows) && !bad[res.Index] {
 					bad[res.Index] = true
-					im.failed = append(im.failed, failure{Where: rows[res.Index].where, Code: res.Code, Error: eventFailure(res)})
+					im.failed = append(im.failed, failure{seq: rows[res.Index].seq, Where: rows[res.Index].where, Code: res.Code, Error: eventFailure(res)})
 				}
 			}
 			if len(bad) == 0 {
@@ -213,13 +218,13 @@ func (im *importer) send(batch []row) error {
 			if i >= len(rows) {
 				return err
 			}
-			im.failed = append(im.failed, failure{Where: rows[i].where, Code: ae.code, Error: ae.Error()})
+			im.failed = append(im.failed, failure{seq: rows[i].seq, Where: rows[i].where, Code: ae.code, Error: ae.Error()})
 			rows = without(rows, map[int]bool{i: true})
 		case errors.As(err, &ae) && ae.status != http.StatusServiceUnavailable:
 			// The whole batch was refused (or timed out: then it may
 			// have been written); its rows are reported, the import goes on.
 			for _, r := range rows {
-				im.failed = append(im.failed, failure{Where: r.where, Code: ae.code, Error: ae.Error()})
+				im.failed = append(im.failed, failure{seq: r.seq, Where: r.where, Code: ae.code, Error: ae.Error()})
 			}
 			return nil
 		default:
@@ -244,6 +249,7 @@ func without(rows []row, drop map[int]bool) []row {
 // is 0 when every row was imported.
 func (im *importer) report(name string, took time.Duration, runErr error) int {
 	e := im.e
+	slices.SortStableFunc(im.failed, func(a, b failure) int { return a.seq - b.seq })
 	if e.json {
 		out := map[string]any{"imported": im.imported, "failed": im.failed}
 		if im.failed == nil {
@@ -260,7 +266,7 @@ func (im *importer) report(name string, took time.Duration, runErr error) int {
 		}
 		fmt.Fprintf(e.stdout, "imported %d %s from %s in %.1fs%s\n", im.imported, plural(im.imported, "event", "events"), name, took.Seconds(), rate)
 		if n := len(im.failed); n > 0 {
-			fmt.Fprintf(e.stdout, "%d %s failed (nothing of them was written):\n", n, plural(n, "row", "rows"))
+			fmt.Fprintf(e.stdout, "%d %s not imported:\n", n, plural(n, "row", "rows"))
 			const shown = 100
 			for i, f := range im.failed {
 				if i == shown {

@@ -50,7 +50,7 @@ func TestImportNDJSON(t *testing.T) {
 		t.Errorf("import with failed rows: exit %d, want 1", r.code)
 	}
 	mustContain(t, "import", r.stdout, "imported 3 events from "+file,
-		"5 rows failed", "line 2: 9 LAT_OUT_OF_RANGE", "line 4: not valid JSON",
+		"5 rows not imported", "line 2: 9 LAT_OUT_OF_RANGE", "line 4: not valid JSON",
 		"line 5: 1 MALFORMED_REQUEST: events[", "group_id", "line 7: 8 EVENT_EXISTS", "line 9: 1 MALFORMED_REQUEST")
 	if n := eventCount(t, url); n != 3 {
 		t.Errorf("the server holds %d events, want 3", n)
@@ -87,7 +87,7 @@ func TestImportCSVAndProgress(t *testing.T) {
 	if code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}
-	mustContain(t, "import csv", out.String(), "imported 250 events", "4 rows failed",
+	mustContain(t, "import csv", out.String(), "imported 250 events", "4 rows not imported",
 		"line 252: 9 LAT_OUT_OF_RANGE", "line 253: 3 cells where the header names 6",
 		"line 254: 7 cells", "line 255: timestamp_ns \"noon\" is not a whole number")
 	// On a terminal: the ignored column, and a progress line with its rate and ETA.

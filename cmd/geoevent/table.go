@@ -20,6 +20,20 @@ func printEvents(w io.Writer, evs []*event, hasMore bool) {
 			dist = true
 		}
 	}
+	n := 0
+	for _, ev := range evs {
+		if ev != nil {
+			n++
+		}
+	}
+	more := ""
+	if hasMore {
+		more = " (more match: raise --limit)"
+	}
+	defer fmt.Fprintf(w, "%d %s%s\n", n, plural(n, "event", "events"), more)
+	if n == 0 {
+		return
+	}
 	tw := table(w)
 	fmt.Fprint(tw, "ENTITY\tLAT\tLON\tTIME\tGROUP\tTTL_S")
 	if dist {
@@ -42,17 +56,6 @@ func printEvents(w io.Writer, evs []*event, hasMore bool) {
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
-	n := 0
-	for _, ev := range evs {
-		if ev != nil {
-			n++
-		}
-	}
-	more := ""
-	if hasMore {
-		more = " (more match: raise --limit)"
-	}
-	fmt.Fprintf(w, "%d %s%s\n", n, plural(n, "event", "events"), more)
 }
 
 // degrees renders degrees with nanodegree precision and no trailing zeros.

@@ -38,6 +38,11 @@
 // go tool pprof http://HOST:PORT/debug/pprof/profile?seconds=10. It is a
 // debugging aid: keep it on loopback.
 //
+// --map-tiles URL (start and dev) gives the map page at GET / of the HTTP
+// API base-map tiles, a template such as
+// https://tile.openstreetmap.org/{z}/{x}/{y}.png; without it the map has a
+// plain background.
+//
 // The connection flags (start and dev) bound the binary protocol's
 // connections (io.Options): --read-timeout (default 30s) closes a
 // connection whose frame is not complete that long after its first byte,
@@ -94,6 +99,9 @@ dev     a one-replica cluster for development: formats DIR (default
 --cors-origin (start, dev; repeatable or comma-separated) lets browser pages
 of ORIGIN (scheme://host[:port], e.g. http://localhost:3000) call the HTTP
 API; * allows any origin, for development only. Default: none.
+
+--map-tiles URL (start, dev) gives the map page at GET / base-map tiles,
+e.g. https://tile.openstreetmap.org/{z}/{x}/{y}.png; default: none.
 
 --pprof (start, dev) serves Go's profiling endpoints (net/http/pprof) on
 HOST:PORT, e.g. go tool pprof http://HOST:PORT/debug/pprof/profile?seconds=10;
