@@ -17,6 +17,7 @@
   var statusEl = document.getElementById('status');
 
   var map = L.map('map', { doubleClickZoom: false, worldCopyJump: true });
+  window.geoeventMap = map; // for the console, and for tests to find a place's pixel
   var view = (params.get('view') || '').split(',').map(Number);
   if (view.length === 3 && view.every(isFinite)) {
     map.setView([view[0], view[1]], view[2]);
@@ -242,6 +243,7 @@
     var title = document.getElementById('query-title');
     var list = document.getElementById('results');
     section.hidden = false;
+    delete title.dataset.count; // set again when the results are in
     title.textContent = 'Querying…';
     list.textContent = '';
     return pages(post(path, body), MAX_RESULTS).then(function (res) {
@@ -274,6 +276,7 @@
   function showTrack(id) {
     var info = document.getElementById('track-info');
     document.getElementById('track').hidden = false;
+    delete info.dataset.points; // set again when the track is in
     info.textContent = 'Loading ' + id + '…';
     // Form B here: it takes a decimal id too, and names the entity's UUID.
     return api('GET', 'entity/' + encodeURIComponent(id)).then(function (latest) {
