@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -105,10 +106,61 @@ func (n *ndjsonReader) next() (row, error) {
 			continue
 		}
 		r := row{where: fmt.Sprintf("line %d", n.line)}
-		r.ev, r.err = compactObject(b)
+		if r.ev, r.err = compactObject(b); r.err == nil {
+			r.err = checkEventObject(r.ev)
+		}
 		return r, nil
 	}
 }
+
+// checkEventObject checks an NDJSON event's fields as the server would
+// their names and types, so that a row the server would refuse whole
+// fails alone, without a request.
+func checkEventObject(ev json.RawMessage) error {
+	d := json.NewDecoder(bytes.NewReader(ev))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return errors.New("not a JSON object")
+	}
+	seen := map[string]bool{}
+	for d.More() {
+		t, err := d.Token()
+		if err != nil {
+			return fmt.Errorf("not valid JSON: %v", err)
+		}
+		name, _ := t.(string)
+		var v json.RawMessage
+		if err := d.Decode(&v); err != nil {
+			return fmt.Errorf("not valid JSON: %v", err)
+		}
+		if seen[name] {
+			return fmt.Errorf("field %q is given twice", name)
+		}
+		seen[name] = true
+		kind, ok := fieldKindOf(name)
+		if name == "lat_nano" || name == "lon_nano" {
+			kind, ok = kindInt, true
+		}
+		if !ok {
+			return fmt.Errorf("unknown field %q: an event has entity_id, lat, lon (or lat_nano, lon_nano) and %s", name, optionalFields)
+		}
+		if string(v) == "null" {
+			continue
+		}
+		if _, err := fieldValue(name, kind, jsonText(v)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// optionalFields names an event's other fields, for messages.
+var optionalFields = func() string {
+	var names []string
+	for _, f := range eventFields[4:] {
+		names = append(names, f.name)
+	}
+	return strings.Join(append([]string{"timestamp_ns"}, names...), ", ")
+}()
 
 // csvReader reads CSV with a header naming event fields; entity_id, lat
 // and lon are required. An empty cell leaves its field out.

@@ -218,7 +218,10 @@ func (im *importer) send(batch []row) error {
 			if i >= len(rows) {
 				return err
 			}
-			im.failed = append(im.failed, failure{seq: rows[i].seq, Where: rows[i].where, Code: ae.code, Error: ae.Error()})
+			// The row is named by its place in the file, not in the batch.
+			own := *ae
+			own.message = strings.TrimPrefix(eventIndex.ReplaceAllString(own.message, ""), ".")
+			im.failed = append(im.failed, failure{seq: rows[i].seq, Where: rows[i].where, Code: ae.code, Error: own.Error()})
 			rows = without(rows, map[int]bool{i: true})
 		case errors.As(err, &ae) && ae.status != http.StatusServiceUnavailable:
 			// The whole batch was refused (or timed out: then it may

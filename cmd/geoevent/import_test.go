@@ -42,20 +42,24 @@ func TestImportNDJSON(t *testing.T) {
 		`{"entity_id": "5", "lat": 1, "lon": 2}`,
 		`{"entity_id": "1", "lat": 1, "lon": 1, "timestamp_ns": "1767225600000000000"}`, // line 7: EVENT_EXISTS
 		`{"entity_id": "6", "lat": 1, "lon": 3}`,
-		`{"entity_id": "7", "lat": 1, "lon": 4, "colour": "red"}`, // line 9: an unknown field
+		`{"entity_id": "7", "lat": 1, "lon": 4, "colour": "red"}`,        // line 9: an unknown field
+		`{"entity_id": "8", "lat": 1, "lat_nano": 1000000000, "lon": 4}`, // line 10: the server refuses the request
+		`{"entity_id": "9", "lat": 1, "lat": 2, "lon": 4}`,               // line 11: a field twice
+		`{"entity_id": "10", "lat": 1, "lon": 5}`,
 	}
 	file := writeFile(t, "events.ndjson", strings.Join(lines, "\n")+"\n")
 	r := cli(t, url, "", "import", file, "--batch", "2")
 	if r.code != 1 {
 		t.Errorf("import with failed rows: exit %d, want 1", r.code)
 	}
-	mustContain(t, "import", r.stdout, "imported 3 events from "+file,
-		"5 rows not imported", "line 2: 9 LAT_OUT_OF_RANGE", "line 4: not valid JSON",
-		"line 5: 1 MALFORMED_REQUEST: events[", "group_id", "line 7: 8 EVENT_EXISTS", "line 9: 1 MALFORMED_REQUEST")
-	if n := eventCount(t, url); n != 3 {
-		t.Errorf("the server holds %d events, want 3", n)
+	mustContain(t, "import", r.stdout, "imported 4 events from "+file,
+		"7 rows not imported", "line 2: 9 LAT_OUT_OF_RANGE", "line 4: not valid JSON",
+		`line 5: group_id "x" is not an integer`, "line 7: 8 EVENT_EXISTS", `line 9: unknown field "colour"`,
+		"line 10: 1 MALFORMED_REQUEST: lat_nano: lat is given too", `line 11: field "lat" is given twice`)
+	if n := eventCount(t, url); n != 4 {
+		t.Errorf("the server holds %d events, want 4", n)
 	}
-	if ids := queryIDs(t, url, "near", "1", "2", "500000", "--limit", "0"); len(ids) != 3 {
+	if ids := queryIDs(t, url, "near", "1", "2", "500000", "--limit", "0"); len(ids) != 4 {
 		t.Errorf("imported entities: %v", ids)
 	}
 
