@@ -20,12 +20,12 @@ func get(e *env, args []string) int {
 	if !ok {
 		return code
 	}
-	// Form B answers null for each entity not found, in the order asked
-	// (Form A leaves it out); its nanodegrees are converted here.
+	// Form A leaves out an entity not found; the ids are UUIDs as the
+	// answer shows them, so the missing ones are those it does not name.
 	var ans struct {
 		Events []json.RawMessage `json:"events"`
 	}
-	raw, err := e.api.do("POST", "/entities/batch", map[string]any{"entity_ids": ids}, &ans)
+	raw, err := e.api.do("POST", "/entities/batch?form=a", map[string]any{"entity_ids": ids}, &ans)
 	if err != nil {
 		return e.fail(err)
 	}
@@ -33,36 +33,27 @@ func get(e *env, args []string) int {
 	if err != nil {
 		return e.fail(err)
 	}
-	var missing []string
-	for i, ev := range evs {
-		if ev == nil {
-			if i < len(ids) {
-				missing = append(missing, ids[i])
-			}
-			continue
+	found := map[string]bool{}
+	for _, ev := range evs {
+		if ev != nil {
+			found[ev.EntityID] = true
 		}
-		fromNano(ev)
+	}
+	var missing []string
+	for _, id := range ids {
+		if !found[id] {
+			missing = append(missing, id)
+		}
 	}
 	if e.json {
 		printRaw(e.stdout, raw)
-	} else if len(missing) < len(ids) {
+	} else if len(found) > 0 {
 		printEvents(e.stdout, evs, false)
 	}
 	if len(missing) > 0 {
 		return e.fail(fmt.Errorf("3 ENTITY_NOT_FOUND: no entity %s (never written, deleted or expired)", strings.Join(missing, ", ")))
 	}
 	return exitOK
-}
-
-// fromNano sets an event's degrees from its nanodegrees (Form B).
-func fromNano(ev *event) {
-	var nano struct {
-		Lat number `json:"lat_nano"`
-		Lon number `json:"lon_nano"`
-	}
-	if json.Unmarshal(ev.Raw, &nano) == nil {
-		ev.Lat, ev.Lon = float64(nano.Lat.int64())/1e9, float64(nano.Lon.int64())/1e9
-	}
 }
 
 func history(e *env, args []string) int {
