@@ -259,4 +259,15 @@
 // for a preflight from an origin not allowed (code 1); 503 with 212
 // CLUSTER_BUSY when the body budget is full.
 // GET /ping is 503 {pong: false, reason} when the cluster does not answer.
+//
+// # The map page
+//
+// GET / is a map of the entities (mappage.go): an HTML page and its
+// files under /map/ (its script, and Leaflet 1.9.4 with its licence,
+// embedded from static/), served where no endpoint is and not part of the
+// API (not in Routes, nor in openapi.json). It polls /query/radius for the
+// entities in view, runs /query/radius or /query/polygon for a drawn
+// circle, box or polygon and lists the results, and draws an entity's
+// history from /entity/{id}/history; it needs no network beyond this
+// origin unless Config.MapTiles names base-map tiles.
 package http

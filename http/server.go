@@ -64,6 +64,9 @@ type Config struct {
 	// (health.go). The server sets it; a gateway with a remote backend
 	// has none.
 	Health func() Health
+	// MapTiles is the base-map tile URL template of the map page at GET /
+	// (see CheckMapTiles); "" draws the map on a plain background.
+	MapTiles string
 }
 
 //go:embed openapi.json
@@ -244,6 +247,9 @@ func (g *Gateway) serveEndpoint(c *call, e *endpoint) {
 			})
 			return
 		}
+	}
+	if e == nil && g.serveMap(c) {
+		return
 	}
 	if e == nil {
 		g.serve(c, func(c *call) *failure {

@@ -38,6 +38,11 @@
 // go tool pprof http://HOST:PORT/debug/pprof/profile?seconds=10. It is a
 // debugging aid: keep it on loopback.
 //
+// --map-tiles URL (start and dev) gives the map page at GET / of the HTTP
+// API base-map tiles, a template such as
+// https://tile.openstreetmap.org/{z}/{x}/{y}.png; without it the map has a
+// plain background.
+//
 // Every flag can also come from an environment variable, GEOEVENT_ and
 // the flag's name in capitals with '_' for '-' (--replica-count:
 // GEOEVENT_REPLICA_COUNT); the command line wins (env.go). "replica
@@ -105,6 +110,9 @@ dev     a one-replica cluster for development: formats DIR (default
 --cors-origin (start, dev; repeatable or comma-separated) lets browser pages
 of ORIGIN (scheme://host[:port], e.g. http://localhost:3000) call the HTTP
 API; * allows any origin, for development only. Default: none.
+
+--map-tiles URL (start, dev) gives the map page at GET / base-map tiles,
+e.g. https://tile.openstreetmap.org/{z}/{x}/{y}.png; default: none.
 
 --pprof (start, dev) serves Go's profiling endpoints (net/http/pprof) on
 HOST:PORT, e.g. go tool pprof http://HOST:PORT/debug/pprof/profile?seconds=10;
@@ -223,6 +231,7 @@ func start(args []string, stderr io.Writer) int {
 	var cors originList
 	fset.Var(&cors, "cors-origin", corsUsage)
 	pprofAddr := fset.String("pprof", "", pprofUsage)
+	mapTiles := fset.String("map-tiles", "", mapTilesUsage)
 	lim := connLimitFlags(fset)
 	if code, ok := parse(fset, args, stderr, "data", "addresses"); !ok {
 		return code
@@ -248,7 +257,11 @@ func start(args []string, stderr io.Writer) int {
 		return exitError
 	}
 	defer log.Sync()
-	return serve(log, serveConfig{dir: *data, addrs: addrs, httpAddr: *httpAddr, cors: cors, pprofAddr: *pprofAddr, limits: *lim, cmd: "start"}, stderr)
+	if err := ghttp.CheckMapTiles(*mapTiles); err != nil {
+		fmt.Fprintf(stderr, "replica start: --map-tiles: %v\n", err)
+		return exitUsage
+	}
+	return serve(log, serveConfig{dir: *data, addrs: addrs, httpAddr: *httpAddr, cors: cors, pprofAddr: *pprofAddr, mapTiles: *mapTiles, limits: *lim, cmd: "start"}, stderr)
 }
 
 func dev(args []string, stdout, stderr io.Writer) int {
@@ -259,9 +272,14 @@ func dev(args []string, stdout, stderr io.Writer) int {
 	var cors originList
 	fset.Var(&cors, "cors-origin", corsUsage)
 	pprofAddr := fset.String("pprof", "", pprofUsage)
+	mapTiles := fset.String("map-tiles", "", mapTilesUsage)
 	lim := connLimitFlags(fset)
 	if code, ok := parse(fset, args, stderr); !ok {
 		return code
+	}
+	if err := ghttp.CheckMapTiles(*mapTiles); err != nil {
+		fmt.Fprintf(stderr, "replica dev: --map-tiles: %v\n", err)
+		return exitUsage
 	}
 	addrs, err := splitAddresses(*addresses)
 	if err == nil && len(addrs) != 1 {
@@ -313,8 +331,11 @@ func dev(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "  Ctrl-C stops the replica cleanly.\n")
 	}
-	return serve(log, serveConfig{dir: *data, lock: lock, addrs: addrs, httpAddr: *httpAddr, cors: cors, pprofAddr: *pprofAddr, limits: *lim, banner: banner, cmd: "dev"}, stderr)
+	return serve(log, serveConfig{dir: *data, lock: lock, addrs: addrs, httpAddr: *httpAddr, cors: cors, pprofAddr: *pprofAddr, mapTiles: *mapTiles, limits: *lim, banner: banner, cmd: "dev"}, stderr)
 }
+
+// mapTilesUsage is the help of --map-tiles (start, dev).
+const mapTilesUsage = "base-map tiles of the map page at GET / (HTTP): a `URL` template such as https://tile.openstreetmap.org/{z}/{x}/{y}.png (default: none, a plain background)"
 
 // serveConfig is what start and dev hand to serve.
 type serveConfig struct {
@@ -324,6 +345,7 @@ type serveConfig struct {
 	httpAddr  string // "": no HTTP gateway
 	cors      []string
 	pprofAddr string // "": no profiling endpoint
+	mapTiles  string // the map page's tile URL template ("": none)
 	banner    func(addr, httpAddr string)
 	cmd       string // for messages: "start" or "dev"
 	limits    connLimits
@@ -407,7 +429,7 @@ func serve(log *zap.Logger, cfg serveConfig, stderr io.Writer) int {
 		}
 		backend, err = ghttp.NewLocalBackend(dial, client.Options{Cluster: srv.Cluster().Cluster})
 		if err == nil {
-			gw, err = ghttp.Listen(httpAddr, ghttp.Config{Backend: backend, Logger: log, CORSOrigins: cfg.cors,
+			gw, err = ghttp.Listen(httpAddr, ghttp.Config{Backend: backend, Logger: log, CORSOrigins: cfg.cors, MapTiles: cfg.mapTiles,
 				Metrics: set, Health: probeHealth(srv)})
 			if err != nil {
 				backend.Close()
