@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,6 +133,36 @@ func TestMetricsPage(t *testing.T) {
 	for _, re := range []string{`(?m)^go_goroutines \d+$`, `(?m)^go_memstats_heap_inuse_bytes \d+$`, `(?m)^process_resident_memory_bytes \d+$`} {
 		if !regexp.MustCompile(re).Match(body) {
 			t.Errorf("/metrics lacks %s", re)
+		}
+	}
+}
+
+// TestProbesWithoutHealth: a gateway without Config.Health (a remote
+// backend) is alive while it answers, and ready and pongs as the
+// cluster's ping says.
+func TestProbesWithoutHealth(t *testing.T) {
+	var pong atomic.Bool
+	gw := serveGateway(t, ghttp.Config{Backend: fakeBackend{func(_ context.Context, op core.Operation, _ any) (any, error) {
+		if op != core.OpPing {
+			return nil, core.Errorf(core.InternalError, "asked %s", op)
+		}
+		if pong.Load() {
+			return &core.PingReply{Pong: true}, nil
+		}
+		return &core.PingReply{Reason: "no leader over there"}, nil
+	}}})
+	base := "http://" + gw.Addr().String()
+	for _, up := range []bool{false, true} {
+		pong.Store(up)
+		want := map[bool]int{false: 503, true: 200}[up]
+		if r := request(t, base, "GET", "/healthz", nil); r.status != 200 || get(r.body, "alive") != true {
+			t.Errorf("pong %v: /healthz %d %s", up, r.status, r.raw)
+		}
+		for _, p := range []struct{ path, key string }{{"/readyz", "ready"}, {"/ping", "pong"}} {
+			r := request(t, base, "GET", p.path, nil)
+			if r.status != want || get(r.body, p.key) != up || !up && get(r.body, "reason") != "no leader over there" {
+				t.Errorf("pong %v: %s %d %s", up, p.path, r.status, r.raw)
+			}
 		}
 	}
 }
