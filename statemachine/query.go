@@ -69,6 +69,44 @@ func (sm *StateMachine) QueryPolygon(opTS uint64, q *core.PolygonQuery) (core.Qu
 	return s.result, nil
 }
 
+// A PreparedPolygon is the plan of a large polygon query (its polygon,
+// grid and key ranges) built away from the state machine: a pure function
+// of the query's rings, which the state machine's QueryPolygon of those
+// rings then takes instead of building it (OfferPolygon). Building the
+// largest polygon the limits allow takes 19-23 ms, a few times a page's
+// budget; prepared on a connection's goroutine, it leaves the event loop
+// the pages alone.
+type PreparedPolygon struct{ g *geom.PreparedPolygon }
+
+// PreparePolygon builds q's polygon for OfferPolygon. It is safe on any
+// goroutine, and keeps q's rings (the caller does not change them
+// afterwards). It returns nil when the state machine would build the
+// polygon anew anyway (a small polygon: cheap) or could not (an invalid
+// one: QueryPolygon reports its error).
+func PreparePolygon(q *core.PolygonQuery) *PreparedPolygon {
+	g := geom.PreparePolygon(q.Vertices, q.Holes)
+	if g == nil {
+		return nil
+	}
+	return &PreparedPolygon{g}
+}
+
+// Same reports whether pp was prepared of q's rings: then it serves q too.
+func (pp *PreparedPolygon) Same(q *core.PolygonQuery) bool { return pp.g.Same(q.Vertices, q.Holes) }
+
+// Bytes estimates the memory pp holds.
+func (pp *PreparedPolygon) Bytes() int { return 1024 + 200*pp.g.Edges() }
+
+// OfferPolygon hands the state machine a prepared polygon: its next
+// QueryPolygon of the same rings uses it (and, as the last large polygon
+// it built, the pages after). Answers, page boundaries and counted work
+// are the same as without it; only the time differs.
+func (sm *StateMachine) OfferPolygon(pp *PreparedPolygon) {
+	if pp != nil {
+		sm.polygons.Offer(pp.g)
+	}
+}
+
 // region is the shape a spatial scan looks in: a covering of leaf-cell
 // ranges, a cheap judgement of a leaf cell id (geom.LeafOutside: no point
 // of the leaf is inside; geom.LeafInside: every point is; else

@@ -1,0 +1,72 @@
+package statemachine
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/statemachine/internal/geom"
+)
+
+// A polygon query whose polygon was prepared beside the state machine
+// (PreparePolygon, OfferPolygon before each page) pages exactly as one
+// that builds it: the same events, cursors and counted work each page, on
+// the largest polygon the limits allow over 50,000 entities, with a group
+// that matches nothing (many pages) and one that matches a sixteenth.
+func TestOfferPolygonPagesAlike(t *testing.T) {
+	sm, now, _ := reproState(50_000)
+	outer, holes := worstPolygon(benchLat, benchLon, 1.4)
+	pp := PreparePolygon(&core.PolygonQuery{Vertices: outer, Holes: holes})
+	if pp == nil {
+		t.Fatal("the largest polygon was not prepared")
+	}
+	if !pp.Same(&core.PolygonQuery{Vertices: slices.Clone(outer), Holes: holes}) || pp.Same(&core.PolygonQuery{Vertices: outer}) {
+		t.Fatal("Same is wrong")
+	}
+	if PreparePolygon(&core.PolygonQuery{Vertices: outer[:100]}) != nil {
+		t.Fatal("a polygon of 100 vertices was prepared")
+	}
+	type page struct {
+		ids    []core.Uint128
+		cursor string
+		work   int
+	}
+	walk := func(g core.GroupFilter, offer bool) []page {
+		sm.polygons = geom.PolygonBuilder{}
+		var pages []page
+		cursor := ""
+		for {
+			if offer {
+				sm.OfferPolygon(pp)
+			}
+			r, err := sm.QueryPolygon(now, &core.PolygonQuery{Vertices: outer, Holes: holes, Group: g, Page: core.Page{Cursor: cursor, Limit: 500}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := page{cursor: r.Cursor, work: sm.lastScanWork}
+			for _, e := range r.Events {
+				p.ids = append(p.ids, e.EntityID)
+			}
+			if pages = append(pages, p); !r.HasMore {
+				return pages
+			}
+			cursor = r.Cursor
+		}
+	}
+	for _, g := range []core.GroupFilter{{Set: true, ID: 99}, {Set: true, ID: 3}} {
+		built, offered := walk(g, false), walk(g, true)
+		if len(built) != len(offered) {
+			t.Fatalf("group %d: %d pages built, %d prepared", g.ID, len(built), len(offered))
+		}
+		events := 0
+		for i := range built {
+			b, o := built[i], offered[i]
+			if !slices.Equal(b.ids, o.ids) || b.cursor != o.cursor || b.work != o.work {
+				t.Fatalf("group %d, page %d: built %d events, cursor %q, work %d; prepared %d, %q, %d",
+					g.ID, i, len(b.ids), b.cursor, b.work, len(o.ids), o.cursor, o.work)
+			}
+			events += len(b.ids)
+		}
+		t.Logf("group %d: %d events in %d pages", g.ID, events, len(built))
+	}
+}
