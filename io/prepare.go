@@ -2,6 +2,7 @@ package io
 
 import (
 	"runtime"
+	"sync"
 	"sync/atomic"
 
 	"github.com/geoevent/geoevent/core"
@@ -9,57 +10,91 @@ import (
 )
 
 // readPrep is the state of the reads prepared on connections' goroutines
-// (replica.PrepareRead): a large polygon query's polygon is built where
-// its frame arrives, beside the event loop, instead of on it (the largest
-// the limits allow takes 19-23 ms to build, where a page of any query
-// holds the loop for at most about 10 ms).
+// (replica.PrepareRead): a large polygon query is decoded and its polygon
+// built where its frame arrives, beside the event loop, instead of on it
+// (the largest polygon the limits allow takes 19-23 ms to build, where a
+// page of any query holds the loop for at most about 10 ms).
 //
-// Prepared polygons take memory (about 200 bytes an edge: 20 MB for the
-// largest) from when they are built until the read runs, and after it
-// while the state machine keeps the last: bytes counts what the polygons
-// alive hold, or, for a build under way, twice its estimate (what it
-// allocates), and above maxPreparedBytes frames are not prepared (the
-// loop builds their polygons, as it would without this). A polygon's
-// count is given back once it is collected (runtime.AddCleanup).
+//   - Reads of the same rings share one polygon: the last few built are
+//     kept (recent), and pages of one query, or clients sending one
+//     polygon, build it once.
+//   - At most maxPrepareBuilds polygons are built at once: a connection
+//     whose frame needs one waits for its turn (its frames wait behind
+//     it), then looks again for one built meanwhile.
+//   - Prepared polygons take memory (about 200 bytes an edge: 20 MB for
+//     the largest) from when they are built until the read runs, and
+//     after it while the state machine keeps the last: bytes counts what
+//     the polygons alive hold, each until it is collected
+//     (runtime.AddCleanup). Above maxPreparedBytes frames are decoded but
+//     their polygons not built: the loop builds them, as it would
+//     without this.
 type readPrep struct {
-	recent atomic.Pointer[replica.PreparedRead] // the last prepared: the same rings share its polygon
+	builds chan struct{} // a token for each build under way
+
+	mu     sync.Mutex
+	recent [recentPolygons]*replica.PreparedRead // newest first; nil: none
 	bytes  atomic.Int64
 }
 
-// maxPreparedBytes bounds the memory of prepared polygons: six of the
-// largest.
-const maxPreparedBytes = 128 << 20
+const (
+	// maxPreparedBytes bounds the memory of prepared polygons: a dozen of
+	// the largest.
+	maxPreparedBytes = 256 << 20
+	// maxPrepareBuilds bounds the polygons built at once: as many as there
+	// are processors to spare beside the loop, on a small machine.
+	maxPrepareBuilds = 2
+	// recentPolygons is how many of the last polygons built are kept for
+	// reads of the same rings.
+	recentPolygons = 4
+)
 
 // prepareRead runs replica.PrepareRead (peer: replica.PreparePeer, for a
 // read a follower forwarded) on a frame while the replica leads, on the
-// caller's goroutine; nil when the frame is not a read that preparing
-// helps, or when prepared polygons hold maxPreparedBytes already.
+// caller's goroutine, and gives the read its polygon: a recent one of the
+// same rings, or one it builds (see readPrep). It returns nil when the
+// frame is not a read that preparing helps.
 func (s *Server) prepareRead(h core.Header, payload []byte, peer bool) *replica.PreparedRead {
-	rp := &s.readPrep
-	if !s.disk.leading.Load() || len(payload) < 16*1024 {
-		return nil // a polygon of fewer than 1,024 vertices is not prepared
-	}
-	// A polygon's memory is about 13 bytes for each of its frame's (16 a
-	// vertex, 200 an edge); a build allocates twice that.
-	reserve := 26 * int64(len(payload))
-	if rp.bytes.Add(reserve) > maxPreparedBytes {
-		rp.bytes.Add(-reserve)
+	if !s.disk.leading.Load() {
 		return nil
 	}
-	defer rp.bytes.Add(-reserve)
-	recent := rp.recent.Load()
 	var pr *replica.PreparedRead
 	if peer {
-		pr = replica.PreparePeer(h, payload, recent)
+		pr = replica.PreparePeer(h, payload)
 	} else {
-		pr = replica.PrepareRead(h, payload, recent)
+		pr = replica.PrepareRead(h, payload)
 	}
-	if pr == nil || recent != nil && pr.Polygon() == recent.Polygon() {
+	rp := &s.readPrep
+	if pr == nil || rp.share(pr) || rp.bytes.Load() >= maxPreparedBytes {
+		return pr
+	}
+	select {
+	case rp.builds <- struct{}{}:
+	case <-s.loopDone:
+		return pr
+	}
+	defer func() { <-rp.builds }()
+	if rp.share(pr) || !pr.Build() { // built while this one waited; or invalid
 		return pr
 	}
 	n := int64(pr.Bytes())
 	rp.bytes.Add(n)
 	runtime.AddCleanup(pr.Polygon(), func(n int64) { rp.bytes.Add(-n) }, n)
-	rp.recent.Store(pr)
+	rp.mu.Lock()
+	copy(rp.recent[1:], rp.recent[:])
+	rp.recent[0] = pr
+	rp.mu.Unlock()
 	return pr
+}
+
+// share gives pr the polygon of a recent read of the same rings, if there
+// is one, and reports whether it did.
+func (rp *readPrep) share(pr *replica.PreparedRead) bool {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	for _, o := range rp.recent {
+		if o != nil && pr.Share(o) {
+			return true
+		}
+	}
+	return false
 }

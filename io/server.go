@@ -236,6 +236,7 @@ func openLocked(dir string, lock *DirLock, opts Options) (s *Server, err error) 
 		status:     replica.Status{Leader: replica.NoLeader},
 		replyBufs:  make(chan []byte, reusedReplies),
 		budget:     &readBudget{limit: opts.ReadBudgetBytes},
+		readPrep:   readPrep{builds: make(chan struct{}, maxPrepareBuilds)},
 		refusing:   make(chan struct{}, maxRefusing),
 		frameLog:   rateLog{interval: time.Second},
 		busyLog:    rateLog{interval: time.Second},

@@ -60,14 +60,18 @@ func TestPreparedReadAnswersAlike(t *testing.T) {
 				h.ClientID = 0
 				p = core.AppendSessionlessRead(nil, testCluster, p)
 			}
-			pr := PrepareRead(h, bytes.Clone(p), recent)
+			pr := PrepareRead(h, bytes.Clone(p))
 			if pr == nil {
 				t.Fatal("a polygon query of 1,100 vertices was not prepared")
 			}
-			if recent != nil && pr.Polygon() != recent.Polygon() {
+			if recent == nil {
+				if pr.Share(pr) || !pr.Build() || pr.Bytes() < 1100*200 {
+					t.Fatalf("the polygon was not built (%d bytes)", pr.Bytes())
+				}
+				recent = pr
+			} else if !pr.Share(recent) || pr.Polygon() != recent.Polygon() {
 				t.Fatal("a query of the same rings did not share the recent polygon")
 			}
-			recent = pr
 			n.r.Receive(1, h, bytes.Clone(p))
 			n.settle()
 			bare := n.replies(1)
@@ -101,16 +105,35 @@ func TestPreparedReadAnswersAlike(t *testing.T) {
 			op = core.OpQueryRadius
 		}
 		p, _ := core.AppendRequestMessage(nil, op, req)
-		if PrepareRead(h, p, nil) != nil {
+		if PrepareRead(h, p) != nil {
 			t.Fatalf("a %s was prepared", what)
 		}
 	}
-	p, _ := core.AppendRequestMessage(nil, core.OpQueryPolygon, bigPolygon(""))
+	// Other rings do not share; an invalid polygon is decoded, not built
+	// (the loop reports its error).
+	p, _ := core.AppendRequestMessage(nil, core.OpQueryPolygon, &core.PolygonQuery{Vertices: ring(10, 20.001, 1, 1000), Holes: [][]core.Coordinate{ring(10, 20, 0.3, 100)}})
+	if other := PrepareRead(h, p); other == nil || other.Share(recent) || other.Polygon() != nil {
+		t.Fatal("a query of other rings took the recent polygon")
+	}
+	bowtie := bigPolygon("")
+	bowtie.Vertices[0], bowtie.Vertices[1] = bowtie.Vertices[1], bowtie.Vertices[0]
+	p, _ = core.AppendRequestMessage(nil, core.OpQueryPolygon, bowtie)
+	if bad := PrepareRead(h, p); bad == nil || bad.Build() || bad.Bytes() != 0 {
+		t.Fatal("an invalid polygon was built")
+	} else {
+		n.r.Receive(1, h, bytes.Clone(p))
+		n.r.ReceivePreparedRead(1, h, bytes.Clone(p), bad)
+		n.settle()
+		if rs := n.replies(1); len(rs) != 2 || rs[0].err == nil || rs[0].err.CodeInfo != core.InvalidPolygon || !reflect.DeepEqual(rs[0], rs[1]) {
+			t.Fatalf("an invalid polygon, bare and prepared: %+v", rs)
+		}
+	}
+	p, _ = core.AppendRequestMessage(nil, core.OpQueryPolygon, bigPolygon(""))
 	for what, f := range map[string]func() *PreparedRead{
-		"register frame":    func() *PreparedRead { return PrepareRead(core.Header{Type: core.MsgRegister}, p, nil) },
-		"truncated frame":   func() *PreparedRead { return PrepareRead(h, p[:len(p)-3], nil) },
-		"sessionless frame": func() *PreparedRead { return PrepareRead(core.Header{Type: core.MsgRequest}, p, nil) }, // no cluster id
-		"peer frame":        func() *PreparedRead { return PreparePeer(core.Header{Type: msgHeartbeat}, p, nil) },
+		"register frame":    func() *PreparedRead { return PrepareRead(core.Header{Type: core.MsgRegister}, p) },
+		"truncated frame":   func() *PreparedRead { return PrepareRead(h, p[:len(p)-3]) },
+		"sessionless frame": func() *PreparedRead { return PrepareRead(core.Header{Type: core.MsgRequest}, p) }, // no cluster id
+		"peer frame":        func() *PreparedRead { return PreparePeer(core.Header{Type: msgHeartbeat}, p) },
 	} {
 		if f() != nil {
 			t.Fatalf("a %s was prepared", what)
@@ -167,14 +190,15 @@ func FuzzPrepareRead(f *testing.F) {
 			h.ClientID = 0
 		}
 		orig := bytes.Clone(payload)
-		pr := PrepareRead(h, payload, nil)
-		PreparePeer(core.Header{Type: msgForward}, payload, pr)
+		pr := PrepareRead(h, payload)
+		PreparePeer(core.Header{Type: msgForward}, payload)
 		if !bytes.Equal(payload, orig) {
 			t.Fatal("preparing changed the frame")
 		}
 		if pr == nil {
 			return
 		}
+		pr.Build()
 		request := payload
 		if sessionless {
 			_, request, _ = core.CutSessionlessRead(payload)

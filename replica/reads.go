@@ -50,7 +50,7 @@ type readState struct {
 type pendingRead struct {
 	to       dest
 	h        core.Header
-	payload  []byte
+	payload  []byte        // nil when prepared
 	index    uint64        // the commit index when it arrived
 	seq      uint64        // the first round sent after it arrived
 	prepared *PreparedRead // nil unless it was prepared
@@ -60,11 +60,16 @@ type pendingRead struct {
 func (r *Replica) read(to dest, h core.Header, payload []byte) {
 	pr := r.reads.incoming
 	r.reads.incoming = nil
+	if pr != nil {
+		payload = nil // decoded already: the copy would be a megabyte or more
+	} else {
+		payload = bytes.Clone(payload)
+	}
 	if r.quorum == 1 { // alone: nobody else can lead
-		r.reads.ready = append(r.reads.ready, pendingRead{to: to, h: h, payload: bytes.Clone(payload), prepared: pr})
+		r.reads.ready = append(r.reads.ready, pendingRead{to: to, h: h, payload: payload, prepared: pr})
 		return
 	}
-	r.reads.queue = append(r.reads.queue, pendingRead{to, h, bytes.Clone(payload), r.commit, r.reads.seq + 1, pr})
+	r.reads.queue = append(r.reads.queue, pendingRead{to, h, payload, r.commit, r.reads.seq + 1, pr})
 	if !r.reads.open {
 		r.startRound()
 	}
@@ -75,7 +80,7 @@ func (r *Replica) executeRead(rd *pendingRead) {
 	var req any
 	if pr := rd.prepared; pr != nil {
 		op, req = pr.op, pr.req
-		r.sm.OfferPolygon(pr.polygon)
+		r.sm.OfferPolygon(pr.polygon, req.(*core.PolygonQuery))
 	} else {
 		var err error
 		if op, req, err = core.DecodeRequestMessage(rd.payload); err != nil { // decoded once already when it arrived
@@ -88,21 +93,47 @@ func (r *Replica) executeRead(rd *pendingRead) {
 }
 
 // A PreparedRead is the part of a read's work that needs nothing but its
-// frame, done by PrepareRead away from the replica's loop: the request
-// decoded, and a large polygon query's polygon built with its grid and
-// ranges (statemachine.PreparePolygon). The loop's answer is the same with
-// it as without: it only saves the loop the time.
+// frame, done away from the replica's loop: the request decoded
+// (PrepareRead), and a large polygon query's polygon built with its grid
+// and ranges (Build), or shared with an earlier read of the same rings
+// (Share). The loop's answer is the same with it as without: it only
+// saves the loop the time.
 type PreparedRead struct {
 	op      core.Operation
 	req     any
-	polygon *statemachine.PreparedPolygon
+	polygon *statemachine.PreparedPolygon // nil until built or shared
 }
 
-// Bytes estimates the memory pr's polygon holds.
-func (pr *PreparedRead) Bytes() int { return pr.polygon.Bytes() }
+// Share has pr take o's polygon when o has one of pr's rings, and reports
+// whether it did.
+func (pr *PreparedRead) Share(o *PreparedRead) bool {
+	if pr.polygon != nil || o.polygon == nil || !o.polygon.Same(pr.req.(*core.PolygonQuery)) {
+		return false
+	}
+	pr.polygon = o.polygon
+	return true
+}
 
-// Polygon returns pr's polygon, which reads of the same rings share (see
-// PrepareRead).
+// Build builds pr's polygon (statemachine.PreparePolygon), and reports
+// whether it did: not when the polygon is invalid (the loop reports its
+// error).
+func (pr *PreparedRead) Build() bool {
+	if pr.polygon == nil {
+		pr.polygon = statemachine.PreparePolygon(pr.req.(*core.PolygonQuery))
+	}
+	return pr.polygon != nil
+}
+
+// Bytes estimates the memory pr's polygon holds (0: none).
+func (pr *PreparedRead) Bytes() int {
+	if pr.polygon == nil {
+		return 0
+	}
+	return pr.polygon.Bytes()
+}
+
+// Polygon returns pr's polygon, nil until it is built or shared; reads of
+// the same rings share it.
 func (pr *PreparedRead) Polygon() *statemachine.PreparedPolygon { return pr.polygon }
 
 // prepareMinPayload is the size below which a polygon query is not
@@ -110,13 +141,12 @@ func (pr *PreparedRead) Polygon() *statemachine.PreparedPolygon { return pr.poly
 // cheap to build on the loop (statemachine.PreparePolygon would decline it).
 const prepareMinPayload = 1024 * 16
 
-// PrepareRead prepares a client frame on any goroutine, for
-// ReceivePreparedRead: it returns nil unless the frame is a read that
-// preparing helps, a polygon query of 1,024 vertices or more (see
-// PreparedRead). recent, if not nil, is a PreparedRead made before: a
-// query of the same rings shares its polygon instead of building it anew
-// (several clients paging one large polygon).
-func PrepareRead(h core.Header, payload []byte, recent *PreparedRead) *PreparedRead {
+// PrepareRead decodes a client frame on any goroutine, for
+// ReceivePreparedRead, when preparing it helps: a polygon query of 1,024
+// vertices or more (see PreparedRead; its polygon is then built by Build
+// or taken by Share). Otherwise, and for a frame that does not decode, it
+// returns nil.
+func PrepareRead(h core.Header, payload []byte) *PreparedRead {
 	if h.Type != core.MsgRequest {
 		return nil
 	}
@@ -127,12 +157,12 @@ func PrepareRead(h core.Header, payload []byte, recent *PreparedRead) *PreparedR
 		}
 		payload = request
 	}
-	return prepareRequest(payload, recent)
+	return prepareRequest(payload)
 }
 
 // prepareRequest is PrepareRead for a request's payload (a read without a
 // session: after the cluster id).
-func prepareRequest(payload []byte, recent *PreparedRead) *PreparedRead {
+func prepareRequest(payload []byte) *PreparedRead {
 	if len(payload) < prepareMinPayload || core.Operation(payload[0]) != core.OpQueryPolygon {
 		return nil
 	}
@@ -140,24 +170,16 @@ func prepareRequest(payload []byte, recent *PreparedRead) *PreparedRead {
 	if err != nil {
 		return nil
 	}
-	q, ok := req.(*core.PolygonQuery)
-	if !ok {
+	if _, ok := req.(*core.PolygonQuery); !ok {
 		return nil
 	}
-	if recent != nil && recent.polygon.Same(q) {
-		return &PreparedRead{op: op, req: req, polygon: recent.polygon}
-	}
-	pp := statemachine.PreparePolygon(q)
-	if pp == nil {
-		return nil
-	}
-	return &PreparedRead{op: op, req: req, polygon: pp}
+	return &PreparedRead{op: op, req: req}
 }
 
 // PreparePeer is PrepareRead for a replica-to-replica frame: a read a
 // follower forwarded to this replica, for ReceivePeerPrepared. It returns
 // nil for any other frame.
-func PreparePeer(h core.Header, payload []byte, recent *PreparedRead) *PreparedRead {
+func PreparePeer(h core.Header, payload []byte) *PreparedRead {
 	if h.Type != msgForward {
 		return nil
 	}
@@ -167,7 +189,7 @@ func PreparePeer(h core.Header, payload []byte, recent *PreparedRead) *PreparedR
 	}
 	// A forwarded read without a session no longer carries the cluster id
 	// (the follower's receiveClient cut it).
-	return prepareRequest(m.frame, recent)
+	return prepareRequest(m.frame)
 }
 
 // ReceivePreparedRead is Receive for a client frame of which PrepareRead,

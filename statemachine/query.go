@@ -47,6 +47,8 @@ func (sm *StateMachine) QueryRadius(opTS uint64, q *core.RadiusQuery) (core.Quer
 // Events hold until the next QueryRadius, QueryPolygon, QueryLatest or
 // History, as QueryRadius's.
 func (sm *StateMachine) QueryPolygon(opTS uint64, q *core.PolygonQuery) (core.QueryResult, error) {
+	offered, offeredFor := sm.offered, sm.offeredFor
+	sm.offered, sm.offeredFor = nil, nil
 	limit, err := pageLimit(q.Limit)
 	if err != nil {
 		return core.QueryResult{}, err
@@ -55,9 +57,11 @@ func (sm *StateMachine) QueryPolygon(opTS uint64, q *core.PolygonQuery) (core.Qu
 	if err != nil {
 		return core.QueryResult{}, err
 	}
-	p, err := sm.polygons.Build(q.Vertices, q.Holes)
-	if err != nil {
-		return core.QueryResult{}, err
+	p := offered
+	if offeredFor != q {
+		if p, err = sm.polygons.Build(q.Vertices, q.Holes); err != nil {
+			return core.QueryResult{}, err
+		}
 	}
 	sm.flushSpatial()
 	s := spatialScan{sm: sm, t: opTS, group: q.Group, limit: limit, kind: kindPolygon}
@@ -97,13 +101,15 @@ func (pp *PreparedPolygon) Same(q *core.PolygonQuery) bool { return pp.g.Same(q.
 // Bytes estimates the memory pp holds.
 func (pp *PreparedPolygon) Bytes() int { return 1024 + 200*pp.g.Edges() }
 
-// OfferPolygon hands the state machine a prepared polygon: its next
-// QueryPolygon of the same rings uses it (and, as the last large polygon
-// it built, the pages after). Answers, page boundaries and counted work
-// are the same as without it; only the time differs.
-func (sm *StateMachine) OfferPolygon(pp *PreparedPolygon) {
+// OfferPolygon hands the state machine pp, prepared of q's rings (the
+// caller knows pp.Same(q)): its QueryPolygon of q, next, uses it without
+// comparing the rings, and later queries of the same rings use it as the
+// last large polygon built. Answers, page boundaries and counted work are
+// the same as without it; only the time differs.
+func (sm *StateMachine) OfferPolygon(pp *PreparedPolygon, q *core.PolygonQuery) {
 	if pp != nil {
 		sm.polygons.Offer(pp.g)
+		sm.offered, sm.offeredFor = pp.g.Polygon(), q
 	}
 }
 

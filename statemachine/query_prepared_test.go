@@ -36,10 +36,11 @@ func TestOfferPolygonPagesAlike(t *testing.T) {
 		var pages []page
 		cursor := ""
 		for {
+			q := &core.PolygonQuery{Vertices: outer, Holes: holes, Group: g, Page: core.Page{Cursor: cursor, Limit: 500}}
 			if offer {
-				sm.OfferPolygon(pp)
+				sm.OfferPolygon(pp, q)
 			}
-			r, err := sm.QueryPolygon(now, &core.PolygonQuery{Vertices: outer, Holes: holes, Group: g, Page: core.Page{Cursor: cursor, Limit: 500}})
+			r, err := sm.QueryPolygon(now, q)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -118,6 +118,9 @@ func (pp *PreparedPolygon) Same(outer []core.Coordinate, holes [][]core.Coordina
 	return sameRings(outer, holes, pp.outer, pp.holes)
 }
 
+// Polygon returns the prepared polygon, its Scan done.
+func (pp *PreparedPolygon) Polygon() *Polygon { return pp.p }
+
 // Edges returns the polygon's number of edges, which its memory is
 // proportional to (about 200 bytes an edge).
 func (pp *PreparedPolygon) Edges() int { return pp.edges }
