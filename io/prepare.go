@@ -2,6 +2,7 @@ package io
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -16,24 +17,32 @@ import (
 // page of any query holds the loop for at most about 10 ms).
 //
 //   - Reads of the same rings share one polygon: the last few built are
-//     kept (recent), and pages of one query, or clients sending one
+//     kept (recent), and a frame whose polygon is being built waits for
+//     that build (building). Pages of one query, or clients sending one
 //     polygon, build it once.
 //   - At most maxPrepareBuilds polygons are built at once: a connection
 //     whose frame needs one waits for its turn (its frames wait behind
-//     it), then looks again for one built meanwhile.
+//     it).
 //   - Prepared polygons take memory (about 200 bytes an edge: 20 MB for
 //     the largest) from when they are built until the read runs, and
 //     after it while the state machine keeps the last: bytes counts what
 //     the polygons alive hold, each until it is collected
-//     (runtime.AddCleanup). Above maxPreparedBytes frames are decoded but
-//     their polygons not built: the loop builds them, as it would
-//     without this.
+//     (runtime.AddCleanup). At maxPreparedBytes and above, frames are
+//     decoded but their polygons not built: the loop builds them, as it
+//     would without this.
 type readPrep struct {
 	builds chan struct{} // a token for each build under way
 
-	mu     sync.Mutex
-	recent [recentPolygons]*replica.PreparedRead // newest first; nil: none
-	bytes  atomic.Int64
+	mu       sync.Mutex
+	recent   [recentPolygons]*replica.PreparedRead // newest first; nil: none
+	building []*polygonBuild
+	bytes    atomic.Int64
+}
+
+// polygonBuild is a build under way: done is closed when it has ended.
+type polygonBuild struct {
+	pr   *replica.PreparedRead
+	done chan struct{}
 }
 
 const (
@@ -63,26 +72,52 @@ func (s *Server) prepareRead(h core.Header, payload []byte, peer bool) *replica.
 	} else {
 		pr = replica.PrepareRead(h, payload)
 	}
+	if pr == nil {
+		return nil
+	}
 	rp := &s.readPrep
-	if pr == nil || rp.share(pr) || rp.bytes.Load() >= maxPreparedBytes {
+	rp.mu.Lock()
+	if rp.shareLocked(pr) {
+		rp.mu.Unlock()
 		return pr
 	}
+	for _, b := range rp.building {
+		if pr.SameRings(b.pr) {
+			rp.mu.Unlock()
+			select {
+			case <-b.done:
+				rp.share(pr) // unless that polygon was invalid
+			case <-s.loopDone:
+			}
+			return pr
+		}
+	}
+	if rp.bytes.Load() >= maxPreparedBytes {
+		rp.mu.Unlock()
+		return pr
+	}
+	b := &polygonBuild{pr: pr, done: make(chan struct{})}
+	rp.building = append(rp.building, b)
+	rp.mu.Unlock()
+
 	select {
 	case rp.builds <- struct{}{}:
+		if pr.Build() {
+			n := int64(pr.Bytes())
+			rp.bytes.Add(n)
+			runtime.AddCleanup(pr.Polygon(), func(n int64) { rp.bytes.Add(-n) }, n)
+		}
+		<-rp.builds
 	case <-s.loopDone:
-		return pr
 	}
-	defer func() { <-rp.builds }()
-	if rp.share(pr) || !pr.Build() { // built while this one waited; or invalid
-		return pr
-	}
-	n := int64(pr.Bytes())
-	rp.bytes.Add(n)
-	runtime.AddCleanup(pr.Polygon(), func(n int64) { rp.bytes.Add(-n) }, n)
 	rp.mu.Lock()
-	copy(rp.recent[1:], rp.recent[:])
-	rp.recent[0] = pr
+	rp.building = slices.DeleteFunc(rp.building, func(o *polygonBuild) bool { return o == b })
+	if pr.Polygon() != nil {
+		copy(rp.recent[1:], rp.recent[:])
+		rp.recent[0] = pr
+	}
 	rp.mu.Unlock()
+	close(b.done)
 	return pr
 }
 
@@ -91,6 +126,11 @@ func (s *Server) prepareRead(h core.Header, payload []byte, peer bool) *replica.
 func (rp *readPrep) share(pr *replica.PreparedRead) bool {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
+	return rp.shareLocked(pr)
+}
+
+// shareLocked is share with rp.mu held.
+func (rp *readPrep) shareLocked(pr *replica.PreparedRead) bool {
 	for _, o := range rp.recent {
 		if o != nil && pr.Share(o) {
 			return true

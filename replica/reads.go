@@ -2,6 +2,7 @@ package replica
 
 import (
 	"bytes"
+	"slices"
 
 	"github.com/geoevent/geoevent/core"
 	"github.com/geoevent/geoevent/statemachine"
@@ -111,6 +112,20 @@ func (pr *PreparedRead) Share(o *PreparedRead) bool {
 		return false
 	}
 	pr.polygon = o.polygon
+	return true
+}
+
+// SameRings reports whether pr and o are queries of the same rings.
+func (pr *PreparedRead) SameRings(o *PreparedRead) bool {
+	a, b := pr.req.(*core.PolygonQuery), o.req.(*core.PolygonQuery)
+	if len(a.Holes) != len(b.Holes) || !slices.Equal(a.Vertices, b.Vertices) {
+		return false
+	}
+	for i := range a.Holes {
+		if !slices.Equal(a.Holes[i], b.Holes[i]) {
+			return false
+		}
+	}
 	return true
 }
 
