@@ -1,8 +1,11 @@
 package statemachine
 
 import (
+	"os"
 	"slices"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/geoevent/geoevent/core"
 	"github.com/geoevent/geoevent/statemachine/internal/geom"
@@ -69,5 +72,35 @@ func TestOfferPolygonPagesAlike(t *testing.T) {
 			events += len(b.ids)
 		}
 		t.Logf("group %d: %d events in %d pages", g.ID, events, len(built))
+	}
+}
+
+// TestReproductionPreparedPageTimes is TestReproductionPageTimes's polygon
+// with its polygon prepared beside the state machine, as a leader prepares
+// it on the connection's goroutine: it logs the time of the preparation
+// and of each page, which is all the event loop does. It runs only with
+// GEOEVENT_REPRO_ENTITIES set.
+func TestReproductionPreparedPageTimes(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("GEOEVENT_REPRO_ENTITIES"))
+	if n == 0 {
+		t.Skip("set GEOEVENT_REPRO_ENTITIES to run")
+	}
+	sm, now, _ := reproState(n)
+	outer, holes := worstPolygon(benchLat, benchLon, 1.4)
+	for range 3 {
+		start := time.Now()
+		pp := PreparePolygon(&core.PolygonQuery{Vertices: outer, Holes: holes})
+		prep := time.Since(start)
+		sm.polygons = geom.PolygonBuilder{}
+		wall, cpu, events := pageTimes(t, func(c string) (core.QueryResult, error) {
+			q := &core.PolygonQuery{Vertices: outer, Holes: holes, Group: core.GroupFilter{Set: true, ID: 99}, Page: core.Page{Cursor: c}}
+			sm.OfferPolygon(pp, q)
+			return sm.QueryPolygon(now, q)
+		})
+		if events != 0 {
+			t.Fatalf("%d events match a group no entity has", events)
+		}
+		t.Logf("prepared in %.1f ms; at %d entities: wall: %s", ms(prep), n, summarize(wall))
+		t.Logf("at %d entities: cpu:  %s", n, summarize(cpu))
 	}
 }
