@@ -86,7 +86,7 @@ func (s *Server) prepareRead(h core.Header, payload []byte, peer bool) *replica.
 			rp.mu.Unlock()
 			select {
 			case <-b.done:
-				rp.share(pr) // unless that polygon was invalid
+				pr.Share(b.pr) // its polygon, or its error (unless too wide for the plane)
 			case <-s.loopDone:
 			}
 			return pr
@@ -102,7 +102,7 @@ func (s *Server) prepareRead(h core.Header, payload []byte, peer bool) *replica.
 
 	select {
 	case rp.builds <- struct{}{}:
-		if pr.Build() {
+		if pr.Build() && pr.Polygon().Err() == nil {
 			n := int64(pr.Bytes())
 			rp.bytes.Add(n)
 			runtime.AddCleanup(pr.Polygon(), func(n int64) { rp.bytes.Add(-n) }, n)
@@ -112,7 +112,7 @@ func (s *Server) prepareRead(h core.Header, payload []byte, peer bool) *replica.
 	}
 	rp.mu.Lock()
 	rp.building = slices.DeleteFunc(rp.building, func(o *polygonBuild) bool { return o == b })
-	if pr.Polygon() != nil {
+	if pr.Polygon() != nil && pr.Polygon().Err() == nil {
 		copy(rp.recent[1:], rp.recent[:])
 		rp.recent[0] = pr
 	}

@@ -109,8 +109,9 @@ func TestPreparedReadAnswersAlike(t *testing.T) {
 			t.Fatalf("a %s was prepared", what)
 		}
 	}
-	// Other rings do not share; an invalid polygon is decoded, not built
-	// (the loop reports its error).
+	// Other rings do not share; an invalid polygon is found so where it is
+	// prepared, and the loop answers its error as for a bare frame, with
+	// the limit's error first (checked before the polygon).
 	p, _ := core.AppendRequestMessage(nil, core.OpQueryPolygon, &core.PolygonQuery{Vertices: ring(10, 20.001, 1, 1000), Holes: [][]core.Coordinate{ring(10, 20, 0.3, 100)}})
 	if other := PrepareRead(h, p); other == nil || other.Share(recent) || other.Polygon() != nil {
 		t.Fatal("a query of other rings took the recent polygon")
@@ -118,14 +119,22 @@ func TestPreparedReadAnswersAlike(t *testing.T) {
 	bowtie := bigPolygon("")
 	bowtie.Vertices[0], bowtie.Vertices[1] = bowtie.Vertices[1], bowtie.Vertices[0]
 	p, _ = core.AppendRequestMessage(nil, core.OpQueryPolygon, bowtie)
-	if bad := PrepareRead(h, p); bad == nil || bad.Build() || bad.Bytes() != 0 {
-		t.Fatal("an invalid polygon was built")
-	} else {
-		n.r.Receive(1, h, bytes.Clone(p))
-		n.r.ReceivePreparedRead(1, h, bytes.Clone(p), bad)
+	badLimit := *bowtie
+	badLimit.Limit = core.MaxQueryLimit + 1
+	pl, _ := core.AppendRequestMessage(nil, core.OpQueryPolygon, &badLimit)
+	for _, c := range []struct {
+		p    []byte
+		code core.CodeInfo
+	}{{p, core.InvalidPolygon}, {pl, core.QueryResultTooLarge}} {
+		bad := PrepareRead(h, c.p)
+		if bad == nil || !bad.Build() || bad.Polygon().Err() == nil || bad.Bytes() > 1024 {
+			t.Fatal("an invalid polygon was not found so")
+		}
+		n.r.Receive(1, h, bytes.Clone(c.p))
+		n.r.ReceivePreparedRead(1, h, bytes.Clone(c.p), bad)
 		n.settle()
-		if rs := n.replies(1); len(rs) != 2 || rs[0].err == nil || rs[0].err.CodeInfo != core.InvalidPolygon || !reflect.DeepEqual(rs[0], rs[1]) {
-			t.Fatalf("an invalid polygon, bare and prepared: %+v", rs)
+		if rs := n.replies(1); len(rs) != 2 || rs[0].err == nil || rs[0].err.Code != c.code.Code || !reflect.DeepEqual(rs[0], rs[1]) {
+			t.Fatalf("an invalid polygon, bare and prepared: %+v %+v", rs[0].err, rs[1].err)
 		}
 	}
 	p, _ = core.AppendRequestMessage(nil, core.OpQueryPolygon, bigPolygon(""))

@@ -2,7 +2,6 @@ package replica
 
 import (
 	"bytes"
-	"slices"
 
 	"github.com/geoevent/geoevent/core"
 	"github.com/geoevent/geoevent/statemachine"
@@ -96,8 +95,8 @@ func (r *Replica) executeRead(rd *pendingRead) {
 // A PreparedRead is the part of a read's work that needs nothing but its
 // frame, done away from the replica's loop: the request decoded
 // (PrepareRead), and a large polygon query's polygon built with its grid
-// and ranges (Build), or shared with an earlier read of the same rings
-// (Share). The loop's answer is the same with it as without: it only
+// and ranges, or found invalid (Build), or either taken from an earlier
+// read of the same rings (Share). The loop's answer is the same with it as without: it only
 // saves the loop the time.
 type PreparedRead struct {
 	op      core.Operation
@@ -117,21 +116,13 @@ func (pr *PreparedRead) Share(o *PreparedRead) bool {
 
 // SameRings reports whether pr and o are queries of the same rings.
 func (pr *PreparedRead) SameRings(o *PreparedRead) bool {
-	a, b := pr.req.(*core.PolygonQuery), o.req.(*core.PolygonQuery)
-	if len(a.Holes) != len(b.Holes) || !slices.Equal(a.Vertices, b.Vertices) {
-		return false
-	}
-	for i := range a.Holes {
-		if !slices.Equal(a.Holes[i], b.Holes[i]) {
-			return false
-		}
-	}
-	return true
+	return statemachine.SameRings(pr.req.(*core.PolygonQuery), o.req.(*core.PolygonQuery))
 }
 
-// Build builds pr's polygon (statemachine.PreparePolygon), and reports
-// whether it did: not when the polygon is invalid (the loop reports its
-// error).
+// Build builds pr's polygon (statemachine.PreparePolygon), or finds it
+// invalid, and reports whether it did either: the loop then neither
+// builds nor checks it. It does neither for a polygon too wide for the
+// plane, which the loop builds.
 func (pr *PreparedRead) Build() bool {
 	if pr.polygon == nil {
 		pr.polygon = statemachine.PreparePolygon(pr.req.(*core.PolygonQuery))
@@ -276,7 +267,8 @@ func (r *Replica) serveReads() {
 
 // Reads run in steps of bounded work (runReady): a step runs ready reads
 // in order until their work, as the state machine counts it
-// (statemachine.ScanWork; a read that counts none, such as a get latest,
+// (statemachine.ScanWork, which counts a polygon's plan even when the
+// polygon proves invalid; a read that counts none, such as a get latest,
 // costs readMinWork), reaches readStepWork. Cheap reads then share a step
 // by the hundred, as they shared their input before reads were deferred
 // (one a step cost a get-latest load a tenth of its rate), while one

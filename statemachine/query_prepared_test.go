@@ -104,3 +104,38 @@ func TestReproductionPreparedPageTimes(t *testing.T) {
 		t.Logf("at %d entities: cpu:  %s", n, summarize(cpu))
 	}
 }
+
+// An invalid polygon prepared beside the state machine gives the error
+// that building it gives, after the errors checked before it (the page's
+// limit); one built on the state machine that fails counts the plan's
+// work, which the replica's read steps are bounded by.
+func TestOfferInvalidPolygon(t *testing.T) {
+	sm := New()
+	outer, holes := worstPolygon(benchLat, benchLon, 1.4)
+	holes[99] = slices.Clone(holes[99])
+	holes[99][0], holes[99][1] = holes[99][1], holes[99][0] // the last hole crosses itself
+	q := &core.PolygonQuery{Vertices: outer, Holes: holes}
+	pp := PreparePolygon(q)
+	if pp == nil || pp.Err() == nil || pp.Bytes() > 1024 {
+		t.Fatal("an invalid polygon was not found so")
+	}
+	before := sm.ScanWork()
+	_, want := sm.QueryPolygon(epoch, q)
+	if want == nil {
+		t.Fatal("an invalid polygon was answered")
+	}
+	if w := sm.ScanWork() - before; w != uint64(workPlan+workPlanEdge*101_000) {
+		t.Fatalf("a failed build counted %d units of work, want its plan's", w)
+	}
+	sm.OfferPolygon(pp, q)
+	if _, err := sm.QueryPolygon(epoch, q); err == nil || err.Error() != want.Error() {
+		t.Fatalf("prepared: %v, built: %v", err, want)
+	}
+	tooMany := *q
+	tooMany.Limit = core.MaxQueryLimit + 1
+	_, want = sm.QueryPolygon(epoch, &tooMany)
+	sm.OfferPolygon(pp, &tooMany)
+	if _, err := sm.QueryPolygon(epoch, &tooMany); err == nil || err.Error() != want.Error() {
+		t.Fatalf("prepared, a limit too large: %v, built: %v", err, want)
+	}
+}

@@ -86,36 +86,36 @@ type PreparedPolygon struct {
 
 // PreparePolygon builds the polygon of outer and holes as NewPolygon does,
 // and its Scan, for a builder's Offer: the work of a builder's Build of
-// those rings, done beforehand, on any goroutine. It returns nil when a
-// builder would not keep the polygon (fewer than cacheMinVertices
-// vertices, or too wide for the plane) or when it is not valid (the
-// builder's Build then gives the error). The rings are kept, not copied:
-// the caller does not change them afterwards.
+// those rings, done beforehand, on any goroutine. It returns nil and
+// NewPolygon's error when the polygon is not valid, and nil and no error
+// when a builder would not keep it (fewer than cacheMinVertices vertices,
+// or too wide for the plane). The rings are kept, not copied: the caller
+// does not change them afterwards.
 //
 // Once it has returned, the prepared polygon is never written again:
 // builders on several goroutines may share it.
-func PreparePolygon(outer []core.Coordinate, holes [][]core.Coordinate) *PreparedPolygon {
+func PreparePolygon(outer []core.Coordinate, holes [][]core.Coordinate) (*PreparedPolygon, error) {
 	n := len(outer)
 	for _, h := range holes {
 		n += len(h)
 	}
 	if n < cacheMinVertices {
-		return nil
+		return nil, nil
 	}
 	mem := new(polygonMemory)
 	p, err := buildPolygon(outer, holes, maxBoxTests, mem)
 	if err != nil || p.mem != mem {
-		return nil
+		return nil, err
 	}
 	p.keepScan = true
 	p.Scan()
-	return &PreparedPolygon{p: p, outer: outer, holes: holes, edges: p.Edges()}
+	return &PreparedPolygon{p: p, outer: outer, holes: holes, edges: p.Edges()}, nil
 }
 
-// Same reports whether the polygon was prepared of the rings outer and
-// holes.
-func (pp *PreparedPolygon) Same(outer []core.Coordinate, holes [][]core.Coordinate) bool {
-	return sameRings(outer, holes, pp.outer, pp.holes)
+// SameRings reports whether two polygons' rings are the same lists of
+// vertices.
+func SameRings(outer []core.Coordinate, holes [][]core.Coordinate, outer2 []core.Coordinate, holes2 [][]core.Coordinate) bool {
+	return sameRings(outer, holes, outer2, holes2)
 }
 
 // Polygon returns the prepared polygon, its Scan done.

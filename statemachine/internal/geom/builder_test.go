@@ -214,12 +214,12 @@ func TestPreparedPolygonOffer(t *testing.T) {
 	const lat, lon = 38_110_000_000, 13_360_000_000
 	outer := circle(lat, lon, 1, 1000)
 	holes := [][]core.Coordinate{circle(lat, lon, 0.3, 600), circle(lat+500_000_000, lon, 0.1, 100)}
-	pp := PreparePolygon(outer, holes)
-	if pp == nil {
-		t.Fatal("a polygon of 1,700 vertices was not prepared")
+	pp, err := PreparePolygon(outer, holes)
+	if pp == nil || err != nil {
+		t.Fatalf("a polygon of 1,700 vertices was not prepared: %v", err)
 	}
-	if !pp.Same(slices.Clone(outer), holes) || pp.Same(outer, holes[:1]) || pp.Edges() != 1700 {
-		t.Fatalf("Same or Edges (%d) is wrong", pp.Edges())
+	if !SameRings(pp.outer, pp.holes, slices.Clone(outer), holes) || SameRings(pp.outer, pp.holes, outer, holes[:1]) || pp.Edges() != 1700 {
+		t.Fatalf("SameRings or Edges (%d) is wrong", pp.Edges())
 	}
 	want, err := NewPolygon(outer, holes)
 	if err != nil {
@@ -260,12 +260,13 @@ func TestPreparedPolygonOffer(t *testing.T) {
 		t.Fatal("the builder still returns the offered polygon after building others")
 	}
 	b.Offer(nil)
-	if PreparePolygon(circle(lat, lon, 1, 500), nil) != nil {
-		t.Fatal("a polygon of 500 vertices was prepared")
+	if pp, err := PreparePolygon(circle(lat, lon, 1, 500), nil); pp != nil || err != nil {
+		t.Fatalf("a polygon of 500 vertices was prepared (%v)", err)
 	}
 	bowtie := slices.Clone(outer)
 	bowtie[0], bowtie[1] = bowtie[1], bowtie[0]
-	if PreparePolygon(bowtie, holes) != nil {
-		t.Fatal("an invalid polygon was prepared")
+	_, wantErr := NewPolygon(bowtie, holes)
+	if pp, err := PreparePolygon(bowtie, holes); pp != nil || err == nil || err.Error() != wantErr.Error() {
+		t.Fatalf("an invalid polygon: %v, NewPolygon's %v", err, wantErr)
 	}
 }
