@@ -19,7 +19,8 @@ import (
 //   - Reads of the same rings share one polygon: the last few built are
 //     kept (recent), and a frame whose polygon is being built waits for
 //     that build (building). Pages of one query, or clients sending one
-//     polygon, build it once.
+//     polygon, build it once, and a frame whose rings are a recent one's
+//     byte for byte is not decoded again but for its other fields.
 //   - At most maxPrepareBuilds polygons are built at once: a connection
 //     whose frame needs one waits for its turn (its frames wait behind
 //     it).
@@ -66,16 +67,19 @@ func (s *Server) prepareRead(h core.Header, payload []byte, peer bool) *replica.
 	if !s.disk.leading.Load() {
 		return nil
 	}
+	rp := &s.readPrep
+	rp.mu.Lock()
+	recent := rp.recent
+	rp.mu.Unlock()
 	var pr *replica.PreparedRead
 	if peer {
-		pr = replica.PreparePeer(h, payload)
+		pr = replica.PreparePeer(h, payload, recent[:])
 	} else {
-		pr = replica.PrepareRead(h, payload)
+		pr = replica.PrepareRead(h, payload, recent[:])
 	}
-	if pr == nil {
-		return nil
+	if pr == nil || pr.Polygon() != nil { // not a large polygon, or a recent one's
+		return pr
 	}
-	rp := &s.readPrep
 	rp.mu.Lock()
 	if rp.shareLocked(pr) {
 		rp.mu.Unlock()

@@ -161,7 +161,7 @@ func (c *cluster) step() {
 				m, _ := decodeMessage(h, payload)
 				fmt.Printf("%d->%d type=%d term=%d pre=%v ok=%v index=%d\n", p.from, p.to, m.typ, m.term, m.pre, m.ok, m.index)
 			}
-			if pr := PreparePeer(h, payload); c.prepare && pr != nil && pr.Build() {
+			if pr := PreparePeer(h, payload, nil); c.prepare && pr != nil && pr.Build() {
 				c.prepared++
 				cn.r.ReceivePeerPrepared(h, payload, pr)
 				continue

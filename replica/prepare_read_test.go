@@ -60,7 +60,7 @@ func TestPreparedReadAnswersAlike(t *testing.T) {
 				h.ClientID = 0
 				p = core.AppendSessionlessRead(nil, testCluster, p)
 			}
-			pr := PrepareRead(h, bytes.Clone(p))
+			pr := PrepareRead(h, bytes.Clone(p), []*PreparedRead{nil, recent})
 			if pr == nil {
 				t.Fatal("a polygon query of 1,100 vertices was not prepared")
 			}
@@ -69,7 +69,10 @@ func TestPreparedReadAnswersAlike(t *testing.T) {
 					t.Fatalf("the polygon was not built (%d bytes)", pr.Bytes())
 				}
 				recent = pr
-			} else if !pr.Share(recent) || pr.Polygon() != recent.Polygon() {
+			} else if pr.Polygon() != recent.Polygon() || !reflect.DeepEqual(pr.req, PrepareRead(h, p, nil).req) {
+				t.Fatal("a query of the same rings did not take the recent polygon, or not its own other fields")
+			}
+			if again := PrepareRead(h, p, nil); again.Polygon() != nil || !again.Share(recent) || again.Polygon() != recent.Polygon() {
 				t.Fatal("a query of the same rings did not share the recent polygon")
 			}
 			n.r.Receive(1, h, bytes.Clone(p))
@@ -105,7 +108,7 @@ func TestPreparedReadAnswersAlike(t *testing.T) {
 			op = core.OpQueryRadius
 		}
 		p, _ := core.AppendRequestMessage(nil, op, req)
-		if PrepareRead(h, p) != nil {
+		if PrepareRead(h, p, nil) != nil {
 			t.Fatalf("a %s was prepared", what)
 		}
 	}
@@ -113,7 +116,7 @@ func TestPreparedReadAnswersAlike(t *testing.T) {
 	// prepared, and the loop answers its error as for a bare frame, with
 	// the limit's error first (checked before the polygon).
 	p, _ := core.AppendRequestMessage(nil, core.OpQueryPolygon, &core.PolygonQuery{Vertices: ring(10, 20.001, 1, 1000), Holes: [][]core.Coordinate{ring(10, 20, 0.3, 100)}})
-	if other := PrepareRead(h, p); other == nil || other.Share(recent) || other.Polygon() != nil {
+	if other := PrepareRead(h, p, []*PreparedRead{recent}); other == nil || other.Share(recent) || other.Polygon() != nil {
 		t.Fatal("a query of other rings took the recent polygon")
 	}
 	bowtie := bigPolygon("")
@@ -126,7 +129,7 @@ func TestPreparedReadAnswersAlike(t *testing.T) {
 		p    []byte
 		code core.CodeInfo
 	}{{p, core.InvalidPolygon}, {pl, core.QueryResultTooLarge}} {
-		bad := PrepareRead(h, c.p)
+		bad := PrepareRead(h, c.p, []*PreparedRead{recent})
 		if bad == nil || !bad.Build() || bad.Polygon().Err() == nil || bad.Bytes() > 1024 {
 			t.Fatal("an invalid polygon was not found so")
 		}
@@ -139,10 +142,10 @@ func TestPreparedReadAnswersAlike(t *testing.T) {
 	}
 	p, _ = core.AppendRequestMessage(nil, core.OpQueryPolygon, bigPolygon(""))
 	for what, f := range map[string]func() *PreparedRead{
-		"register frame":    func() *PreparedRead { return PrepareRead(core.Header{Type: core.MsgRegister}, p) },
-		"truncated frame":   func() *PreparedRead { return PrepareRead(h, p[:len(p)-3]) },
-		"sessionless frame": func() *PreparedRead { return PrepareRead(core.Header{Type: core.MsgRequest}, p) }, // no cluster id
-		"peer frame":        func() *PreparedRead { return PreparePeer(core.Header{Type: msgHeartbeat}, p) },
+		"register frame":    func() *PreparedRead { return PrepareRead(core.Header{Type: core.MsgRegister}, p, nil) },
+		"truncated frame":   func() *PreparedRead { return PrepareRead(h, p[:len(p)-3], nil) },
+		"sessionless frame": func() *PreparedRead { return PrepareRead(core.Header{Type: core.MsgRequest}, p, nil) }, // no cluster id
+		"peer frame":        func() *PreparedRead { return PreparePeer(core.Header{Type: msgHeartbeat}, p, nil) },
 	} {
 		if f() != nil {
 			t.Fatalf("a %s was prepared", what)
@@ -191,21 +194,36 @@ func FuzzPrepareRead(f *testing.F) {
 	bad := bytes.Clone(p) // a vertex out of range: decodes, does not build
 	bad[1+2+7] = 0x7f
 	f.Add(bad, false)
+	other, _ := core.AppendRequestMessage(nil, core.OpQueryPolygon, &core.PolygonQuery{Vertices: bigPolygon("").Vertices, Holes: bigPolygon("").Holes,
+		Group: core.GroupFilter{Set: true, ID: 5}, Page: core.Page{Limit: 9, Cursor: "AAAA"}})
+	f.Add(other, false) // the seed's rings, other fields
 	f.Add([]byte{byte(core.OpQueryPolygon)}, false)
 	f.Add([]byte{}, true)
+	// A read of the seed polygon, built: a frame of its rings takes them.
+	seed := PrepareRead(core.Header{ClientID: 1, Type: core.MsgRequest}, p, nil)
+	if seed == nil || !seed.Build() {
+		f.Fatal("the seed polygon was not prepared")
+	}
 	f.Fuzz(func(t *testing.T, payload []byte, sessionless bool) {
 		h := core.Header{ClientID: 1, Request: 1, Type: core.MsgRequest}
 		if sessionless {
 			h.ClientID = 0
 		}
 		orig := bytes.Clone(payload)
-		pr := PrepareRead(h, payload)
-		PreparePeer(core.Header{Type: msgForward}, payload)
+		pr := PrepareRead(h, payload, []*PreparedRead{seed})
+		alone := PrepareRead(h, payload, nil)
+		PreparePeer(core.Header{Type: msgForward}, payload, []*PreparedRead{seed})
 		if !bytes.Equal(payload, orig) {
 			t.Fatal("preparing changed the frame")
 		}
+		if (pr == nil) != (alone == nil) {
+			t.Fatalf("prepared %v with a recent read, %v without", pr != nil, alone != nil)
+		}
 		if pr == nil {
 			return
+		}
+		if !reflect.DeepEqual(pr.req, alone.req) {
+			t.Fatal("the query decoded with a recent read's rings differs from its own")
 		}
 		pr.Build()
 		request := payload

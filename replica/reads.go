@@ -2,6 +2,7 @@ package replica
 
 import (
 	"bytes"
+	"encoding/binary"
 
 	"github.com/geoevent/geoevent/core"
 	"github.com/geoevent/geoevent/statemachine"
@@ -96,12 +97,15 @@ func (r *Replica) executeRead(rd *pendingRead) {
 // frame, done away from the replica's loop: the request decoded
 // (PrepareRead), and a large polygon query's polygon built with its grid
 // and ranges, or found invalid (Build), or either taken from an earlier
-// read of the same rings (Share). The loop's answer is the same with it as without: it only
-// saves the loop the time.
+// read of the same rings (Share). The loop's answer is the same with it
+// as without: it only saves the loop the time.
 type PreparedRead struct {
 	op      core.Operation
 	req     any
 	polygon *statemachine.PreparedPolygon // nil until built or shared
+	// rings is the frame's encoding of the query's rings, by which a later
+	// frame finds them the same without decoding them (PrepareRead).
+	rings []byte
 }
 
 // Share has pr take o's polygon when o has one of pr's rings, and reports
@@ -150,9 +154,13 @@ const prepareMinPayload = 1024 * 16
 // PrepareRead decodes a client frame on any goroutine, for
 // ReceivePreparedRead, when preparing it helps: a polygon query of 1,024
 // vertices or more (see PreparedRead; its polygon is then built by Build
-// or taken by Share). Otherwise, and for a frame that does not decode, it
+// or taken by Share). When its rings are byte for byte those of one of
+// recent (earlier prepared reads with their polygons), it decodes the
+// rest of the query alone, and takes that read's rings and polygon: the
+// pages of a large polygon, each of which carries the polygon, are
+// decoded once. Otherwise, and for a frame that does not decode, it
 // returns nil.
-func PrepareRead(h core.Header, payload []byte) *PreparedRead {
+func PrepareRead(h core.Header, payload []byte, recent []*PreparedRead) *PreparedRead {
 	if h.Type != core.MsgRequest {
 		return nil
 	}
@@ -163,14 +171,34 @@ func PrepareRead(h core.Header, payload []byte) *PreparedRead {
 		}
 		payload = request
 	}
-	return prepareRequest(payload)
+	return prepareRequest(payload, recent)
 }
 
 // prepareRequest is PrepareRead for a request's payload (a read without a
 // session: after the cluster id).
-func prepareRequest(payload []byte) *PreparedRead {
+func prepareRequest(payload []byte, recent []*PreparedRead) *PreparedRead {
 	if len(payload) < prepareMinPayload || core.Operation(payload[0]) != core.OpQueryPolygon {
 		return nil
+	}
+	end, ok := polygonRingsEnd(payload)
+	if !ok {
+		return nil
+	}
+	rings := payload[1:end]
+	for _, o := range recent {
+		if o == nil || o.polygon == nil || !bytes.Equal(o.rings, rings) {
+			continue
+		}
+		// The same rings: the query's other fields follow them, and
+		// decode as those of a query of no rings.
+		rest := append([]byte{byte(core.OpQueryPolygon), 0, 0, 0, 0}, payload[end:]...)
+		op, req, err := core.DecodeRequestMessage(rest)
+		if err != nil {
+			return nil
+		}
+		q, oq := req.(*core.PolygonQuery), o.req.(*core.PolygonQuery)
+		q.Vertices, q.Holes = oq.Vertices, oq.Holes
+		return &PreparedRead{op: op, req: req, polygon: o.polygon, rings: o.rings}
 	}
 	op, req, err := core.DecodeRequestMessage(payload)
 	if err != nil {
@@ -179,13 +207,39 @@ func prepareRequest(payload []byte) *PreparedRead {
 	if _, ok := req.(*core.PolygonQuery); !ok {
 		return nil
 	}
-	return &PreparedRead{op: op, req: req}
+	return &PreparedRead{op: op, req: req, rings: bytes.Clone(rings)}
+}
+
+// polygonRingsEnd returns where the rings of a polygon query's payload end
+// (after the operation byte: the outer ring, the count of holes and the
+// holes, each ring a u16 count of 16-byte vertices; see core's codec), or
+// false when the payload is too short to hold them.
+func polygonRingsEnd(payload []byte) (int, bool) {
+	at := 1
+	ring := func() bool {
+		if len(payload) < at+2 {
+			return false
+		}
+		at += 2 + 16*int(binary.LittleEndian.Uint16(payload[at:]))
+		return len(payload) >= at
+	}
+	if !ring() || len(payload) < at+2 {
+		return 0, false
+	}
+	holes := int(binary.LittleEndian.Uint16(payload[at:]))
+	at += 2
+	for range holes {
+		if !ring() {
+			return 0, false
+		}
+	}
+	return at, true
 }
 
 // PreparePeer is PrepareRead for a replica-to-replica frame: a read a
 // follower forwarded to this replica, for ReceivePeerPrepared. It returns
 // nil for any other frame.
-func PreparePeer(h core.Header, payload []byte) *PreparedRead {
+func PreparePeer(h core.Header, payload []byte, recent []*PreparedRead) *PreparedRead {
 	if h.Type != msgForward {
 		return nil
 	}
@@ -195,7 +249,7 @@ func PreparePeer(h core.Header, payload []byte) *PreparedRead {
 	}
 	// A forwarded read without a session no longer carries the cluster id
 	// (the follower's receiveClient cut it).
-	return prepareRequest(m.frame)
+	return prepareRequest(m.frame, recent)
 }
 
 // ReceivePreparedRead is Receive for a client frame of which PrepareRead,
