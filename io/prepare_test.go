@@ -1,17 +1,18 @@
 package io
 
 import (
+	"context"
 	"math"
 	"sync"
 	"testing"
 
+	"github.com/geoevent/geoevent/client"
 	"github.com/geoevent/geoevent/core"
 )
 
-// polygonFrame is a polygon query of 1,000 vertices about (lat, 20)
+// polygonQuery is a polygon query of 1,000 vertices about (lat, 20)
 // degrees with a hole of 200: one preparing builds.
-func polygonFrame(t *testing.T, lat float64) []byte {
-	t.Helper()
+func polygonQuery(lat float64) *core.PolygonQuery {
 	ring := func(r float64, n int) []core.Coordinate {
 		vs := make([]core.Coordinate, n)
 		for i := range vs {
@@ -20,7 +21,13 @@ func polygonFrame(t *testing.T, lat float64) []byte {
 		}
 		return vs
 	}
-	p, err := core.AppendRequestMessage(nil, core.OpQueryPolygon, &core.PolygonQuery{Vertices: ring(1, 1000), Holes: [][]core.Coordinate{ring(0.2, 200)}})
+	return &core.PolygonQuery{Vertices: ring(1, 1000), Holes: [][]core.Coordinate{ring(0.2, 200)}}
+}
+
+// polygonFrame is the payload of polygonQuery(lat).
+func polygonFrame(t *testing.T, lat float64) []byte {
+	t.Helper()
+	p, err := core.AppendRequestMessage(nil, core.OpQueryPolygon, polygonQuery(lat))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,5 +78,51 @@ func TestPrepareReadSharesAndBounds(t *testing.T) {
 	}
 	if pr := s.prepareRead(h, a, false); pr == nil || pr.Polygon() == nil {
 		t.Fatal("over the memory bound, a recent polygon was not shared")
+	}
+}
+
+// A leader prepares the polygon queries of its in-process connections (the
+// HTTP gateway's) and of its TCP clients, with a session and without: each
+// new polygon is built beside the loop and kept for its next frames, and
+// the answers are the loop's.
+func TestServerPreparesPolygonReads(t *testing.T) {
+	r := serve(t, formatDir(t), Options{})
+	lc, err := r.DialLocal(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	session := localSession(t, lc)
+	localRequest(t, lc, session, 1, core.OpInsert, &core.InsertRequest{Events: []core.GeoEvent{
+		{EntityID: core.Uint128{Lo: 1}, LatNano: 10_500_000_000, LonNano: 20_000_000_000}, // inside
+		{EntityID: core.Uint128{Lo: 2}, LatNano: 10_000_000_000, LonNano: 20_000_000_000}, // in the hole
+	}})
+	recent := func() (n int) {
+		r.readPrep.mu.Lock()
+		defer r.readPrep.mu.Unlock()
+		for _, pr := range r.readPrep.recent {
+			if pr != nil {
+				n++
+			}
+		}
+		return n
+	}
+	res := localRequest(t, lc, session, 0, core.OpQueryPolygon, polygonQuery(10)).(*core.QueryResult)
+	if len(res.Events) != 1 || res.Events[0].EntityID.Lo != 1 || recent() != 1 {
+		t.Fatalf("over a local connection: %d events, %d polygons prepared", len(res.Events), recent())
+	}
+	cl, err := client.New([]string{r.Addr().String()}, client.Options{Cluster: testCluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, lat := range []float64{10, 10.001} { // sessionless reads
+		res, err = cl.QueryPolygon(context.Background(), polygonQuery(lat))
+		if err != nil || len(res.Events) != 1 {
+			t.Fatalf("over TCP: %+v, %v", res, err)
+		}
+	}
+	if recent() != 2 {
+		t.Fatalf("%d polygons prepared for 2", recent())
 	}
 }
