@@ -87,11 +87,7 @@ func TestPrepareReadSharesAndBounds(t *testing.T) {
 // the answers are the loop's.
 func TestServerPreparesPolygonReads(t *testing.T) {
 	r := serve(t, formatDir(t), Options{})
-	lc, err := r.DialLocal(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lc.Close()
+	lc := dialLocal(t, r.Server)
 	session := localSession(t, lc)
 	localRequest(t, lc, session, 1, core.OpInsert, &core.InsertRequest{Events: []core.GeoEvent{
 		{EntityID: core.Uint128{Lo: 1}, LatNano: 10_500_000_000, LonNano: 20_000_000_000}, // inside
