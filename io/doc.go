@@ -75,6 +75,13 @@
 //     the connection). The payload belongs to the loop from then on: the
 //     caller never changes it, so the loop needs no ack. The replica sees
 //     an ordinary client connection: its id, register, requests, Closed.
+//   - While the replica leads, a reader (or an Exchange) does the work of
+//     a frame that needs nothing but the frame before handing it to the
+//     loop: a client's insert or upsert batch becomes its log entry
+//     (replica.PrepareRequest), and a large polygon query, a client's or
+//     one a follower forwarded, is decoded and its polygon built, or
+//     shared with a recent build of the same rings (prepare.go: at most
+//     two builds at once, bounded memory).
 //   - Per other replica, one dialer that keeps an outbound connection to
 //     it (reconnecting with backoff) and writes the replica's messages for
 //     it (SendPeer) from a bounded queue, with one writev per batch, plus a

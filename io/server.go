@@ -165,7 +165,8 @@ type Server struct {
 	}
 
 	// budget bounds the memory of the connections' read buffers.
-	budget *readBudget
+	budget   *readBudget
+	readPrep readPrep // reads prepared beside the loop (prepareRead)
 	// refusing holds a token per connection over MaxConnections being
 	// turned away (refuseConn).
 	refusing chan struct{}
@@ -243,6 +244,7 @@ func openLocked(dir string, lock *DirLock, opts Options) (s *Server, err error) 
 		status:     replica.Status{Leader: replica.NoLeader},
 		replyBufs:  make(chan []byte, reusedReplies),
 		budget:     &readBudget{limit: opts.ReadBudgetBytes},
+		readPrep:   readPrep{builds: make(chan struct{}, maxPrepareBuilds)},
 		refusing:   make(chan struct{}, maxRefusing),
 		frameLog:   rateLog{interval: time.Second},
 		busyLog:    rateLog{interval: time.Second},
@@ -619,6 +621,19 @@ func (s *Server) prepare(h core.Header, payload []byte) []byte {
 	return replica.PrepareRequest(h, payload)
 }
 
+// prepareFrame prepares a frame of kind on the caller's goroutine: a
+// client's batch (prepare) or read (prepareRead), or a read a follower
+// forwarded.
+func (s *Server) prepareFrame(kind netEventKind, f *netFrame) {
+	if kind == evFrame {
+		if f.prepared = s.prepare(f.h, f.payload); f.prepared == nil {
+			f.read = s.prepareRead(f.h, f.payload, false)
+		}
+	} else {
+		f.read = s.prepareRead(f.h, f.payload, true)
+	}
+}
+
 // clientFrame hands a client frame of c (a connection or a LocalConn) to
 // the replica, prepared if it was, unless c is dead.
 func (s *Server) clientFrame(c *conn, f netFrame) {
@@ -626,9 +641,21 @@ func (s *Server) clientFrame(c *conn, f netFrame) {
 	case c.dead:
 	case f.prepared != nil:
 		s.r.ReceivePrepared(c.id, f.h, f.payload, f.prepared)
+	case f.read != nil:
+		s.r.ReceivePreparedRead(c.id, f.h, f.payload, f.read)
 	default:
 		s.r.Receive(c.id, f.h, f.payload)
 	}
+}
+
+// replicaFrame hands a replica-to-replica frame to the replica, prepared
+// if it was.
+func (s *Server) replicaFrame(f netFrame) {
+	if f.read != nil {
+		s.r.ReceivePeerPrepared(f.h, f.payload, f.read)
+		return
+	}
+	s.peerFrame(f.h, f.payload)
 }
 
 func (s *Server) handle(ev netEvent) {
@@ -647,9 +674,9 @@ func (s *Server) handle(ev netEvent) {
 		s.clientFrame(c, ev.netFrame)
 	case evPeerFrame:
 		if !c.dead {
-			s.peerFrame(ev.h, ev.payload)
+			s.replicaFrame(ev.netFrame)
 			for _, f := range ev.more {
-				s.peerFrame(f.h, f.payload)
+				s.replicaFrame(f)
 			}
 		}
 		s.budget.release(ev.buf)
