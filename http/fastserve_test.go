@@ -53,12 +53,8 @@ func cannedBackend() fakeBackend {
 // addr and reads n answers.
 func rawRoundTrip(t *testing.T, addr, req string, n int) []*stdhttp.Response {
 	t.Helper()
-	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc := dialFor(t, addr, 20*time.Second)
 	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(20 * time.Second))
 	if _, err := io.WriteString(nc, req); err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +77,17 @@ func rawRoundTrip(t *testing.T, addr, req string, n int) []*stdhttp.Response {
 		out = append(out, res)
 	}
 	return out
+}
+
+// dialFor opens a connection to addr that gives up after d.
+func dialFor(t *testing.T, addr string, d time.Duration) net.Conn {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.SetDeadline(time.Now().Add(d))
+	return nc
 }
 
 // describe renders an answer without its Date, for comparisons.
