@@ -205,7 +205,7 @@ func checkAnswer(a reply) string {
 		return "" // OPTIONS *, answered by net/http
 	case a.status >= 300 && a.status < 400:
 		// The mux's redirect of an unclean path (/a/../b) to its clean
-		// form, handed over by the fast path: a Location, HTML body.
+		// form: a Location, HTML body.
 		if a.header.Get("Location") == "" {
 			return "a redirect without Location"
 		}
@@ -246,7 +246,7 @@ func checkAnswer(a reply) string {
 }
 
 // protocolRefusal: the answer net/http's server writes itself, before any
-// handler runs, to a connection handed over whose bytes are not an HTTP/1.x
+// handler runs, to a connection whose bytes are not an HTTP/1.x
 // request it accepts (net/http's conn.serve): a malformed request line or
 // header, two Host headers (400), a header block too large (431), an
 // unknown Transfer-Encoding (501), HTTP/2.0 or 9.9 in the request line
