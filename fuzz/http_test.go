@@ -60,6 +60,16 @@ func FuzzHTTPRequest(f *testing.F) {
 		{"", "", "", "GET /ping HTTP/1.1\r\nHost: a\r\n\r\nGET /status HTTP/1.1\r\nHost: a\r\n\r\n", frameVerbatim},
 		{"", "", "", "GET /stats HTTP/9.9\r\nHost: a\r\n\r\n", frameVerbatim},
 		{"", "", "", "\x00\xff garbage\r\n\r\n", frameVerbatim},
+		// Request smuggling: bodies framed two ways, bad chunk sizes,
+		// obs-fold and bare LF around the framing headers, each with a
+		// request after it.
+		{"", "", "", "POST /events HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nDELETE /entities HTTP/1.1\r\nHost: a\r\n\r\n", frameVerbatim},
+		{"", "", "", "POST /events HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 40\r\n\r\n{}GET /stats HTTP/1.1\r\nHost: a\r\n\r\n", frameVerbatim},
+		{"", "", "", "POST /events HTTP/1.0\r\nConnection: keep-alive\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /stats HTTP/1.1\r\nHost: a\r\n\r\n", frameVerbatim},
+		{"", "", "", "POST /events HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n{}\r\n0\r\n\r\nGET /stats HTTP/1.1\r\nHost: a\r\n\r\n", frameVerbatim},
+		{"", "", "", "POST /events HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffff\r\n{}\r\n0\r\n\r\n", frameVerbatim},
+		{"", "", "", "POST /events HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: 2\r\nX: a\r\n Transfer-Encoding: chunked\r\n\r\n{}GET /stats HTTP/1.1\r\nHost: a\r\n\r\n", frameVerbatim},
+		{"", "", "", "POST /events HTTP/1.1\nHost: a\nContent-Type: application/json\nContent-Length: 2\nTransfer-Encoding: chunked\n\n0\n\nGET /stats HTTP/1.1\nHost: a\n\n", frameVerbatim},
 		{"POST", "/events", "Content-Type: application/json; charset=utf-8\nHost: other", ins, frameNoType},
 	} {
 		f.Add(s.method, s.target, s.headers, []byte(s.body), s.mode)
