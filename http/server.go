@@ -343,10 +343,15 @@ const minBodyBuffer = 4 << 10
 var bufPool = sync.Pool{New: func() any { return &jw{b: make([]byte, 0, 4096)} }}
 
 // serve runs h on c and writes its failure, if any, in the call's form.
-// c.ctx, when not set, is made here: it ends at the request timeout.
+// c.ctx, when not set, is made here: it ends at the request timeout, and
+// not when the client goes away (net/http cancels a request's context
+// then, a half-close included): an operation runs to its end, as a write
+// already submitted would anyway, and the backend's session is not handed
+// to the next request while its last one is still in flight (which that
+// request would find busy, 202 REQUEST_IN_FLIGHT).
 func (g *Gateway) serve(c *call, h handlerFunc) {
 	if c.ctx == nil {
-		ctx, cancel := context.WithTimeout(c.r.Context(), g.cfg.RequestTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.r.Context()), g.cfg.RequestTimeout)
 		defer cancel()
 		c.ctx = ctx
 	}
