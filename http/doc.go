@@ -173,7 +173,9 @@
 // connections alive (pipelined requests are answered in order). Timeouts:
 // 10 s for a request's header block, 2 minutes for the whole request and
 // for an idle connection. The request headers the gateway reads are
-// Content-Type, Origin and Access-Control-Request-Method.
+// Content-Type, Origin and Access-Control-Request-Method. A request's
+// operation runs to its end or the request timeout: a client that goes
+// away does not cancel it.
 //
 // A request that may frame its body two ways is answered once and its
 // connection closes, so the bytes after it are never taken for another
