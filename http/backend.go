@@ -47,10 +47,6 @@ type opCall[Req, Rep any] struct {
 	badOK bool
 }
 
-// done drops the call's request and reply, which a reused call must not
-// keep alive.
-func (c *opCall[Req, Rep]) done() { *c = opCall[Req, Rep]{op: c.op} }
-
 func (c *opCall[Req, Rep]) Operation() core.Operation { return c.op.Code }
 
 func (c *opCall[Req, Rep]) Request() any {

@@ -182,10 +182,10 @@ func BenchmarkServeInsert1(b *testing.B) {
 	benchServe(b, "POST", "/events", benchInsertBody(1))
 }
 
-// benchFastServe drives the fast path over a loopback connection, one
-// request at a time: the server's whole cost per request (its socket
-// calls included) with a backend that answers at once.
-func benchFastServe(b *testing.B, method, target string, body []byte) {
+// benchLoopback drives the server over a loopback connection, one request
+// at a time: the server's whole cost per request (its socket calls
+// included) with a backend that answers at once.
+func benchLoopback(b *testing.B, method, target string, body []byte) {
 	evs := benchEvents(80)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -225,14 +225,14 @@ func benchFastServe(b *testing.B, method, target string, body []byte) {
 	}
 }
 
-func BenchmarkFastServeGetLatest(b *testing.B) {
-	benchFastServe(b, "GET", "/entity/00000000-0000-0001-0000-0000000135b4", nil)
+func BenchmarkLoopbackGetLatest(b *testing.B) {
+	benchLoopback(b, "GET", "/entity/00000000-0000-0001-0000-0000000135b4", nil)
 }
 
-func BenchmarkFastServeRadius(b *testing.B) {
-	benchFastServe(b, "POST", "/query/radius", []byte(`{"center_lat_nano":38110000000,"center_lon_nano":13360000000,"radius_mm":1000000}`))
+func BenchmarkLoopbackRadius(b *testing.B) {
+	benchLoopback(b, "POST", "/query/radius", []byte(`{"center_lat_nano":38110000000,"center_lon_nano":13360000000,"radius_mm":1000000}`))
 }
 
-func BenchmarkFastServeInsert1(b *testing.B) {
-	benchFastServe(b, "POST", "/events", benchInsertBody(1))
+func BenchmarkLoopbackInsert1(b *testing.B) {
+	benchLoopback(b, "POST", "/events", benchInsertBody(1))
 }

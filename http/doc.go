@@ -191,37 +191,29 @@
 //
 // # Serving
 //
-// [Listen] and [Serve] read plain HTTP/1.1 requests themselves -- an
-// origin-form target with a clean, unescaped path, one Host, a body with
-// Content-Length or none, a header block within 16 KiB -- and answer each
-// with one write, keeping the connection (pipelined requests are answered
-// in order). Any other connection (HTTP/1.0, chunked bodies, Expect,
-// Upgrade, escaped or unclean paths, odd headers) is handed, with what was
-// read of it, to a net/http server over the same [Gateway]: the answers are
-// the same either way, net/http's merely cost twice the CPU. Timeouts: 10
-// s for a request's header block, 2 minutes for the whole request and for
-// an idle connection. The request headers the gateway reads are
-// Content-Type, Origin and Access-Control-Request-Method; the fast path
-// parses those three and no others.
+// [Listen] and [Serve] serve the [Gateway] with net/http's server, keeping
+// connections alive (pipelined requests are answered in order). Timeouts:
+// 10 s for a request's header block, 2 minutes for the whole request and
+// for an idle connection. The request headers the gateway reads are
+// Content-Type, Origin and Access-Control-Request-Method. A request's
+// operation runs to its end or the request timeout: a client that goes
+// away does not cancel it.
 //
-// A request that frames its body two ways -- Content-Length with
-// Transfer-Encoding, two Content-Length headers, or Transfer-Encoding in
-// HTTP/1.0 -- is 400 (code 1) and its connection closes, so the bytes
-// after it are never taken for another request (request smuggling, RFC
-// 9112 sections 6.1 and 6.3). net/http drops the Content-Length of such a
-// request before the gateway sees it, so on a connection handed over a
-// chunked request closes the connection after its answer, and a chunked
-// request that follows another on it is refused (400).
+// A request that may frame its body two ways is answered once and its
+// connection closes, so the bytes after it are never taken for another
+// request (request smuggling, RFC 9112 sections 6.1 and 6.3): net/http
+// reads Content-Length with Transfer-Encoding as chunked (dropping the
+// Content-Length before the gateway sees it), so every chunked request
+// closes its connection; it ignores Transfer-Encoding in HTTP/1.0, so
+// every HTTP/1.0 request closes its connection; and it refuses two
+// different Content-Lengths (400, in plain text).
 //
 // Request bodies are read into buffers that grow as bytes arrive (a
 // declared length reserves nothing up front). Every body holds its
 // buffer's bytes from one budget for the whole gateway (Config.BodyBudget,
 // DefaultBodyBudget 128 MiB) until its request ends; a body that would
 // exceed it waits up to a second for room and is otherwise answered 503
-// with 212 CLUSTER_BUSY (retryable). A connection keeps the buffers of its
-// last request for the next one; buffers over 64 KiB only while the next
-// request follows within a second, so an idle connection holds about its
-// 16 KiB read buffer.
+// with 212 CLUSTER_BUSY (retryable).
 //
 // # Cross-origin requests (CORS)
 //
@@ -255,7 +247,7 @@
 // INTERNAL_ERROR. HTTP-level errors outside the table: 404 for an unknown
 // path and 405 (with Allow) for a method a path does not take, both with
 // code 4 UNKNOWN_OPERATION; 413 for a body over the limit; 415 for a
-// body not declared JSON and 400 for a body framed two ways (code 1); 403
+// body not declared JSON (code 1); 403
 // for a preflight from an origin not allowed (code 1); 503 with 212
 // CLUSTER_BUSY when the body budget is full.
 // GET /ping is 503 {pong: false, reason} when the cluster does not answer.

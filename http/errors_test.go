@@ -363,7 +363,7 @@ func TestUnreachableCluster(t *testing.T) {
 	}
 }
 
-// An asterisk-form target (GET * HTTP/1.1, handed over to net/http) is a
+// An asterisk-form target (GET * HTTP/1.1) is a
 // 404 with the JSON error of an unknown path, not the mux's bare 400.
 func TestAsteriskTargetIsJSONError(t *testing.T) {
 	e := newEnv(t)

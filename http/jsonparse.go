@@ -83,18 +83,11 @@ type parser struct {
 
 // parseJSON parses src, which must hold exactly one JSON value (surrounding
 // white space allowed).
-func parseJSON(src []byte) (*doc, error) { return parseJSONInto(src, nil) }
-
-// parseJSONInto is parseJSON with the nodes appended to nodes[:0] (a
-// buffer of an earlier document, now unused).
-func parseJSONInto(src []byte, nodes []node) (*doc, error) {
+func parseJSON(src []byte) (*doc, error) {
 	if len(src) > 1<<31-1 {
 		return nil, &syntaxError{0, "document too large"}
 	}
-	if want := 16 + len(src)/12; cap(nodes) < want {
-		nodes = make([]node, 0, want)
-	}
-	p := &parser{src: src, nodes: nodes[:0]}
+	p := &parser{src: src, nodes: make([]node, 0, 16+len(src)/12)}
 	p.ws()
 	if err := p.value(0); err != nil {
 		return nil, err

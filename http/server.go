@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/VictoriaMetrics/metrics"
 	"go.uber.org/zap"
@@ -87,13 +86,9 @@ type Gateway struct {
 	log    *zap.Logger
 	mux    *stdhttp.ServeMux
 	routes []Route
-	// The mux's endpoints again, for the server's fast path (route):
-	// literal paths and the two patterns with {entity_id}.
-	literal               map[string]*endpoint
-	entity, entityHistory *endpoint
-	cors                  corsPolicy
-	budget                *byteBudget // of request body bytes in flight
-	metrics               *gatewayMetrics
+	cors    corsPolicy
+	budget  *byteBudget // of request body bytes in flight
+	metrics *gatewayMetrics
 }
 
 // endpoint is one path of the API and its handler for each method it takes.
@@ -130,7 +125,7 @@ func New(cfg Config) (*Gateway, error) {
 	if set == nil {
 		set = metrics.NewSet()
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, mux: stdhttp.NewServeMux(), literal: map[string]*endpoint{},
+	g := &Gateway{cfg: cfg, log: cfg.Logger, mux: stdhttp.NewServeMux(),
 		cors: cors, budget: newByteBudget(cfg.BodyBudget), metrics: newGatewayMetrics(set)}
 	byPath := map[string]*endpoint{}
 	var paths []string
@@ -181,14 +176,6 @@ func New(cfg Config) (*Gateway, error) {
 		g.mux.HandleFunc(path, func(w stdhttp.ResponseWriter, r *stdhttp.Request) {
 			g.serveEndpoint(&call{g: g, w: w, r: r, pathID: r.PathValue("entity_id")}, e)
 		})
-		switch path {
-		case "/entity/{entity_id}":
-			g.entity = e
-		case "/entity/{entity_id}/history":
-			g.entityHistory = e
-		default:
-			g.literal[path] = e
-		}
 	}
 	g.mux.HandleFunc("/", func(w stdhttp.ResponseWriter, r *stdhttp.Request) {
 		g.serveEndpoint(&call{g: g, w: w, r: r}, nil)
@@ -196,28 +183,7 @@ func New(cfg Config) (*Gateway, error) {
 	return g, nil
 }
 
-// route is the mux for a clean path (see cleanTarget): the endpoint the
-// mux picks for it (nil: none, 404), and the value of its {entity_id}, if
-// any.
-func (g *Gateway) route(path string) (e *endpoint, entityID string) {
-	if e := g.literal[path]; e != nil {
-		return e, ""
-	}
-	if rest, ok := strings.CutPrefix(path, "/entity/"); ok {
-		id, tail, slash := strings.Cut(rest, "/")
-		switch {
-		case id == "":
-		case !slash:
-			return g.entity, id
-		case tail == "history":
-			return g.entityHistory, id
-		}
-	}
-	return nil, ""
-}
-
-// serveEndpoint serves c (whose g, w, r and pathID are set, and ctx, sc
-// and the request's headers when the caller provides them) with e's
+// serveEndpoint serves c (whose g, w, r and pathID are set) with e's
 // handler for its method: 405 for a method e does not take, 404 when e is
 // nil. It answers CORS preflights, adds the CORS headers of an allowed
 // origin to every answer, and refuses a body that is not declared JSON
@@ -226,9 +192,7 @@ func (g *Gateway) serveEndpoint(c *call, e *endpoint) {
 	r := c.r
 	start := time.Now()
 	defer func() { g.metrics.route(e, r.Method).done(start, c.status) }()
-	if r.Header != nil { // net/http's request; the fast path sets the fields itself
-		c.headersFrom(r.Header)
-	}
+	c.headersFrom(r.Header)
 	if c.origin != "" {
 		if g.cors.allows(c.origin) {
 			h := c.w.Header()
@@ -358,15 +322,16 @@ func lenientForm(r *stdhttp.Request) form {
 // Routes lists every method and path the gateway serves.
 func (g *Gateway) Routes() []Route { return append([]Route(nil), g.routes...) }
 
-// ServeHTTP serves the API. A chunked request's connection closes after
-// the answer: net/http removes a Content-Length sent beside
-// Transfer-Encoding before the handler sees the request, so a request that
-// may have framed its body two ways (RFC 9112 section 6.3: a smuggling
-// attempt) cannot be told from a plain chunked one, and the bytes after it
-// must not be read as another request. (The fast path refuses such a
-// request with 400 before handing a connection over.)
+// ServeHTTP serves the API. The connection closes after the answer to a
+// request that may have framed its body two ways (RFC 9112 sections 6.1
+// and 6.3: a request smuggling attempt), so that the bytes after it are
+// never read as another request: net/http reads a chunked body by
+// Transfer-Encoding alone, removing a Content-Length sent beside it before
+// the handler sees the request, so any chunked request closes it; and it
+// ignores Transfer-Encoding in HTTP/1.0 (reading the body by
+// Content-Length, or as empty), so any HTTP/1.0 request closes it too.
 func (g *Gateway) ServeHTTP(w stdhttp.ResponseWriter, r *stdhttp.Request) {
-	if len(r.TransferEncoding) > 0 {
+	if len(r.TransferEncoding) > 0 || !r.ProtoAtLeast(1, 1) {
 		w.Header().Set("Connection", "close")
 	}
 	if r.RequestURI == "*" {
@@ -387,8 +352,7 @@ type call struct {
 	r      *stdhttp.Request
 	form   form // the response's form
 	ctx    context.Context
-	pathID string   // the path's {entity_id}
-	sc     *scratch // nil: buffers from bufPool and the heap
+	pathID string // the path's {entity_id}
 	// From the request's headers: the first Content-Type and how many
 	// there are, the Origin (one) and Access-Control-Request-Method.
 	contentType  string
@@ -399,28 +363,6 @@ type call struct {
 	status       int   // the answer's status, once written by writeLine (for the metrics)
 }
 
-// scratch holds the buffers of one connection's requests, which the fast
-// path serves one at a time: the request body, its parsed nodes and the
-// answer. A request's data lives in them only until its answer is written.
-type scratch struct {
-	body  []byte
-	nodes []node
-	out   jw
-	calls []Call // by operation code: the backend calls of the connection's requests (newOpCall)
-}
-
-// size is the bytes the scratch's buffers hold.
-func (sc *scratch) size() int {
-	return cap(sc.body) + cap(sc.nodes)*int(unsafe.Sizeof(node{})) + cap(sc.out.b)
-}
-
-// maxScratch and maxScratchNodes bound the buffers a scratch keeps for the
-// next request.
-const (
-	maxScratch      = 256 << 10
-	maxScratchNodes = 16 << 10
-)
-
 // minBodyBuffer is a body buffer's first capacity (less for a shorter
 // declared length).
 const minBodyBuffer = 4 << 10
@@ -428,10 +370,15 @@ const minBodyBuffer = 4 << 10
 var bufPool = sync.Pool{New: func() any { return &jw{b: make([]byte, 0, 4096)} }}
 
 // serve runs h on c and writes its failure, if any, in the call's form.
-// c.ctx, when not set, is made here: it ends at the request timeout.
+// c.ctx, when not set, is made here: it ends at the request timeout, and
+// not when the client goes away (net/http cancels a request's context
+// then, a half-close included): an operation runs to its end, as a write
+// already submitted would anyway, and the backend's session is not handed
+// to the next request while its last one is still in flight (which that
+// request would find busy, 202 REQUEST_IN_FLIGHT).
 func (g *Gateway) serve(c *call, h handlerFunc) {
 	if c.ctx == nil {
-		ctx, cancel := context.WithTimeout(c.r.Context(), g.cfg.RequestTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.r.Context()), g.cfg.RequestTimeout)
 		defer cancel()
 		c.ctx = ctx
 	}
@@ -476,14 +423,9 @@ func (c *call) write(status int, body []byte) {
 }
 
 // writeLine sends a response whose body is body, which ends with its
-// newline; the fast path's answers go out before it returns (body may be
-// reused then).
+// newline.
 func (c *call) writeLine(status int, body []byte) {
 	c.status = status
-	if fw, ok := c.w.(*fastResponse); ok && fw.plain() {
-		fw.sendJSON(status, body)
-		return
-	}
 	h := c.w.Header()
 	h["Content-Type"] = jsonContentType
 	h["Content-Length"] = []string{strconv.Itoa(len(body))}
@@ -498,17 +440,6 @@ func (c *call) writeLine(status int, body []byte) {
 func (c *call) ok(f func(w *jw)) *failure { return c.respond(stdhttp.StatusOK, f) }
 
 func (c *call) respond(status int, f func(w *jw)) *failure {
-	if c.sc != nil {
-		w := &c.sc.out
-		w.b, w.formA = w.b[:0], c.form == formA
-		f(w)
-		w.b = append(w.b, '\n')
-		c.writeLine(status, w.b)
-		if cap(w.b) > maxScratch {
-			w.b = nil
-		}
-		return nil
-	}
 	w := bufPool.Get().(*jw)
 	w.b, w.formA = w.b[:0], c.form == formA
 	f(w)
@@ -577,12 +508,9 @@ func (c *call) body(optional bool) (*doc, *failure) {
 		return nil, busy() // it would never fit
 	}
 	var buf []byte
-	if c.sc != nil {
-		buf = c.sc.body[:0]
-	}
-	// A body of known length is not longer than it (net/http's reader and
-	// the fast path's stop there), which is within the limit; only a body
-	// of unknown length needs the limit's reader.
+	// A body of known length is not longer than it (net/http's reader
+	// stops there), which is within the limit; only a body of unknown
+	// length needs the limit's reader.
 	body := c.r.Body
 	if c.r.ContentLength <= 0 {
 		body = stdhttp.MaxBytesReader(c.w, c.r.Body, limit)
@@ -618,25 +546,15 @@ func (c *call) body(optional bool) (*doc, *failure) {
 			return nil, malformed("reading the request body: %v", err)
 		}
 	}
-	var nodes []node
-	if c.sc != nil {
-		if cap(buf) <= maxScratch {
-			c.sc.body = buf
-		}
-		nodes = c.sc.nodes
-	}
 	if isBlank(buf) {
 		if optional {
 			return nil, nil
 		}
 		return nil, malformed("the request body is empty: send a JSON object")
 	}
-	d, err := parseJSONInto(buf, nodes)
+	d, err := parseJSON(buf)
 	if err != nil {
 		return nil, malformed("the request body is not valid JSON: %v", err)
-	}
-	if c.sc != nil && cap(d.nodes) <= maxScratchNodes {
-		c.sc.nodes = d.nodes
 	}
 	return d, nil
 }
@@ -661,10 +579,9 @@ func truncate(s string, n int) string {
 // (backendFailure); bad, when f is nil, says the backend answered with a
 // reply of the wrong type.
 func run[Req, Rep any](c *call, op *core.Op[Req, Rep], req *Req) (reply *Rep, f, bad *failure) {
-	oc := newOpCall(c, op, req)
+	oc := &opCall[Req, Rep]{op: op, req: req}
 	err := c.g.cfg.Backend.Do(c.ctx, oc)
 	reply = oc.reply
-	defer oc.done()
 	switch {
 	case oc.badOK:
 		return nil, nil, fail(core.InternalError, "the backend answered %s with %T", op.Code, oc.bad)
@@ -674,26 +591,6 @@ func run[Req, Rep any](c *call, op *core.Op[Req, Rep], req *Req) (reply *Rep, f,
 		return nil, nil, fail(core.InternalError, "the backend answered %s with no reply", op.Code)
 	}
 	return reply, nil, nil
-}
-
-// newOpCall returns the Call of op with req: on the fast path, the
-// connection's own, reused from request to request (a backend does not
-// keep a call past Do), so a request allocates none.
-func newOpCall[Req, Rep any](c *call, op *core.Op[Req, Rep], req *Req) *opCall[Req, Rep] {
-	if c.sc == nil {
-		return &opCall[Req, Rep]{op: op, req: req}
-	}
-	i := int(op.Code)
-	if len(c.sc.calls) <= i {
-		c.sc.calls = append(c.sc.calls, make([]Call, i+1-len(c.sc.calls))...)
-	}
-	oc, _ := c.sc.calls[i].(*opCall[Req, Rep])
-	if oc == nil {
-		oc = new(opCall[Req, Rep])
-		c.sc.calls[i] = oc
-	}
-	*oc = opCall[Req, Rep]{op: op, req: req}
-	return oc
 }
 
 // submit runs op with req on the backend and returns its reply.
@@ -744,14 +641,21 @@ func (c *call) backendFailure(op core.Operation, err error) *failure {
 	return fail(core.ClusterUnavailable, "the cluster cannot be reached: %v", err)
 }
 
-// Server is a Gateway on a listener. It reads plain HTTP/1.1 requests
-// itself and hands any other connection to net/http (see fastserve.go).
+// Server is a Gateway on a listener, served by net/http.
 type Server struct {
-	fast *fastServer
+	std  *stdhttp.Server
 	ln   net.Listener
 	done chan struct{}
 	err  error
 }
+
+// The server's timeouts: a request's header block, the whole request (its
+// body included) and an idle connection.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 2 * time.Minute
+	idleTimeout       = 2 * time.Minute
+)
 
 // Listen makes a Gateway and serves it on addr (host:port) in the
 // background until Shutdown.
@@ -778,10 +682,18 @@ func Serve(ln net.Listener, cfg Config) (*Server, error) {
 }
 
 func serveOn(ln net.Listener, g *Gateway) *Server {
-	s := &Server{fast: newFastServer(g, ln), ln: ln, done: make(chan struct{})}
+	s := &Server{ln: ln, done: make(chan struct{}), std: &stdhttp.Server{
+		Handler:           g,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          zap.NewStdLog(g.log),
+	}}
 	go func() {
 		defer close(s.done)
-		s.err = s.fast.serve()
+		if err := s.std.Serve(ln); !errors.Is(err, stdhttp.ErrServerClosed) {
+			s.err = err
+		}
 	}()
 	return s
 }
@@ -799,10 +711,14 @@ func (s *Server) Err() error {
 	return s.err
 }
 
-// Shutdown stops accepting, lets requests in flight finish until ctx ends
-// (then closes their connections) and returns once the server has stopped.
+// Shutdown stops accepting, closes idle connections, lets requests in
+// flight finish until ctx ends (then closes their connections) and returns
+// once the server has stopped.
 func (s *Server) Shutdown(ctx context.Context) error {
-	err := s.fast.shutdown(ctx)
+	err := s.std.Shutdown(ctx)
+	if err != nil {
+		s.std.Close()
+	}
 	<-s.done
 	return err
 }

@@ -304,7 +304,7 @@ func (s *spatialScan) spend(w int) {
 // stored in the order they arrived, so each candidate's is a miss of its
 // own; a seek misses at each level of the tree), so run starts loads
 // early and does not wait for them: it prefetches the tree's nodes for
-// the next ranges' seeks, and the leaves the ranges reach, all at once,
+// the next ranges' seeks, and the leaves where they start, all at once,
 // and each leaf's run of candidates' entities as it gathers them, so that
 // they arrive while it judges the keys that follow. Against reading the candidates' entities in a pass of
 // loads before the checks, which waits for each batch of misses, 1 km
@@ -448,18 +448,16 @@ func (s *spatialScan) run(reg region, after btree.Key, hasAfter bool, plan int) 
 	}
 }
 
-// prefetch has the spatial index read the nodes that scans of the next
-// ranges will read, all at once: their seeks' and the leaves each range
-// reaches after its first (see btree.Prefetch). It returns how many ranges
-// it covered.
+// prefetch has the spatial index read the nodes that the seeks of the next
+// ranges will read, all at once, the leaves where they start included
+// (see btree.Prefetch). It returns how many ranges it covered.
 func (s *spatialScan) prefetch(ranges []geom.ScanRange) int {
 	var starts [btree.PrefetchMax]btree.Key
-	var ends [btree.PrefetchMax]uint64
 	n := min(len(ranges), len(starts))
 	for i, r := range ranges[:n] {
-		starts[i], ends[i] = btree.Key{A: r.Min}, r.Max
+		starts[i] = btree.Key{A: r.Min}
 	}
-	s.sm.spatial.Prefetch(starts[:n], ends[:n])
+	s.sm.spatial.Prefetch(starts[:n])
 	return n
 }
 

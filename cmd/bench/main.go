@@ -17,7 +17,8 @@
 // Operations (--op): insert (new entities, --batch events per request),
 // upsert (move existing entities), radius (1 km queries), latest (get latest
 // of one entity), latest-batch (get latest of --batch random entities, at
-// most 10,000: POST /entities/batch over HTTP), mixed (--mix shares, e.g.
+// most 10,000: POST /entities/batch over HTTP), ping (the smallest request:
+// GET /ping over HTTP), mixed (--mix shares, e.g.
 // upsert=80,radius=10,latest=10).
 // Entities are uniform in a 2 x 2 degree box around lat 38.11, lon 13.36;
 // run insert first (or --preload) so that reads find data.
@@ -111,7 +112,7 @@ func parseFlags(args []string) (config, error) {
 	peerKey := fs.String("peer-key", "fleet", "the key (Redis) or collection (Tile38) holding the entities of --redis or --tile38")
 	peerPipe := fs.Bool("peer-pipeline", false, "with --redis or --tile38, send the sessions' concurrent commands down shared connections as pipelines (go-redis's autopipeliner), as GeoEvent's client shares one connection among its sessions")
 	httpClient := fs.String("http-client", "raw", "the HTTP client of --http: raw (a minimal keep-alive HTTP/1.1 client that leaves the CPU to the server) or std (net/http's)")
-	op := fs.String("op", "insert", "insert, upsert, radius, latest, latest-batch or mixed")
+	op := fs.String("op", "insert", "insert, upsert, radius, latest, latest-batch, ping or mixed")
 	mix := fs.String("mix", "upsert=80,radius=10,latest=10", "shares for --op mixed")
 	entities := fs.Int("entities", 1_000_000, "entity ids in use")
 	batch := fs.Int("batch", 10_000, "events per insert/upsert request, entities per latest-batch request")
@@ -165,7 +166,7 @@ func parseFlags(args []string) (config, error) {
 		}
 	}
 	for name := range cfg.mix {
-		if !slices.Contains([]string{"insert", "upsert", "radius", "latest", "latest-batch"}, name) {
+		if !slices.Contains([]string{"insert", "upsert", "radius", "latest", "latest-batch", "ping"}, name) {
 			return cfg, fmt.Errorf("unknown operation %q", name)
 		}
 	}
@@ -358,6 +359,8 @@ func one(ctx context.Context, c target, cfg config, op string, r *rand.Rand, nex
 	case "radius":
 		lat, lon := point(r)
 		return c.radius(ctx, &core.RadiusQuery{Center: core.Coordinate{LatNano: lat, LonNano: lon}, RadiusMM: 1_000_000})
+	case "ping":
+		return 0, c.ping(ctx)
 	case "latest-batch":
 		ids := make([]core.Uint128, cfg.batch)
 		for i := range ids {

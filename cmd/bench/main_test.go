@@ -3,8 +3,8 @@ package main
 import "testing"
 
 func TestParseFlags(t *testing.T) {
-	cfg, err := parseFlags([]string{"--cluster", "1", "--op", "mixed", "--mix", "upsert=3,radius=1"})
-	if err != nil || cfg.mix["upsert"] != 3 || cfg.mix["radius"] != 1 || cfg.procs != 1 {
+	cfg, err := parseFlags([]string{"--cluster", "1", "--op", "mixed", "--mix", "upsert=3,radius=1,ping=2"})
+	if err != nil || cfg.mix["upsert"] != 3 || cfg.mix["radius"] != 1 || cfg.mix["ping"] != 2 || cfg.procs != 1 {
 		t.Fatalf("%+v %v", cfg, err)
 	}
 	for _, bad := range [][]string{

@@ -175,6 +175,10 @@ func (t *respTarget) latest(ctx context.Context, id core.Uint128) error {
 	return err
 }
 
+func (t *respTarget) ping(ctx context.Context) error {
+	return t.do(ctx, "PING").Err()
+}
+
 func (t *respTarget) latestBatch(ctx context.Context, ids []core.Uint128) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil

@@ -24,6 +24,7 @@ type target interface {
 	radius(ctx context.Context, q *core.RadiusQuery) (results int, err error)
 	latest(ctx context.Context, id core.Uint128) error
 	latestBatch(ctx context.Context, ids []core.Uint128) (found int, err error)
+	ping(ctx context.Context) error
 	close()
 }
 
@@ -53,6 +54,11 @@ func (b binaryTarget) radius(ctx context.Context, q *core.RadiusQuery) (int, err
 
 func (b binaryTarget) latest(ctx context.Context, id core.Uint128) error {
 	_, err := b.c.GetLatest(ctx, id)
+	return err
+}
+
+func (b binaryTarget) ping(ctx context.Context) error {
+	_, err := b.c.Ping(ctx)
 	return err
 }
 
@@ -175,6 +181,10 @@ func (h httpTarget) radius(ctx context.Context, q *core.RadiusQuery) (int, error
 
 func (h httpTarget) latest(ctx context.Context, id core.Uint128) error {
 	return h.do(ctx, http.MethodGet, "/entity/"+id.String(), nil, func([]byte) error { return nil })
+}
+
+func (h httpTarget) ping(ctx context.Context) error {
+	return h.do(ctx, http.MethodGet, "/ping", nil, func([]byte) error { return nil })
 }
 
 func (h httpTarget) latestBatch(ctx context.Context, ids []core.Uint128) (int, error) {

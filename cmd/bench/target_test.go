@@ -50,6 +50,8 @@ func testHTTPTarget(t *testing.T, client string) {
 				t.Errorf("bad /entities/batch body %s: %v", body, err)
 			}
 			w.Write([]byte(`{"events":[{"id":"a:1","entity_id":"a"},null,{"id":"c:2"}]}`))
+		case "/ping":
+			w.Write([]byte(`{"ok":true}`))
 		default:
 			if !strings.HasPrefix(r.URL.Path, "/entity/") || strings.HasSuffix(r.URL.Path, "0") {
 				w.WriteHeader(404)
@@ -83,7 +85,10 @@ func testHTTPTarget(t *testing.T, client string) {
 	if err := h.latest(ctx, core.Uint128{Lo: 9}); err != nil {
 		t.Fatal(err)
 	}
-	want := "POST /events,POST /events,POST /query/radius,POST /entities/batch,GET /entity/00000000-0000-0000-0000-000000000010,GET /entity/00000000-0000-0000-0000-000000000009"
+	if err := h.ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := "POST /events,POST /events,POST /query/radius,POST /entities/batch,GET /entity/00000000-0000-0000-0000-000000000010,GET /entity/00000000-0000-0000-0000-000000000009,GET /ping"
 	if got := strings.Join(paths, ","); got != want {
 		t.Fatalf("requests %s, want %s", got, want)
 	}

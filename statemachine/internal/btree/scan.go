@@ -26,31 +26,30 @@ func (t *Tree) SeekGENear(it *Iter, k Key) {
 	*it = t.SeekGE(k)
 }
 
-// PrefetchMax is the most spans one Prefetch call descends for.
+// PrefetchMax is the most starts one Prefetch call descends for.
 const PrefetchMax = 16
 
-// Prefetch has the processor load the nodes that a forward scan of each
-// span will read, so that the seeks and the steps from leaf to leaf that
-// follow find them in its cache. Span i starts at starts[i] and reaches
-// the keys whose A part is at most ends[i] (ends is at least as long as
-// starts); at most PrefetchMax spans are taken, further ones ignored. It
+// Prefetch has the processor load the nodes that seeks to starts will
+// read, so that the seeks, and the scans that follow them, find them in its
+// cache. At most PrefetchMax starts are taken, further ones ignored. It
 // changes nothing.
 //
 // It descends for all starts a level at a time, the nodes of one level
 // being independent loads whose cache misses overlap, where one seek after
-// another waits for each of its levels in turn. It prefetches the leaf
-// where each span starts whole (14 cache lines, its keys and values; see
-// package prefetch) instead of reading it, and the leaves after it that
-// the span reaches by its inner node's separators (see spanEnd): the scan
-// would otherwise wait for each of them when it steps off the one before.
+// another waits for each of its levels in turn; and it prefetches the leaf
+// where each start lies whole (14 cache lines, its keys and values; see
+// package prefetch) instead of reading it.
 //
 // BenchmarkSeek16 and BenchmarkPrefetchSeek16: 16 seeks to ascending random
 // keys of a million-entry tree take 2.7 µs, 2.1 µs after a Prefetch
-// (medians of 8). Prefetching the leaves after the first made 1 km radius
-// queries 1.03 times as fast (they step to a leaf not prefetched 3.4 times
-// a query) and polygon queries 1.01 (interleaved in one process, medians
-// of 16 rounds).
-func (t *Tree) Prefetch(starts []Key, ends []uint64) {
+// (medians of 8). Without the leaves' prefetch (the descent kept), 1 km
+// radius queries took 1.21 and 1.20 times as long, polygon queries 1.09
+// and 1.07, their velocity variants 1.23 and 1.11, 1.16 and 1.09
+// (interleaved in one process, medians of 16 rounds, two sets). Prefetching
+// also the leaves after each start's, as far as its range reaches, was
+// within the noise (radius 1.00 and 1.05, polygon 1.04 and 1.02) and is
+// left out.
+func (t *Tree) Prefetch(starts []Key) {
 	starts = starts[:min(len(starts), PrefetchMax)]
 	if len(starts) == 0 {
 		return
@@ -63,10 +62,7 @@ func (t *Tree) Prefetch(starts []Key, ends []uint64) {
 	t.bottoms(starts, &nodes)
 	for i, k := range starts {
 		in := nodes[i]
-		c := in.route(k)
-		for last := spanEnd(in, c, ends[i]); c <= last; c++ {
-			prefetchLeaf(in.kids[c].lf)
-		}
+		prefetchLeaf(in.kids[in.route(k)].lf)
 	}
 }
 
@@ -83,26 +79,6 @@ func (t *Tree) bottoms(starts []Key, nodes *[PrefetchMax]*inner) {
 			nodes[i] = in.kids[in.route(k)].in
 		}
 	}
-}
-
-// spanAhead bounds the leaves Prefetch takes after a span's first: the
-// ranges of a 1 km radius query reach 0.7 more on average, those of the
-// benchmark polygon 0.34, and a long span (a large polygon's inside) need
-// not be fetched far ahead of a scan that may stop early.
-const spanAhead = 4
-
-// spanEnd returns the last of in's children, from child c on, that a span
-// from a key in child c reaching A part end may reach: every key under a
-// later child is at least the separator before it, so the span reaches
-// none past the first separator above end. It stops spanAhead children
-// past c, and at in's last child (the next inner node's leaves are not
-// known without reading it).
-func spanEnd(in *inner, c int, end uint64) int {
-	last := c
-	for last-c < spanAhead && last+1 < in.n && end >= in.as[last] {
-		last++
-	}
-	return last
 }
 
 // prefetchLeaf prefetches every cache line of l.

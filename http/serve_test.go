@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	stdhttp "net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -18,9 +17,8 @@ import (
 	ghttp "github.com/geoevent/geoevent/http"
 )
 
-// The server reads plain HTTP/1.1 requests itself and hands any other
-// connection to net/http (fastserve.go). These tests hold the two paths to
-// the same answers, byte for byte but the Date.
+// The server over loopback connections: pipelining, shutdown, and the
+// requests of one connection answered as each alone.
 
 // cannedBackend answers from fixed data, so that two servers answer alike.
 func cannedBackend() fakeBackend {
@@ -53,12 +51,8 @@ func cannedBackend() fakeBackend {
 // addr and reads n answers.
 func rawRoundTrip(t *testing.T, addr, req string, n int) []*stdhttp.Response {
 	t.Helper()
-	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc := dialFor(t, addr, 20*time.Second)
 	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(20 * time.Second))
 	if _, err := io.WriteString(nc, req); err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +77,17 @@ func rawRoundTrip(t *testing.T, addr, req string, n int) []*stdhttp.Response {
 	return out
 }
 
+// dialFor opens a connection to addr that gives up after d.
+func dialFor(t *testing.T, addr string, d time.Duration) net.Conn {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.SetDeadline(time.Now().Add(d))
+	return nc
+}
+
 // describe renders an answer without its Date, for comparisons.
 func describe(res *stdhttp.Response) string {
 	body, _ := io.ReadAll(res.Body)
@@ -101,109 +106,10 @@ func describe(res *stdhttp.Response) string {
 	return b.String()
 }
 
-func TestFastPathAnswersAsNetHTTP(t *testing.T) {
-	cfg := ghttp.Config{Backend: cannedBackend()}
-	fast := serveGateway(t, cfg).Addr().String()
-	g, err := ghttp.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	std := httptest.NewServer(g)
-	defer std.Close()
-	stdAddr := strings.TrimPrefix(std.URL, "http://")
-
-	const id = "6ba7b810-9dad-11d1-80b4-00c04fd430c8"
-	// post sends Content-Type: application/json unless headers has a
-	// Content-Type of its own ("" for none).
-	post := func(target, body string, headers ...string) string {
-		h := strings.Join(headers, "")
-		if !strings.Contains(strings.ToLower(h), "content-type") {
-			h += "Content-Type: application/json\r\n"
-		}
-		h = strings.ReplaceAll(h, "Content-Type: \r\n", "")
-		return "POST " + target + " HTTP/1.1\r\nHost: x\r\n" + h +
-			fmt.Sprintf("Content-Length: %d\r\n\r\n%s", len(body), body)
-	}
-	get := func(target string, headers ...string) string {
-		return "GET " + target + " HTTP/1.1\r\nHost: x\r\n" + strings.Join(headers, "") + "\r\n"
-	}
-	radius := `{"center_lat_nano":38110000000,"center_lon_nano":13360000000,"radius_mm":1000000}`
-	fastOnes := 34 // the first requests below; the others are handed over
-	for i, req := range []string{
-		// The fast path's requests.
-		get("/entity/" + id),
-		get("/entity/" + id + "?form=a"),
-		get("/entity/00000000-0000-0000-0000-000000000001?form=a"),
-		get("/entity/not-an-id"),
-		get("/entity/" + id + "/history?limit=2"),
-		get("/entity/" + id + "/history/"),
-		get("/entity/"),
-		get("/ping"),
-		get("/ping?form=b&x=1"),
-		get("/nope"),
-		get("/events/"),
-		get("/events"),
-		"HEAD /entity/" + id + " HTTP/1.1\r\nHost: x\r\n\r\n",
-		"DELETE /events HTTP/1.1\r\nHost: x\r\n\r\n",
-		"PUT /query/radius HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
-		post("/query/radius", radius),
-		post("/query/radius?form=a", radius),
-		post("/query/radius", `{"center_lat":1}`),
-		post("/query/radius", `not json`),
-		post("/events", `{"events":[{"entity_id":"`+id+`","lat_nano":1,"lon_nano":2}]}`),
-		post("/events", `{"events":[{"entity_id":"`+id+`","lat_nano":1,"lon_nano":2}]}`, "Connection: close\r\n"),
-		post("/events", `{"events":[{"entity_id":"`+id+`","lat_nano":1,"lon_nano":2}]}`, "connection: keep-alive\r\n", "X-Other:  spaced  \r\n"),
-		post("/events", ``),
-		get("/ping", "Content-Length: 5\r\n") + "hello",
-		// Content-Type: a body must be declared JSON (415 otherwise); an
-		// empty body needs no type.
-		post("/query/radius", radius, "Content-Type: \r\n"),
-		post("/query/radius?form=a", radius, "Content-Type: text/plain\r\n"),
-		post("/events", `{"events":[]}`, "Content-Type: application/x-www-form-urlencoded\r\n"),
-		post("/query/radius", radius, "content-type: Application/JSON; charset=utf-8\r\n"),
-		post("/query/radius", radius, "Content-Type: application/jsonx\r\n"),
-		post("/cleanup/expired", ``, "Content-Type: \r\n"),
-		"DELETE /entities HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}",
-		// CORS, with no origin allowed: no CORS header, preflights 403.
-		get("/ping", "Origin: http://evil.example\r\n"),
-		"OPTIONS /events HTTP/1.1\r\nHost: x\r\nOrigin: http://evil.example\r\nAccess-Control-Request-Method: POST\r\n\r\n",
-		"OPTIONS /events?form=a HTTP/1.1\r\nHost: x\r\n\r\n",
-		// Handed over to net/http.
-		get("/entity/%36ba7b810-9dad-11d1-80b4-00c04fd430c8"),
-		get("/a/../ping"),
-		get("/./ping"),
-		get("//ping"),
-		get("/entity//history"),
-		"GET /ping HTTP/1.0\r\n\r\n",
-		"GET /ping HTTP/1.1\r\n\r\n", // no Host: 400
-		"GET /ping HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n",
-		"GET /ping HTTP/1.1\nHost: x\n\n",
-		"GET /ping HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n b\r\n\r\n",
-		"GET http://x/ping HTTP/1.1\r\nHost: x\r\n\r\n",
-		"POST /query/radius HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" + fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(radius), radius),
-		"POST /query/radius HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(radius), radius),
-		"POST /query/radius HTTP/1.0\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}",
-		"POST /query/radius HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
-		"POST /query/radius HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
-		get("/ping", "X-Big: "+strings.Repeat("b", 20<<10)+"\r\n"),
-		get("/ping?q=a b"),
-	} {
-		before := ghttp.Handovers()
-		f := describe(rawRoundTrip(t, fast, req, 1)[0])
-		if handed := ghttp.Handovers() != before; handed != (i >= fastOnes) {
-			t.Errorf("%.120q: handed over to net/http: %v", req, handed)
-		}
-		s := describe(rawRoundTrip(t, stdAddr, req, 1)[0])
-		if f != s {
-			t.Errorf("%.120q:\nfast path:\n%s\nnet/http:\n%s", req, f, s)
-		}
-	}
-}
-
 // Requests sent back to back on one connection are answered in order, a
 // body the handler does not read is skipped, and the connection stays
 // open; Connection: close closes it after the answer.
-func TestFastPathPipelining(t *testing.T) {
+func TestPipelining(t *testing.T) {
 	addr := serveGateway(t, ghttp.Config{Backend: cannedBackend()}).Addr().String()
 	const id = "6ba7b810-9dad-11d1-80b4-00c04fd430c8"
 	reqs := "GET /entity/" + id + " HTTP/1.1\r\nHost: x\r\n\r\n" +
@@ -289,11 +195,9 @@ func TestShutdownWaitsForRequestsInFlight(t *testing.T) {
 	}
 }
 
-// A connection's requests share its buffers (request body, parsed nodes,
-// answer) and its context: long requests and answers followed by short
-// ones, on one connection, are answered exactly as each is alone on a
-// connection of its own.
-func TestFastPathReusesNothingOfAnEarlierRequest(t *testing.T) {
+// Long requests and answers followed by short ones, on one connection,
+// are answered exactly as each is alone on a connection of its own.
+func TestRequestsOfOneConnectionAnsweredAsAlone(t *testing.T) {
 	addr := serveGateway(t, ghttp.Config{Backend: cannedBackend()}).Addr().String()
 	const id = "6ba7b810-9dad-11d1-80b4-00c04fd430c8"
 	post := func(target, body string) string {
@@ -321,9 +225,9 @@ func TestFastPathReusesNothingOfAnEarlierRequest(t *testing.T) {
 	}
 }
 
-// A request that timed out leaves its context done; the connection's next
-// request gets a live one with a deadline of its own.
-func TestFastPathTimeoutThenNextRequest(t *testing.T) {
+// A request that timed out leaves the connection's next request a live
+// context with a deadline of its own.
+func TestTimeoutThenNextRequest(t *testing.T) {
 	slow := core.Uint128{Hi: 1}
 	var deadlines []time.Time
 	var mu sync.Mutex

@@ -1,4 +1,0 @@
-package http
-
-// Handovers is how many connections the server has handed to net/http.
-func Handovers() int64 { return handovers.Load() }
