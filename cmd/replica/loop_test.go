@@ -202,6 +202,10 @@ func pingWindows(t *testing.T, names, bases []string) (missed []string) {
 		missed = nil
 		for k, who := range names {
 			lat := lats[k]
+			if len(lat) == 0 {
+				missed = append(missed, who+" answered no ping")
+				continue
+			}
 			p99 := lat[len(lat)*99/100]
 			t.Logf("window %d, %s: %d pings: p50 %v, p99 %v, max %v", window, who, len(lat), lat[len(lat)/2], p99, lat[len(lat)-1])
 			if p99 > 50*time.Millisecond {
