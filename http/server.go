@@ -82,10 +82,10 @@ type Route struct {
 
 // Gateway is the JSON API as an http.Handler.
 type Gateway struct {
-	cfg    Config
-	log    *zap.Logger
-	mux    *stdhttp.ServeMux
-	routes []Route
+	cfg     Config
+	log     *zap.Logger
+	mux     *stdhttp.ServeMux
+	routes  []Route
 	cors    corsPolicy
 	budget  *byteBudget // of request body bytes in flight
 	metrics *gatewayMetrics
