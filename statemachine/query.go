@@ -37,7 +37,7 @@ func (sm *StateMachine) QueryRadius(opTS uint64, q *core.RadiusQuery) (core.Quer
 	*reg = capRegion{c: geom.NewCap(q.Center.LatNano, q.Center.LonNano, q.RadiusMM), rs: reg.rs[:0], may: reg.may}
 	reg.f = reg.c.Filter()
 	reg.rs = reg.c.AppendScanRanges(reg.rs)
-	s := spatialScan{sm: sm, t: opTS, group: q.Group, limit: limit, kind: kindRadius, withDistance: true}
+	s := spatialScan{sm: sm, t: opTS, group: q.Group, filter: q.Filter, limit: limit, kind: kindRadius, withDistance: true}
 	s.run(reg, after, hasAfter, workPlan)
 	return s.result, nil
 }
@@ -60,7 +60,7 @@ func (sm *StateMachine) QueryPolygon(opTS uint64, q *core.PolygonQuery) (core.Qu
 		return core.QueryResult{}, err
 	}
 	sm.flushSpatial()
-	s := spatialScan{sm: sm, t: opTS, group: q.Group, limit: limit, kind: kindPolygon}
+	s := spatialScan{sm: sm, t: opTS, group: q.Group, filter: q.Filter, limit: limit, kind: kindPolygon}
 	reg := &sm.scanPolygon
 	reg.p = p
 	reg.rs, reg.f = p.Scan()
@@ -94,20 +94,33 @@ type capRegion struct {
 
 func (c *capRegion) ScanRanges() []geom.ScanRange { return c.rs }
 func (c *capRegion) gather(cells []uint64, slots []uint32, cands []candidate, budget int) ([]candidate, int, int) {
-	// Every key costs the same: as many as the budget pays for, rounded up.
+	return gatherMay(&c.f, &c.may, cells, slots, cands, budget)
+}
+
+// leafJudge rules leaf cells out of a region (geom.CapFilter,
+// geom.BoxFilter): may[k] false when no point of leaves[k] is in it.
+type leafJudge interface {
+	MayContainLeaves(leaves []uint64, may []bool)
+}
+
+// gatherMay is region.gather for a region whose keys cost the same each
+// and are judged by f alone (may is the memory of its judgements): it
+// takes as many keys as the budget pays for, rounded up.
+func gatherMay(f leafJudge, may *[]bool, cells []uint64, slots []uint32, cands []candidate, budget int) ([]candidate, int, int) {
 	n := min(len(cells), max(budget+workKey-1, workKey)/workKey)
 	cells = cells[:n]
-	if len(c.may) < n {
-		c.may = make([]bool, n)
+	if len(*may) < n {
+		*may = make([]bool, n)
 	}
-	c.f.MayContainLeaves(cells, c.may)
-	for i, may := range c.may[:n] {
-		if may {
-			cands = append(cands, candidate{slots[i], false}) // the distance is wanted anyway
+	f.MayContainLeaves(cells, *may)
+	for i, m := range (*may)[:n] {
+		if m {
+			cands = append(cands, candidate{slots[i], false}) // the distance, if any, is wanted anyway
 		}
 	}
 	return cands, n, n * workKey
 }
+
 func (c *capRegion) contains(latNano, lonNano int64) (uint64, bool, int) {
 	d, ok := c.c.Contains(latNano, lonNano)
 	return d, ok, workContains
@@ -145,6 +158,7 @@ type spatialScan struct {
 	sm           *StateMachine
 	t            uint64
 	group        core.GroupFilter
+	filter       core.Filter
 	limit        int
 	kind         cursorKind
 	withDistance bool
@@ -379,6 +393,12 @@ func (s *spatialScan) check(reg region, last *btree.Key, floor int) (full, stopp
 		e := sm.store.at(c.slot)
 		if !e.visible(s.t) || (s.group.Set && e.group != s.group.ID) {
 			continue
+		}
+		if !s.filter.IsZero() {
+			ok, w := sm.passes(c.slot, e, s.filter)
+			if s.spend(w); !ok {
+				continue
+			}
 		}
 		var d uint64
 		if !c.inside {
