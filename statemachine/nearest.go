@@ -21,10 +21,9 @@ import (
 // matches beyond the cursor (or reaches the limit): every match of a
 // completed cap is known, so its k nearest are the answer, and its cost
 // grows with k and the density near the center, not with the number of
-// entities. The first cap's radius comes from the entities next to the
-// center on the spatial index's curve: the distance of the (k+1)-th
-// nearest match among them bounds the (k+1)-th nearest distance, so that
-// one cap usually suffices. Each further cap widens by the shortfall of
+// entities. The first cap's radius comes from the keys next to the
+// center on the spatial index's curve (see firstRadius), so that one cap
+// usually suffices. Each further cap widens by the shortfall of
 // the last (for even density, the factor that would give k+1 matches,
 // times 1.5), by 2 to 16.
 //
@@ -115,6 +114,39 @@ func (sm *StateMachine) QueryNearest(opTS uint64, q *core.NearestQuery) (core.Qu
 	return res, nil
 }
 
+// selectNth reorders xs so that xs[k] is the value a sort would put
+// there, and returns it (Hoare's selection, the middle element as pivot:
+// deterministic).
+func selectNth(xs []float64, k int) float64 {
+	lo, hi := 0, len(xs)-1
+	for lo < hi {
+		p := xs[lo+(hi-lo)/2]
+		i, j := lo, hi
+		for i <= j {
+			for xs[i] < p {
+				i++
+			}
+			for xs[j] > p {
+				j--
+			}
+			if i <= j {
+				xs[i], xs[j] = xs[j], xs[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return xs[k]
+		}
+	}
+	return xs[k]
+}
+
 // grow returns the next cap's radius after one of radius r held found
 // matches of the want sought.
 func grow(r uint64, found, want int) uint64 {
@@ -142,7 +174,8 @@ type nearestMemory struct {
 	dist     geom.Cap // distances from the center
 	work     int
 	bufs     [2][]nearMatch // the matches of a cap, and of the cap before
-	walk     []uint64       // firstRadius's distances
+	walk     []float64      // firstRadius's squared chords
+	cands    []uint32       // a run's candidates' slots
 	reg      capRegion
 }
 
@@ -176,49 +209,41 @@ func (n *nearestMemory) match(slot uint32) (nearMatch, bool) {
 	return nearMatch{d: d, id: e.id, slot: slot}, true
 }
 
-// firstRadius returns the first cap's radius: the want-th smallest
-// distance of the matches among the keys next to the center's leaf cell
-// on the index's curve (walking 2*want+32 keys each way), or, when fewer
-// match, twice the largest distance seen, at least 1 m and twice the
-// cursor's distance.
+// firstRadius returns the first cap's radius: the want-th smallest of
+// the distances to the leaf cells of the keys next to the center's leaf
+// cell on the index's curve (2*want+32 keys each way), read off the index
+// alone (an entity may not match, so this is a guess, but a good one:
+// without filters a cap of this radius holds want entities), or, when
+// there are fewer keys, twice the largest distance, at least 1 m. Past a
+// cursor it is at least twice the cursor's distance, so that a page
+// always gets further than the last.
 func (n *nearestMemory) firstRadius(want int) uint64 {
 	sm := n.sm
 	steps := 2*want + 32
 	ds := n.walk[:0]
-	var far uint64
-	seen := func(it *btree.Iter) {
-		n.work += workKey + workEntity
-		e := sm.store.at(it.Value())
-		d, _ := n.dist.Contains(e.lat, e.lon)
-		far = max(far, d)
-		if m, ok := n.match(it.Value()); ok {
-			ds = append(ds, m.d)
-		}
-	}
+	est := geom.NewLeafDistances(n.center.LatNano, n.center.LonNano)
 	n.work += workSeek
-	it := sm.spatial.SeekGE(btree.Key{A: geom.LeafCell(n.center.LatNano, n.center.LonNano)})
-	back := it
-	if back.Valid() {
-		back.Prev()
-	} else {
-		back = sm.spatial.Last()
+	from := btree.Key{A: geom.LeafCell(n.center.LatNano, n.center.LonNano)}
+	for it, left := sm.spatial.SeekGE(from), steps; it.Valid() && left > 0; {
+		cells, _ := it.Run()
+		cells = cells[:min(len(cells), left)]
+		ds = est.AppendChord2(ds, cells)
+		left -= len(cells)
+		it.Skip(len(cells))
 	}
-	for i := 0; i < steps && it.Valid(); i++ {
-		seen(&it)
-		it.Next()
+	for it, left := sm.spatial.SeekLE(from), steps; it.Valid() && left > 0; it.Prev() {
+		ds = est.AppendChord2(ds, []uint64{it.A()})
+		left--
 	}
-	for i := 0; i < steps && back.Valid(); i++ {
-		seen(&back)
-		back.Prev()
-	}
+	n.work += len(ds) * workKey
 	n.walk = ds
+	var r uint64
 	if len(ds) >= want {
-		slices.Sort(ds)
-		return ds[want-1]
+		r = est.MM(selectNth(ds, want-1))
+	} else if len(ds) > 0 {
+		r = 2 * est.MM(slices.Max(ds))
 	}
-	// Past a cursor, at least twice its distance: a page always gets
-	// further than the last.
-	r := max(2*far, 1000)
+	r = max(r, 1000)
 	if n.hasAfter {
 		r = max(r, 2*n.after.A)
 	}
@@ -258,12 +283,18 @@ func (n *nearestMemory) scanCap(r uint64, buf []nearMatch, budget int, mayStop b
 			}
 			reg.f.MayContainLeaves(cells[:m], reg.may)
 			n.work += m * workKey
+			// The candidates' entities are loaded all at once, then judged.
+			cands := n.cands[:0]
 			for i, may := range reg.may[:m] {
-				if !may {
-					continue
+				if may {
+					cands = append(cands, slots[i])
+					sm.store.prefetch(slots[i])
 				}
-				n.work += workEntity
-				x, ok := n.match(slots[i])
+			}
+			n.cands = cands
+			n.work += len(cands) * workEntity
+			for _, slot := range cands {
+				x, ok := n.match(slot)
 				if ok && x.d <= r {
 					buf = append(buf, x)
 				}
