@@ -479,32 +479,30 @@ func BenchmarkQueryNearest10(b *testing.B)  { benchNearest(b, loaded(b), 10) }
 func BenchmarkQueryNearest100(b *testing.B) { benchNearest(b, loaded(b), 100) }
 
 func benchNearest(b *testing.B, sm *StateMachine, k uint32) {
-	r := rand.New(rand.NewPCG(7, 8))
-	results := 0
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		lat, lon := benchPoint(r)
-		res, err := sm.QueryNearest(benchNow, &core.NearestQuery{Center: core.Coordinate{LatNano: lat, LonNano: lon}, Page: core.Page{Limit: k}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		results += len(res.Events)
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "queries/s")
-	b.ReportMetric(float64(results)/float64(b.N), "results/query")
+	benchQueries(b, func(lat, lon int64) (core.QueryResult, error) {
+		return sm.QueryNearest(benchNow, &core.NearestQuery{Center: core.Coordinate{LatNano: lat, LonNano: lon}, Page: core.Page{Limit: k}})
+	})
 }
 
 // BenchmarkQueryBBox asks for 2 km by 2 km boxes at random points of the
 // box (target: at least BenchmarkQueryRadius1km's rate).
 func BenchmarkQueryBBox(b *testing.B) {
 	sm := loaded(b)
-	r := rand.New(rand.NewPCG(7, 8))
 	const halfLat, halfLon = 8_993_000, 11_420_000 // 1 km at latitude 38.1
+	benchQueries(b, func(lat, lon int64) (core.QueryResult, error) {
+		return sm.QueryBBox(benchNow, &core.BBoxQuery{MinLatNano: lat - halfLat, MinLonNano: lon - halfLon, MaxLatNano: lat + halfLat, MaxLonNano: lon + halfLon})
+	})
+}
+
+// benchQueries runs query at random points of the box and reports its
+// rate and results.
+func benchQueries(b *testing.B, query func(lat, lon int64) (core.QueryResult, error)) {
+	r := rand.New(rand.NewPCG(7, 8))
 	results := 0
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		lat, lon := benchPoint(r)
-		res, err := sm.QueryBBox(benchNow, &core.BBoxQuery{MinLatNano: lat - halfLat, MinLonNano: lon - halfLon, MaxLatNano: lat + halfLat, MaxLonNano: lon + halfLon})
+		res, err := query(lat, lon)
 		if err != nil {
 			b.Fatal(err)
 		}
