@@ -445,28 +445,21 @@ func parseRadius(d *doc, fm form) (form, *core.RadiusQuery, *failure) {
 	}
 	d.members(0, func(k, v int32) bool {
 		var ok bool
-		if ok, f = pageField(d, k, v, fm, &q.Page, &q.Group); ok || f != nil {
+		if ok, f = queryField(d, k, v, fm, &q.Page, &q.Group, &q.Filter); ok || f != nil {
 			return f == nil
 		}
 		name := d.keyName(k)
+		if ok, f = centerField(d, v, name, names, fm, &q.Center, &hasLat, &hasLon); ok {
+			return f == nil
+		}
 		switch {
-		case name == names[0]:
-			if !d.isNull(v) {
-				hasLat = true
-				q.Center.LatNano, f = coordinate(d, v, name, fm, core.MaxLatNano)
-			}
-		case name == names[1]:
-			if !d.isNull(v) {
-				hasLon = true
-				q.Center.LonNano, f = coordinate(d, v, name, fm, core.MaxLonNano)
-			}
 		case name == names[2]:
 			if !d.isNull(v) {
 				hasRadius = true
 				q.RadiusMM, f = radiusOf(d, v, name, fm)
 			}
 		default:
-			f = unknownField(d, k, "", strings.Join(names, ", ")+", limit, cursor, group_id")
+			f = unknownField(d, k, "", strings.Join(names, ", ")+", limit, cursor, group_id"+filterFields)
 		}
 		return f == nil
 	})
@@ -480,6 +473,27 @@ func parseRadius(d *doc, fm form) (form, *core.RadiusQuery, *failure) {
 		f = required(names[2])
 	}
 	return fm, q, f
+}
+
+// centerField decodes a center's latitude (the member names[0]) or
+// longitude (names[1]) into c, noting which it has; handled is false for
+// any other member.
+func centerField(d *doc, v int32, name string, names []string, fm form, c *core.Coordinate, hasLat, hasLon *bool) (handled bool, f *failure) {
+	switch {
+	case name == names[0]:
+		if !d.isNull(v) {
+			*hasLat = true
+			c.LatNano, f = coordinate(d, v, name, fm, core.MaxLatNano)
+		}
+	case name == names[1]:
+		if !d.isNull(v) {
+			*hasLon = true
+			c.LonNano, f = coordinate(d, v, name, fm, core.MaxLonNano)
+		}
+	default:
+		return false, nil
+	}
+	return true, f
 }
 
 func coordinate(d *doc, v int32, path string, fm form, limit int64) (int64, *failure) {
@@ -572,13 +586,13 @@ func parsePolygon(d *doc, fm form) (form, *core.PolygonQuery, *failure) {
 	var f *failure
 	d.members(0, func(k, v int32) bool {
 		var ok bool
-		if ok, f = pageField(d, k, v, fm, &q.Page, &q.Group); ok || f != nil {
+		if ok, f = queryField(d, k, v, fm, &q.Page, &q.Group, &q.Filter); ok || f != nil {
 			return f == nil
 		}
 		switch string(d.name(k)) {
 		case "vertices", "holes":
 		default:
-			f = unknownField(d, k, "", "vertices, holes, limit, cursor, group_id")
+			f = unknownField(d, k, "", "vertices, holes, limit, cursor, group_id"+filterFields)
 		}
 		return f == nil
 	})

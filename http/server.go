@@ -130,6 +130,8 @@ func New(cfg Config) (*Gateway, error) {
 	add("POST", "/query/radius", g.radius)
 	add("POST", "/query/polygon", g.polygon)
 	add("POST", "/query/latest", g.latest)
+	add("POST", "/query/bbox", g.bbox)
+	add("POST", "/query/nearest", g.nearest)
 	add("GET", "/entity/{entity_id}", g.getLatest)
 	add("GET", "/entity/{entity_id}/history", g.history)
 	add("POST", "/entities/batch", g.getLatestBatch)
@@ -696,12 +698,13 @@ func (c *call) backendFailure(op core.Operation, err error) *failure {
 			core.RequestMismatch.Code, core.SessionLimit.Code:
 			return fail(core.InternalError, "the gateway's session with the replica failed: %s (%d): %s", info.Name, info.Code, ce.Message)
 		case core.InvalidEntityID.Code:
-			if op == core.OpQueryRadius {
+			if op == core.OpQueryRadius || op == core.OpQueryNearest {
 				info = core.InvalidRadius
 			}
 		case core.BatchTooLarge.Code:
 			switch op {
-			case core.OpQueryRadius, core.OpQueryPolygon, core.OpQueryLatest, core.OpEntityHistory:
+			case core.OpQueryRadius, core.OpQueryPolygon, core.OpQueryLatest, core.OpEntityHistory,
+				core.OpQueryBBox, core.OpQueryNearest:
 				info = core.QueryResultTooLarge
 			}
 		}
