@@ -59,6 +59,18 @@
 //     is 200 with committed false and every event's code; entity ids are
 //     UUID strings or decimal strings.
 //
+// # GeoJSON
+//
+// The queries (radius, polygon, bbox, nearest, latest, history) answer as
+// a GeoJSON FeatureCollection (Content-Type application/geo+json) when
+// the request's Accept header names application/geo+json or its URL says
+// ?format=geojson (?format=json is the default; other endpoints ignore
+// it, and errors are always JSON): one Point Feature an event, its
+// properties the event's fields in the request's form, has_more and
+// cursor as foreign members; a history adds a LineString of its events.
+// A polygon query takes a GeoJSON Polygon, or a MultiPolygon of one
+// polygon, as "geometry" in place of vertices and holes. See geojson.go.
+//
 // Events (/events, /insert) take each coordinate in nanodegrees (lat_nano,
 // lon_nano) or in degrees (lat, lon), in either form and mixed within a
 // batch: one of each pair, both is 400 with 1 MALFORMED_REQUEST. Their units

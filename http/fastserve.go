@@ -592,6 +592,8 @@ func (q *fastRequest) parse(head []byte) parseResult {
 				q.origin = string(value)
 			} else if asciiEqualFold(name, "Expect") {
 				fast = false
+			} else if asciiEqualFold(name, "Accept") && acceptsGeoJSON(value) {
+				fast = false // a GeoJSON answer: net/http's path reads Accept
 			}
 		case 10:
 			if asciiEqualFold(name, "Connection") {

@@ -1,6 +1,8 @@
 package http_test
 
 import (
+	"io"
+	stdhttp "net/http"
 	"strings"
 	"testing"
 )
@@ -129,4 +131,96 @@ func TestBBoxAndNearestErrors(t *testing.T) {
 	expectOK(t, r, "bbox at its limits")
 	r = e.req("POST", "/query/bbox", `{"min_lat":5,"min_lon":5,"max_lat":5,"max_lon":5}`)
 	expectOK(t, r, "a degenerate box")
+}
+
+// TestGeoJSON: ?format=geojson and Accept: application/geo+json answer
+// the queries as FeatureCollections; a polygon query takes a GeoJSON
+// geometry.
+func TestGeoJSON(t *testing.T) {
+	e := newEnv(t)
+	a, b := newID(), newID()
+	e.insert(ev(a, 38_100_000_000, 13_360_000_000, "flags", 1), ev(b, 38_100_100_000, 13_360_000_000))
+	e.insert(ev(a, 38_100_000_000, 13_360_500_000, "flags", 1))
+	geo := func(r resp, what string, features int) {
+		t.Helper()
+		expectOK(t, r, what)
+		if ct := r.header.Get("Content-Type"); ct != "application/geo+json" {
+			t.Errorf("%s: Content-Type %q", what, ct)
+		}
+		eq(t, what+" type", get(r.body, "type"), `"FeatureCollection"`)
+		fs, _ := get(r.body, "features").([]any)
+		if len(fs) != features {
+			t.Fatalf("%s: %d features, want %d: %s", what, len(fs), features, r.raw)
+		}
+		eq(t, what+" feature type", get(fs[0], "type"), `"Feature"`)
+		if !has(get(r.body), "has_more") || !has(get(r.body), "cursor") {
+			t.Errorf("%s: no has_more or cursor: %s", what, r.raw)
+		}
+	}
+	r := e.req("POST", "/query/radius?format=geojson", map[string]any{"center_lat": 38.1, "center_lon": 13.36, "radius_m": 100_000})
+	geo(r, "radius", 2)
+	for i := range 2 {
+		if get(r.body, "features", i, "properties", "entity_id") == a {
+			eq(t, "point", get(r.body, "features", i, "geometry"), `{"coordinates":[13.3605,38.1],"type":"Point"}`)
+		}
+	}
+	if d := get(r.body, "features", 0, "properties", "distance_mm"); str(d) == "" || !has(get(r.body, "features", 0, "properties"), "entity_id") {
+		t.Errorf("radius feature properties: %s", r.raw)
+	}
+	r = e.req("POST", "/query/bbox?format=geojson&form=a", map[string]any{"min_lat": 38, "min_lon": 13, "max_lat": 39, "max_lon": 14, "flags_all": 1})
+	geo(r, "bbox", 1)
+	checkEventKeysA(t, "bbox properties", get(r.body, "features", 0, "properties"), false)
+	r = e.req("POST", "/query/latest?format=geojson", map[string]any{})
+	geo(r, "latest", 2)
+	r = e.req("POST", "/query/latest?format=geojson", map[string]any{"entity_ids": []any{a, newID()}})
+	geo(r, "latest lookup", 1)
+	r = e.req("GET", "/entity/"+a+"/history?format=geojson", nil)
+	geo(r, "history", 3) // two points and the line
+	eq(t, "history line", get(r.body, "features", 2, "geometry", "type"), `"LineString"`)
+	eq(t, "history line coordinates", get(r.body, "features", 2, "geometry", "coordinates"), "[[13.36,38.1],[13.3605,38.1]]")
+
+	// Accept, on both the fast path and net/http's (HTTP/1.1 by default).
+	req, _ := stdhttp.NewRequest("POST", e.base+"/query/nearest", strings.NewReader(`{"center_lat":38.1,"center_lon":13.36,"k":1}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json;q=0.5, Application/Geo+JSON")
+	res, err := stdhttp.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || res.Header.Get("Content-Type") != "application/geo+json" || !strings.Contains(string(raw), `"FeatureCollection"`) {
+		t.Errorf("nearest with Accept: %d %s %s", res.StatusCode, res.Header.Get("Content-Type"), raw)
+	}
+	// Errors stay JSON; other endpoints ignore the format.
+	r = e.req("POST", "/query/radius?format=geojson", map[string]any{"center_lat": 91, "center_lon": 0, "radius_m": 1})
+	expectErr(t, r, "radius error as GeoJSON", "a", 400, 100, "INVALID_COORDINATES")
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("an error's Content-Type %q", ct)
+	}
+	r = e.req("GET", "/stats?format=geojson", nil)
+	expectOK(t, r, "stats")
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("stats Content-Type %q", ct)
+	}
+
+	// A GeoJSON polygon, and a MultiPolygon of one.
+	square := []any{[]any{13, 38}, []any{14, 38}, []any{14, 39}, []any{13, 39}, []any{13, 38}}
+	hole := []any{[]any{13.35, 38.05}, []any{13.3602, 38.05}, []any{13.3602, 38.15}, []any{13.35, 38.15}, []any{13.35, 38.05}}
+	r = e.req("POST", "/query/polygon", map[string]any{"geometry": map[string]any{"type": "Polygon", "coordinates": []any{square, hole}}})
+	expectOK(t, r, "polygon geometry")
+	if evs, _ := get(r.body, "events").([]any); len(evs) != 1 || get(evs[0], "entity_id") != a {
+		t.Errorf("polygon geometry with a hole: %s", r.raw)
+	}
+	r = e.req("POST", "/query/polygon?format=geojson", map[string]any{"geometry": map[string]any{"type": "MultiPolygon", "coordinates": []any{[]any{square}}}})
+	geo(r, "multipolygon", 2)
+	runErrCases(t, e, []errCase{
+		{"geometry and vertices", "POST", "/query/polygon", map[string]any{"geometry": map[string]any{"type": "Polygon", "coordinates": []any{square}}, "vertices": []any{}}, "b", 400, 1, "MALFORMED_REQUEST", "send one"},
+		{"multipolygon of two", "POST", "/query/polygon", map[string]any{"geometry": map[string]any{"type": "MultiPolygon", "coordinates": []any{[]any{square}, []any{square}}}}, "b", 400, 103, "INVALID_POLYGON", "2 polygons"},
+		{"point geometry", "POST", "/query/polygon", map[string]any{"geometry": map[string]any{"type": "Point", "coordinates": []any{1, 2}}}, "b", 400, 1, "MALFORMED_REQUEST", "Point"},
+		{"short position", "POST", "/query/polygon", map[string]any{"geometry": map[string]any{"type": "Polygon", "coordinates": []any{[]any{[]any{1}, []any{2, 3}, []any{4, 5}}}}}, "b", 400, 1, "MALFORMED_REQUEST", "position"},
+		{"position off the globe", "POST", "/query/polygon", map[string]any{"geometry": map[string]any{"type": "Polygon", "coordinates": []any{[]any{[]any{181, 0}, []any{2, 3}, []any{4, 5}}}}}, "b", 400, 100, "INVALID_COORDINATES", "off the globe"},
+		{"bowtie geometry", "POST", "/query/polygon", map[string]any{"geometry": map[string]any{"type": "Polygon", "coordinates": []any{[]any{[]any{0, 0}, []any{1, 1}, []any{1, 0}, []any{0, 1}}}}}, "b", 400, 103, "INVALID_POLYGON", ""},
+		{"bad format", "POST", "/query/radius?format=xml", `{"center_lat":0,"center_lon":0,"radius_m":1}`, "b", 400, 1, "MALFORMED_REQUEST", "format"},
+	})
 }

@@ -537,16 +537,21 @@ func parsePolygon(d *doc, fm form) (form, *core.PolygonQuery, *failure) {
 	if f := d.object(0, ""); f != nil {
 		return fm, nil, f
 	}
-	vertices, holes := int32(-1), int32(-1)
+	vertices, holes, geometry := int32(-1), int32(-1), int32(-1)
 	d.members(0, func(k, v int32) bool {
 		switch {
 		case d.keyIs(k, "vertices") && !d.isNull(v):
 			vertices = v
 		case d.keyIs(k, "holes") && !d.isNull(v):
 			holes = v
+		case d.keyIs(k, "geometry") && !d.isNull(v):
+			geometry = v
 		}
 		return true
 	})
+	if geometry >= 0 && (vertices >= 0 || holes >= 0) {
+		return fm, nil, malformed("geometry (GeoJSON) and vertices or holes are two ways to give the polygon: send one")
+	}
 	// The form first, so that every later failure is in it.
 	var rings []int32
 	var paths []string
@@ -590,14 +595,18 @@ func parsePolygon(d *doc, fm form) (form, *core.PolygonQuery, *failure) {
 			return f == nil
 		}
 		switch string(d.name(k)) {
-		case "vertices", "holes":
+		case "vertices", "holes", "geometry":
 		default:
-			f = unknownField(d, k, "", "vertices, holes, limit, cursor, group_id"+filterFields)
+			f = unknownField(d, k, "", "vertices, holes (or geometry), limit, cursor, group_id"+filterFields)
 		}
 		return f == nil
 	})
 	if f != nil {
 		return fm, nil, f
+	}
+	if geometry >= 0 {
+		q.Vertices, q.Holes, f = polygonGeometry(d, geometry)
+		return fm, q, f
 	}
 	// Shapes and counts (cheap), then the vertices.
 	if vertices < 0 {
@@ -879,12 +888,12 @@ func parseParams(raw string, allowed ...string) (params, *failure) {
 	}
 	out := params{}
 	for name, vs := range vals {
-		ok := name == "form"
+		ok := name == "form" || name == "format"
 		for _, a := range allowed {
 			ok = ok || name == a
 		}
 		if !ok {
-			list := append([]string{"form"}, allowed...)
+			list := append([]string{"form", "format"}, allowed...)
 			if len(name) > 64 {
 				name = name[:61] + "..."
 			}
@@ -907,6 +916,19 @@ func (p params) form() (form, *failure) {
 		return formA, nil
 	}
 	return formB, malformed("query parameter form: %q is neither a nor b", p["form"])
+}
+
+// format reads ?format=json|geojson (default json): geo is true for
+// geojson, which the queries answer as GeoJSON (geojson.go) and the other
+// endpoints ignore.
+func (p params) format() (geo bool, f *failure) {
+	switch strings.ToLower(p["format"]) {
+	case "", "json":
+		return false, nil
+	case "geojson":
+		return true, nil
+	}
+	return false, malformed("query parameter format: %q is neither json nor geojson", p["format"])
 }
 
 // u64 reads an optional decimal uint64 parameter.

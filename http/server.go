@@ -320,6 +320,9 @@ func (c *call) headersFrom(h stdhttp.Header) {
 	if v := h["Access-Control-Request-Method"]; len(v) > 0 {
 		c.preflight = v[0]
 	}
+	for _, v := range h["Accept"] {
+		c.geo = c.geo || acceptsGeoJSON([]byte(v))
+	}
 }
 
 // lenientForm is the ?form of a request that is refused before its
@@ -372,6 +375,10 @@ type call struct {
 	origin       string
 	preflight    string
 	held         int64 // bytes of the body budget the request holds
+	// GeoJSON: geo, the request asks for it (Accept naming
+	// application/geo+json, or ?format=geojson); geoOut, the answer is
+	// GeoJSON (a query's success, see geojson.go).
+	geo, geoOut bool
 }
 
 // scratch holds the buffers of one connection's requests, which the fast
@@ -453,12 +460,15 @@ func (c *call) write(status int, body []byte) {
 // newline; the fast path's answers go out before it returns (body may be
 // reused then).
 func (c *call) writeLine(status int, body []byte) {
-	if fw, ok := c.w.(*fastResponse); ok && fw.plain() {
+	if fw, ok := c.w.(*fastResponse); ok && fw.plain() && !c.geoOut {
 		fw.sendJSON(status, body)
 		return
 	}
 	h := c.w.Header()
 	h["Content-Type"] = jsonContentType
+	if c.geoOut {
+		h["Content-Type"] = geoJSONContentType
+	}
 	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	h["Cache-Control"] = noStore
 	c.w.WriteHeader(status)
@@ -500,7 +510,11 @@ func (c *call) params(allowed ...string) (params, *failure) {
 	if f != nil {
 		return nil, f
 	}
-	c.form, f = p.form()
+	if c.form, f = p.form(); f != nil {
+		return p, f
+	}
+	geo, f := p.format()
+	c.geo = c.geo || geo
 	return p, f
 }
 
