@@ -42,7 +42,8 @@ import (
 //	cleanup_expired       *CleanupRequest     u32 max_entries
 //	query_radius          *RadiusQuery        coord center, u64 radius_mm, group, page, [filter]
 //	query_polygon         *PolygonQuery       ring vertices, u16 hole count, hole count rings, group, page,
-//	                                          [filter]
+//	                                          [filter, u8 edges] (present exactly when either is not zero;
+//	                                          edges 0 geodesic, 1 planar)
 //	get_latest            *Uint128            id
 //	get_latest_batch      *IDList             ids
 //	query_latest          *LatestQuery        u64 since_ns, group, page

@@ -135,6 +135,7 @@ func genRequest(t *rapid.T, op Operation) any {
 			Holes:    rapid.SliceOfN(rapid.SliceOfN(genCoord(), 0, 5), 0, 4).Draw(t, "holes"),
 			Group:    genGroup(t),
 			Filter:   genFilter(t),
+			Edges:    Edges(rapid.SampledFrom([]uint8{0, 0, 1, 7}).Draw(t, "edges")),
 			Page:     genPage(t),
 		}
 	case OpQueryBBox:
@@ -273,7 +274,7 @@ func checkRoundTrip(t *rapid.T, op Operation, v any, enc appendFunc, dec decodeF
 		t.Fatalf("%s: round trip\n got %#v\nwant %#v", op, got, v)
 	}
 	for n := 0; n < len(b); n++ {
-		if n == len(b)-filterSize && optionalFilter(op, got) {
+		if optionalTail(op, got) == len(b)-n {
 			continue // the encoding without its optional trailing filter
 		}
 		if _, err := dec(op, b[:n]); err == nil || !decodeCodeOK(codeOf(t, err)) {
@@ -288,16 +289,21 @@ func checkRoundTrip(t *rapid.T, op Operation, v any, enc appendFunc, dec decodeF
 // filterSize is the size of an encoded filter.
 const filterSize = 12
 
-// optionalFilter reports whether v, a request of op, ends in an optional
-// trailing filter that is present.
-func optionalFilter(op Operation, v any) bool {
+// optionalTail returns the size of the optional trailing elements of v, a
+// request of op, when they are present (0 when not): a radius query's
+// filter, a polygon query's filter and edges.
+func optionalTail(op Operation, v any) int {
 	switch r := v.(type) {
 	case *RadiusQuery:
-		return !r.Filter.IsZero()
+		if !r.Filter.IsZero() {
+			return filterSize
+		}
 	case *PolygonQuery:
-		return !r.Filter.IsZero()
+		if !r.Filter.IsZero() || r.Edges != EdgesGeodesic {
+			return filterSize + 1
+		}
 	}
-	return false
+	return 0
 }
 
 func TestRequestRoundTrip(t *testing.T) {
@@ -817,16 +823,20 @@ func BenchmarkInsertReply10k(b *testing.B) {
 // it is not zero, and a present zero filter is refused (it is not the
 // canonical encoding), so old encodings decode as before.
 func TestOptionalFilter(t *testing.T) {
-	for _, op := range []Operation{OpQueryRadius, OpQueryPolygon} {
-		plain, err := AppendRequest(nil, op, sampleRequests()[op])
+	for _, c := range []struct {
+		op   Operation
+		tail int
+	}{{OpQueryRadius, filterSize}, {OpQueryPolygon, filterSize + 1}} {
+		plain, err := AppendRequest(nil, c.op, sampleRequests()[c.op])
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = DecodeRequest(op, append(slices.Clone(plain), make([]byte, filterSize)...))
+		_, err = DecodeRequest(c.op, append(slices.Clone(plain), make([]byte, c.tail)...))
 		wantCode(t, err, MalformedRequest)
-		_, err = DecodeRequest(op, append(slices.Clone(plain), make([]byte, filterSize-1)...))
+		_, err = DecodeRequest(c.op, append(slices.Clone(plain), make([]byte, c.tail-1)...))
 		wantCode(t, err, MalformedRequest)
-		v, err := DecodeRequest(op, append(slices.Clone(plain), 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 3, 0))
+		tail := []byte{1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 3, 0, 1}[:c.tail]
+		v, err := DecodeRequest(c.op, append(slices.Clone(plain), tail...))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -836,10 +846,23 @@ func TestOptionalFilter(t *testing.T) {
 			f = r.Filter
 		case *PolygonQuery:
 			f = r.Filter
+			if r.Edges != EdgesPlanar {
+				t.Fatalf("edges %d", r.Edges)
+			}
 		}
 		if f != (Filter{SinceNS: 1, FlagsAll: 2, FlagsAny: 3}) {
-			t.Fatalf("%s: filter %+v", op, f)
+			t.Fatalf("%s: filter %+v", c.op, f)
 		}
+	}
+	// Planar edges alone.
+	q := &PolygonQuery{Vertices: []Coordinate{{1, 2}}, Edges: EdgesPlanar}
+	b, err := AppendRequest(nil, OpQueryPolygon, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := DecodeRequest(OpQueryPolygon, b)
+	if err != nil || v.(*PolygonQuery).Edges != EdgesPlanar || !v.(*PolygonQuery).Filter.IsZero() {
+		t.Fatalf("%+v %v", v, err)
 	}
 }
 

@@ -437,7 +437,10 @@ func encPolygonReq(e encoder, r *PolygonQuery) encoder {
 	}
 	e.group(r.Group)
 	e.page(r.Page)
-	e.optFilter(r.Filter)
+	if !r.Filter.IsZero() || r.Edges != EdgesGeodesic {
+		e.filter(r.Filter)
+		e.b = append(e.b, byte(r.Edges))
+	}
 	return e
 }
 
@@ -451,7 +454,14 @@ func decPolygonReq(d decoder) (*PolygonQuery, decoder) {
 	}
 	q.Group = d.group()
 	q.Page = d.page()
-	q.Filter = d.optFilter()
+	if d.err == nil && len(d.b) > 0 {
+		// The optional trailing filter and edges, present exactly when
+		// either is not zero.
+		q.Filter, q.Edges = d.filter(), Edges(d.u8())
+		if d.err == nil && q.Filter.IsZero() && q.Edges == EdgesGeodesic {
+			d.fail("a trailing filter and edges that are zero")
+		}
+	}
 	v := q
 	return v, d
 }

@@ -161,8 +161,22 @@ type PolygonQuery struct {
 	Holes    [][]Coordinate
 	Group    GroupFilter
 	Filter   Filter
+	Edges    Edges
 	Page
 }
+
+// Edges says what a polygon's edges are.
+type Edges uint8
+
+const (
+	// EdgesGeodesic: great-circle arcs, the shortest paths on the sphere
+	// (as S2 reads a polygon). The default.
+	EdgesGeodesic Edges = 0
+	// EdgesPlanar: straight lines in longitude and latitude (as GeoJSON,
+	// PostGIS geometry, Turf and Tile38 read a polygon): an edge between
+	// two points of one parallel follows the parallel.
+	EdgesPlanar Edges = 1
+)
 
 // LatestQuery lists entities' latest positions, newest first, with
 // timestamps after SinceNS (0 = all).

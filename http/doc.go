@@ -70,6 +70,9 @@
 // cursor as foreign members; a history adds a LineString of its events.
 // A polygon query takes a GeoJSON Polygon, or a MultiPolygon of one
 // polygon, as "geometry" in place of vertices and holes. See geojson.go.
+// A polygon's "edges" is "geodesic" (great-circle arcs, the default) or
+// "planar" (straight in longitude and latitude, as GeoJSON reads them; see
+// core.EdgesPlanar).
 //
 // Events (/events, /insert) take each coordinate in nanodegrees (lat_nano,
 // lon_nano) or in degrees (lat, lon), in either form and mixed within a

@@ -33,6 +33,8 @@ func FuzzRequests(f *testing.F) {
 		`{"center_lat_nano":38100000000,"center_lon_nano":13300000000,"radius_mm":"1000","cursor":null}`,
 		`{"vertices":[{"lat":0,"lon":0},{"lat":1,"lon":0},{"lat":1,"lon":1}],"holes":[[]]}`,
 		`{"vertices":[{"lat_nano":0,"lon_nano":0},{"lat":1,"lon":0}]}`,
+		`{"vertices":[{"lat":0,"lon":0},{"lat":1,"lon":0},{"lat":1,"lon":1}],"edges":"planar","flags_any":1}`,
+		`{"geometry":{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,0]]]},"edges":"geodesic"}`,
 		`{"entity_ids":["` + id + `","42"]}`, `{"entity_ids":[]}`, `{"max_entries":1}`,
 		`{"entity_id":"` + id + `","ttl_seconds":5}`, `{"entity_id":"` + id + `","extend_by_seconds":5}`,
 		`{"limit":1,"since_ns":"5"}`,

@@ -224,3 +224,39 @@ func TestGeoJSON(t *testing.T) {
 		{"bad format", "POST", "/query/radius?format=xml", `{"center_lat":0,"center_lon":0,"radius_m":1}`, "b", 400, 1, "MALFORMED_REQUEST", "format"},
 	})
 }
+
+// TestPlanarEdges: a box drawn along the 52nd parallel over 11 degrees of
+// longitude; a vehicle 11 km north of the parallel at its middle is inside
+// with geodesic edges (which bulge 14 km toward the pole there) and
+// outside with planar ones.
+func TestPlanarEdges(t *testing.T) {
+	e := newEnv(t)
+	north, south := newID(), newID()
+	e.insert(ev(north, 52_100_000_000, 5_500_000_000), ev(south, 51_000_000_000, 5_500_000_000))
+	box := []any{map[string]any{"lat": 50, "lon": 0}, map[string]any{"lat": 50, "lon": 11}, map[string]any{"lat": 52, "lon": 11}, map[string]any{"lat": 52, "lon": 0}}
+	count := func(body map[string]any) int {
+		t.Helper()
+		r := e.req("POST", "/query/polygon", body)
+		expectOK(t, r, "polygon")
+		evs, _ := get(r.body, "events").([]any)
+		return len(evs)
+	}
+	if n := count(map[string]any{"vertices": box}); n != 2 {
+		t.Errorf("geodesic edges: %d entities, want 2 (the bulge holds the northern one)", n)
+	}
+	if n := count(map[string]any{"vertices": box, "edges": "geodesic"}); n != 2 {
+		t.Errorf("explicitly geodesic: %d", n)
+	}
+	if n := count(map[string]any{"vertices": box, "edges": "planar"}); n != 1 {
+		t.Errorf("planar edges: %d entities, want 1", n)
+	}
+	square := []any{[]any{0, 50}, []any{11, 50}, []any{11, 52}, []any{0, 52}, []any{0, 50}}
+	if n := count(map[string]any{"geometry": map[string]any{"type": "Polygon", "coordinates": []any{square}}, "edges": "planar", "flags_any": 0}); n != 1 {
+		t.Errorf("planar GeoJSON: %d entities, want 1", n)
+	}
+	runErrCases(t, e, []errCase{
+		{"edges unknown", "POST", "/query/polygon", map[string]any{"vertices": box, "edges": "rhumb"}, "a", 400, 108, "INVALID_ARGUMENT", "edges"},
+		{"edges a number", "POST", "/query/polygon", map[string]any{"vertices": box, "edges": 1}, "a", 400, 1, "MALFORMED_REQUEST", "edges"},
+		{"planar collinear", "POST", "/query/polygon", map[string]any{"vertices": []any{map[string]any{"lat": 0, "lon": 0}, map[string]any{"lat": 0, "lon": 1}, map[string]any{"lat": 0, "lon": 2}}, "edges": "planar"}, "a", 400, 103, "INVALID_POLYGON", "no area"},
+	})
+}

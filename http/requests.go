@@ -596,8 +596,12 @@ func parsePolygon(d *doc, fm form) (form, *core.PolygonQuery, *failure) {
 		}
 		switch string(d.name(k)) {
 		case "vertices", "holes", "geometry":
+		case "edges":
+			if !d.isNull(v) {
+				q.Edges, f = edgesOf(d, v)
+			}
 		default:
-			f = unknownField(d, k, "", "vertices, holes (or geometry), limit, cursor, group_id"+filterFields)
+			f = unknownField(d, k, "", "vertices, holes (or geometry), edges, limit, cursor, group_id"+filterFields)
 		}
 		return f == nil
 	})
@@ -642,6 +646,23 @@ func parsePolygon(d *doc, fm form) (form, *core.PolygonQuery, *failure) {
 		}
 	}
 	return fm, q, nil
+}
+
+// edgesOf decodes a polygon's edges: "geodesic" (great-circle arcs, the
+// default) or "planar" (straight in longitude and latitude); anything else
+// is 108 INVALID_ARGUMENT.
+func edgesOf(d *doc, v int32) (core.Edges, *failure) {
+	s, f := d.stringOf(v, "edges")
+	if f != nil {
+		return 0, f
+	}
+	switch s {
+	case "geodesic":
+		return core.EdgesGeodesic, nil
+	case "planar":
+		return core.EdgesPlanar, nil
+	}
+	return 0, fail(core.InvalidArgument, "edges: %q is neither \"geodesic\" nor \"planar\"", s)
 }
 
 // ringShape checks that node r is an array of at most 1,001 elements (1,000

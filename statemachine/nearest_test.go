@@ -206,12 +206,7 @@ func TestQueryBBoxModel(t *testing.T) {
 				t.Fatalf("geom.Box and the model disagree on (%d, %d)", ev.LatNano, ev.LonNano)
 			}
 		}
-		slices.SortFunc(want, func(a, b core.GeoEvent) int {
-			if c := cmp.Compare(a.CellID, b.CellID); c != 0 {
-				return c
-			}
-			return a.EntityID.Compare(b.EntityID)
-		})
+		sortByKey(want)
 		got := pageAll(t, func(cursor string) (core.QueryResult, error) {
 			q.Cursor = cursor
 			return w.sm.QueryBBox(w.now, &q)
@@ -219,6 +214,17 @@ func TestQueryBBoxModel(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("bbox\n got %v\nwant %v", got, want)
 		}
+	})
+}
+
+// sortByKey sorts events by (leaf cell id, entity id), the order of
+// radius, polygon and bbox results.
+func sortByKey(evs []core.GeoEvent) {
+	slices.SortFunc(evs, func(a, b core.GeoEvent) int {
+		if c := cmp.Compare(a.CellID, b.CellID); c != 0 {
+			return c
+		}
+		return a.EntityID.Compare(b.EntityID)
 	})
 }
 
@@ -303,6 +309,45 @@ func TestFiltersOnRadiusAndPolygon(t *testing.T) {
 			if got := pageAll(t, c.match); !slices.Equal(got, want) {
 				t.Fatalf("%s\n got %v\nwant %v", c.name, got, want)
 			}
+		}
+	})
+}
+
+// TestPlanarPolygonQuery: planar polygon pages, filtered and paged under
+// a small budget, hold exactly the passing entities the polygon contains.
+func TestPlanarPolygonQuery(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		w := newQueryWorld(t)
+		if rapid.Bool().Draw(t, "small budget") {
+			w.sm.SetMaxScanWork(rapid.IntRange(1, 3_000).Draw(t, "budget"))
+		}
+		g, f := drawFilter(t, w)
+		ring := make([]core.Coordinate, rapid.IntRange(3, 8).Draw(t, "n"))
+		for i := range ring {
+			ring[i] = drawPoint(t, w.center, 1_000_000, fmt.Sprint("vertex ", i))
+		}
+		q := core.PolygonQuery{Vertices: ring, Edges: core.EdgesPlanar, Group: g, Filter: f,
+			Page: core.Page{Limit: uint32(rapid.IntRange(1, 12).Draw(t, "limit"))}}
+		p, err := geom.NewPlanarPolygon(ring, nil)
+		if err != nil {
+			if _, err2 := w.sm.QueryPolygon(w.now, &q); err2 == nil {
+				t.Fatalf("the polygon is refused (%v) but the query is not", err)
+			}
+			return
+		}
+		var want []core.GeoEvent
+		for _, ev := range w.passing(g, f) {
+			if in, _ := p.ContainsWork(ev.LatNano, ev.LonNano); in {
+				want = append(want, ev)
+			}
+		}
+		sortByKey(want)
+		got := pageAll(t, func(cursor string) (core.QueryResult, error) {
+			q.Cursor = cursor
+			return w.sm.QueryPolygon(w.now, &q)
+		})
+		if !slices.Equal(got, want) {
+			t.Fatalf("planar polygon\n got %v\nwant %v", got, want)
 		}
 	})
 }

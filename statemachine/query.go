@@ -43,7 +43,9 @@ func (sm *StateMachine) QueryRadius(opTS uint64, q *core.RadiusQuery) (core.Quer
 }
 
 // QueryPolygon returns the latest visible positions inside the polygon and
-// outside its holes, ordered by leaf cell id then entity id. Its result's
+// outside its holes, ordered by leaf cell id then entity id. Its edges
+// are great-circle arcs, or with q.Edges planar straight lines in
+// longitude and latitude (see queryPlanarPolygon). Its result's
 // Events hold until the next QueryRadius, QueryPolygon, QueryLatest or
 // History, as QueryRadius's.
 func (sm *StateMachine) QueryPolygon(opTS uint64, q *core.PolygonQuery) (core.QueryResult, error) {
@@ -54,6 +56,13 @@ func (sm *StateMachine) QueryPolygon(opTS uint64, q *core.PolygonQuery) (core.Qu
 	after, hasAfter, err := decodeCursor(q.Cursor, kindPolygon)
 	if err != nil {
 		return core.QueryResult{}, err
+	}
+	switch q.Edges {
+	case core.EdgesGeodesic:
+	case core.EdgesPlanar:
+		return sm.queryPlanarPolygon(opTS, q, limit, after, hasAfter)
+	default:
+		return core.QueryResult{}, core.Errorf(core.InvalidArgument, "edges %d is neither geodesic (0) nor planar (1)", q.Edges)
 	}
 	p, err := sm.polygons.Build(q.Vertices, q.Holes)
 	if err != nil {
