@@ -245,7 +245,7 @@ func (n *nearestMemory) firstRadius(want int) uint64 {
 	}
 	r = max(r, 1000)
 	if n.hasAfter {
-		r = max(r, 2*n.after.A)
+		r = max(r, 2*min(n.after.A, core.MaxRadiusMM)) // (a cursor may say anything)
 	}
 	return r
 }

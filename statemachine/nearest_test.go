@@ -9,6 +9,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/statemachine/internal/btree"
 	"github.com/geoevent/geoevent/statemachine/internal/geom"
 )
 
@@ -350,4 +351,40 @@ func TestPlanarPolygonQuery(t *testing.T) {
 			t.Fatalf("planar polygon\n got %v\nwant %v", got, want)
 		}
 	})
+}
+
+// TestNearestCursorEdges: cursors at the extremes end the paging, and a
+// cursor of another kind is refused.
+func TestNearestCursorEdges(t *testing.T) {
+	sm := New()
+	evs := []core.GeoEvent{{EntityID: core.Uint128{Lo: 1}, LatNano: 1, LonNano: 1}}
+	AssignCells(evs)
+	if _, err := sm.Insert(epoch, &core.InsertRequest{Events: evs}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []uint64{0, 1 << 40, ^uint64(0)} {
+		cursor := encodeCursor(kindNearest, btree.Key{A: d, ID: core.Uint128{Hi: ^uint64(0), Lo: ^uint64(0)}})
+		res, err := sm.QueryNearest(epoch, &core.NearestQuery{Page: core.Page{Limit: 5, Cursor: cursor}})
+		if err != nil || len(res.Events) != 0 || res.HasMore {
+			t.Fatalf("cursor at %d: %+v %v", d, res, err)
+		}
+	}
+	_, err := sm.QueryNearest(epoch, &core.NearestQuery{Page: core.Page{Limit: 5, Cursor: encodeCursor(kindRadius, btree.Key{})}})
+	if ce, ok := err.(*core.Error); !ok || ce.Code != core.InvalidCursor.Code {
+		t.Fatalf("a radius cursor: %v", err)
+	}
+	res, err := sm.QueryNearest(epoch, &core.NearestQuery{Page: core.Page{Limit: 5}})
+	if err != nil || len(res.Events) != 1 || res.DistancesMM[0] != 0 || res.HasMore {
+		t.Fatalf("first page: %+v %v", res, err)
+	}
+	for _, q := range []core.NearestQuery{
+		{Page: core.Page{Limit: 0}},
+		{Page: core.Page{Limit: core.MaxQueryLimit + 1}},
+		{Center: core.Coordinate{LatNano: 90_000_000_001}, Page: core.Page{Limit: 1}},
+		{MaxDistanceMM: core.MaxRadiusMM + 1, Page: core.Page{Limit: 1}},
+	} {
+		if _, err := sm.QueryNearest(epoch, &q); err == nil {
+			t.Errorf("%+v accepted", q)
+		}
+	}
 }
