@@ -551,3 +551,13 @@ func loaded10M(b *testing.B) *StateMachine {
 	})
 	return tenMSM
 }
+
+// BenchmarkQueryPolygonPlanar is BenchmarkQueryPolygon's polygons with
+// planar edges (no target).
+func BenchmarkQueryPolygonPlanar(b *testing.B) {
+	sm := loaded(b)
+	benchQueries(b, func(lat, lon int64) (core.QueryResult, error) {
+		outer, holes := benchPolygon(lat, lon)
+		return sm.QueryPolygon(benchNow, &core.PolygonQuery{Vertices: outer, Holes: holes, Edges: core.EdgesPlanar})
+	})
+}

@@ -28,9 +28,22 @@ type PlanarPolygon struct {
 	rings [][]planarVertex
 	edges int
 	box   Box // the rings' bounding box in the plane: its covering is the polygon's
+
+	// Bands of latitude over the box, each listing the edges whose
+	// latitude range meets it (as pairs of vertices, a before b): only
+	// they can cross a point's ray.
+	lat0      int64 // the box's minimum latitude
+	bandWidth int64 // nanodegrees of latitude a band
+	bandStart []int32
+	bandEdges []planarEdge
 }
 
 type planarVertex struct{ lon, lat int64 }
+
+type planarEdge struct{ a, b planarVertex }
+
+// maxPlanarBands bounds the bands of a polygon's index.
+const maxPlanarBands = 1024
 
 // NewPlanarPolygon validates and prepares a planar polygon: at most
 // MaxPolygonHoles holes (102), rings of MinPolygonVertices to
@@ -81,7 +94,42 @@ func NewPlanarPolygon(outer []core.Coordinate, holes [][]core.Coordinate) (*Plan
 		p.edges += len(vs)
 	}
 	p.box = NewBox(minLat, minLon, maxLat, maxLon)
+	p.index(minLat, maxLat)
 	return p, nil
+}
+
+// index fills the bands: about one per edge, at most maxPlanarBands.
+func (p *PlanarPolygon) index(minLat, maxLat int64) {
+	n := int64(min(p.edges, maxPlanarBands))
+	p.lat0 = minLat
+	p.bandWidth = (maxLat-minLat)/n + 1 // n bands of this width cover the box
+	band := func(lat int64) int { return int((lat - p.lat0) / p.bandWidth) }
+	counts := make([]int32, n+1)
+	for _, ring := range p.rings {
+		b := ring[len(ring)-1]
+		for _, a := range ring {
+			for k := band(min(a.lat, b.lat)); k <= band(max(a.lat, b.lat)); k++ {
+				counts[k+1]++
+			}
+			b = a
+		}
+	}
+	for k := 1; k <= int(n); k++ {
+		counts[k] += counts[k-1]
+	}
+	p.bandStart = counts
+	p.bandEdges = make([]planarEdge, counts[n])
+	next := append([]int32(nil), counts[:n]...)
+	for _, ring := range p.rings {
+		b := ring[len(ring)-1]
+		for _, a := range ring {
+			for k := band(min(a.lat, b.lat)); k <= band(max(a.lat, b.lat)); k++ {
+				p.bandEdges[next[k]] = planarEdge{a: a, b: b}
+				next[k]++
+			}
+			b = a
+		}
+	}
 }
 
 // hasArea reports whether a ring's vertices do not all lie on one line.
@@ -103,26 +151,30 @@ func (p *PlanarPolygon) Edges() int { return p.edges }
 func (p *PlanarPolygon) Box() *Box { return &p.box }
 
 // ContainsWork reports whether the point is inside the polygon, and the
-// edges it read (its work).
+// edges it read (its work): those of the point's band.
 func (p *PlanarPolygon) ContainsWork(latNano, lonNano int64) (in bool, work int) {
-	for _, ring := range p.rings {
-		b := ring[len(ring)-1]
-		for _, a := range ring {
-			// The edge from a to b counts when exactly one end lies above
-			// the point and the point lies strictly west of the edge at
-			// its latitude: (px - ax)(by - ay) < (py - ay)(bx - ax) when
-			// by > ay, > when by < ay.
-			if (a.lat > latNano) != (b.lat > latNano) {
-				c := cross(lonNano-a.lon, latNano-a.lat, b.lon-a.lon, b.lat-a.lat)
-				if b.lat > a.lat && c < 0 || b.lat < a.lat && c > 0 {
-					in = !in
-				}
-			}
-			b = a
-		}
-		work += len(ring)
+	if latNano < p.lat0 {
+		return false, 1
 	}
-	return in, work
+	k := (latNano - p.lat0) / p.bandWidth
+	if k >= int64(len(p.bandStart)-1) {
+		return false, 1
+	}
+	edges := p.bandEdges[p.bandStart[k]:p.bandStart[k+1]]
+	for _, e := range edges {
+		a, b := e.a, e.b
+		// The edge from a to b counts when exactly one end lies above
+		// the point and the point lies strictly west of the edge at its
+		// latitude: (px - ax)(by - ay) < (py - ay)(bx - ax) when by > ay,
+		// > when by < ay.
+		if (a.lat > latNano) != (b.lat > latNano) {
+			c := cross(lonNano-a.lon, latNano-a.lat, b.lon-a.lon, b.lat-a.lat)
+			if b.lat > a.lat && c < 0 || b.lat < a.lat && c > 0 {
+				in = !in
+			}
+		}
+	}
+	return in, 1 + len(edges)
 }
 
 // cross returns the sign of x1*y2 - y1*x2 (-1, 0 or 1), exactly: each

@@ -71,7 +71,7 @@ func TestPlanarPolygonModel(t *testing.T) {
 			lat := clat + rapid.Int64Range(-size, size).Draw(t, fmt.Sprint("plat", k))
 			lon := clon + rapid.Int64Range(-size, size).Draw(t, fmt.Sprint("plon", k))
 			in, work := p.ContainsWork(lat, lon)
-			if work != p.Edges() {
+			if work < 1 || work > p.Edges()+1 {
 				t.Fatalf("work %d for %d edges", work, p.Edges())
 			}
 			want, near := refPlanarContains(append([][]core.Coordinate{outer}, holes...), lat, lon)
