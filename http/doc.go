@@ -24,6 +24,8 @@
 //	POST   /cleanup/expired             cleanupExpired (body optional)
 //	POST   /ttl/set, /ttl/extend, /ttl/clear
 //	GET    /stats, /status, /topology, /ping, /openapi.json
+//	GET    /healthz, /readyz            liveness and readiness probes
+//	GET    /metrics                     Prometheus's text format
 //
 // # Forms
 //
@@ -173,6 +175,26 @@
 // them: a follower knows the other followers from the health report its
 // leader sends with each heartbeat round, and reports unknown (null
 // contact and lag) once it has none fresher than the election timeout.
+//
+// # Probes and metrics
+//
+// With Config.Health (the server sets it from its replica, io.Server.Health),
+// GET /healthz, /readyz and /ping answer from the state the replica's
+// event loop publishes on every tick, without a request to the backend:
+// they never wait for the loop, a leader or a free session. /healthz is
+// 200 while the loop runs and ticked within LivenessTimeout (5 s);
+// /readyz 200 while the replica knows a leader and has applied what it
+// knew committed a tick before; /ping 200 while it leads or heard its
+// leader. Each is 503 with a reason otherwise. GET /status waits at most
+// 50 ms for the replica, then answers from the published state. Without
+// Config.Health, /healthz is 200 while the process answers, and /readyz
+// and /ping ask the backend for a ping.
+//
+// GET /metrics serves Config.Metrics (a set of the gateway's own when nil:
+// the server puts the replica's there too) and Go's runtime and process
+// metrics, in Prometheus's text format: requests by route, method and
+// status class, latency histograms by route and method, and errors by
+// code (metrics.go; docs/operations.md lists every metric).
 // replication_lag_ms (/stats) is the furthest-behind follower's lag: how
 // long ago the leader's log last ended at an entry that follower now
 // holds, to a heartbeat interval; a follower that is down holds nothing
@@ -257,4 +279,15 @@
 // for a preflight from an origin not allowed (code 1); 503 with 212
 // CLUSTER_BUSY when the body budget is full.
 // GET /ping is 503 {pong: false, reason} when the cluster does not answer.
+//
+// # The map page
+//
+// GET / is a map of the entities (mappage.go): an HTML page and its
+// files under /map/ (its script, and Leaflet 1.9.4 with its licence,
+// embedded from static/), served where no endpoint is and not part of the
+// API (not in Routes, nor in openapi.json). It polls /query/radius for the
+// entities in view, runs /query/radius or /query/polygon for a drawn
+// circle, box or polygon and lists the results, and draws an entity's
+// history from /entity/{id}/history; it needs no network beyond this
+// origin unless Config.MapTiles names base-map tiles.
 package http

@@ -357,7 +357,8 @@ func (g *Gateway) stats(c *call) *failure {
 }
 
 // GET /ping: 200 {pong: true}; 503 {pong: false, reason} when the cluster
-// does not answer or says it is unhealthy.
+// does not answer or says it is unhealthy. With Config.Health it answers
+// from the local replica's published state (health.go), at once.
 func (g *Gateway) ping(c *call) *failure {
 	if _, f := c.params(); f != nil {
 		return f
@@ -371,6 +372,9 @@ func (g *Gateway) ping(c *call) *failure {
 			w.str(reason)
 			w.close()
 		})
+	}
+	if f, ok := g.pingFromHealth(c); ok {
+		return f
 	}
 	r, f, bad := run(c, core.Ping, nil)
 	if f != nil {
@@ -390,12 +394,14 @@ func (g *Gateway) ping(c *call) *failure {
 	})
 }
 
-// GET /status.
+// GET /status: this replica's state, with cluster_state "no_leader" when
+// it knows no leader. With Config.Health, the state its loop published
+// when the replica does not answer within statusWait (health.go).
 func (g *Gateway) status(c *call) *failure {
 	if _, f := c.params(); f != nil {
 		return f
 	}
-	s, f := submit(c, core.Status, nil)
+	s, f := g.statusReply(c)
 	if f != nil {
 		return f
 	}

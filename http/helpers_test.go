@@ -151,7 +151,7 @@ func tryRequest(base, method, path string, body any) (resp, error) {
 		return resp{}, fmt.Errorf("%s %s: reading: %v", method, path, err)
 	}
 	r := resp{status: res.StatusCode, raw: raw, header: res.Header}
-	if method != "HEAD" {
+	if method != "HEAD" && path != "/metrics" { // /metrics is Prometheus's text format
 		if ct := res.Header.Get("Content-Type"); ct != "application/json" && ct != "application/geo+json" {
 			return r, fmt.Errorf("%s %s: Content-Type %q; body %s", method, path, ct, raw)
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/VictoriaMetrics/metrics"
 	"go.uber.org/zap"
 
 	"github.com/geoevent/geoevent/core"
@@ -55,6 +56,17 @@ type Config struct {
 	// from reading answers, and a preflight is refused (403). New refuses
 	// an entry that is neither (see CheckCORSOrigin).
 	CORSOrigins []string
+	// Metrics receives the gateway's metrics, and GET /metrics serves all
+	// the set holds (nil: a set of the gateway's own). See metrics.go.
+	Metrics *metrics.Set
+	// Health, when set, reports the local replica's state: GET /healthz,
+	// /readyz and /ping answer from it at once, without the backend
+	// (health.go). The server sets it; a gateway with a remote backend
+	// has none.
+	Health func() Health
+	// MapTiles is the base-map tile URL template of the map page at GET /
+	// (see CheckMapTiles); "" draws the map on a plain background.
+	MapTiles string
 }
 
 //go:embed openapi.json
@@ -81,6 +93,7 @@ type Gateway struct {
 	entity, entityHistory *endpoint
 	cors                  corsPolicy
 	budget                *byteBudget // of request body bytes in flight
+	metrics               *gatewayMetrics
 }
 
 // endpoint is one path of the API and its handler for each method it takes.
@@ -113,8 +126,12 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	set := cfg.Metrics
+	if set == nil {
+		set = metrics.NewSet()
+	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, mux: stdhttp.NewServeMux(), literal: map[string]*endpoint{},
-		cors: cors, budget: newByteBudget(cfg.BodyBudget)}
+		cors: cors, budget: newByteBudget(cfg.BodyBudget), metrics: newGatewayMetrics(set)}
 	byPath := map[string]*endpoint{}
 	var paths []string
 	add := func(method, path string, h handlerFunc) {
@@ -146,10 +163,14 @@ func New(cfg Config) (*Gateway, error) {
 	add("POST", "/ttl/extend", g.ttlExtend)
 	add("POST", "/ttl/clear", g.ttlClear)
 	add("GET", "/openapi.json", g.openAPI)
+	add("GET", "/metrics", g.metricsPage)
+	add("GET", "/healthz", g.healthz)
+	add("GET", "/readyz", g.readyz)
 	for _, path := range paths {
 		e := byPath[path]
 		for _, m := range []string{"GET", "POST", "DELETE"} {
 			if e.byMethod[m] != nil {
+				g.metrics.add(e, m)
 				if e.allow != "" {
 					e.allow += ", "
 				}
@@ -205,6 +226,8 @@ func (g *Gateway) route(path string) (e *endpoint, entityID string) {
 // (415) before the handler runs.
 func (g *Gateway) serveEndpoint(c *call, e *endpoint) {
 	r := c.r
+	start := time.Now()
+	defer func() { g.metrics.route(e, r.Method).done(start, c.status) }()
 	if r.Header != nil { // net/http's request; the fast path sets the fields itself
 		c.headersFrom(r.Header)
 	}
@@ -226,6 +249,9 @@ func (g *Gateway) serveEndpoint(c *call, e *endpoint) {
 			})
 			return
 		}
+	}
+	if e == nil && g.serveMap(c) {
+		return
 	}
 	if e == nil {
 		g.serve(c, func(c *call) *failure {
@@ -379,6 +405,7 @@ type call struct {
 	// application/geo+json, or ?format=geojson); geoOut, the answer is
 	// GeoJSON (a query's success, see geojson.go).
 	geo, geoOut bool
+	status      int // the answer's status, once written by writeLine (for the metrics)
 }
 
 // scratch holds the buffers of one connection's requests, which the fast
@@ -436,6 +463,7 @@ func (g *Gateway) serve(c *call, h handlerFunc) {
 }
 
 func (c *call) fail(f *failure) {
+	c.g.metrics.failed(f.info)
 	status := f.httpStatus()
 	if status >= 500 {
 		c.g.log.Warn("http: request failed", zap.String("method", c.r.Method), zap.String("path", c.r.URL.Path),
@@ -460,6 +488,7 @@ func (c *call) write(status int, body []byte) {
 // newline; the fast path's answers go out before it returns (body may be
 // reused then).
 func (c *call) writeLine(status int, body []byte) {
+	c.status = status
 	if fw, ok := c.w.(*fastResponse); ok && fw.plain() && !c.geoOut {
 		fw.sendJSON(status, body)
 		return

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/replica"
 )
 
 const (
@@ -442,8 +443,9 @@ type netEvent struct {
 // netFrame is one frame of a netEvent.
 type netFrame struct {
 	h        core.Header
-	payload  []byte // aliases the reader's buffer until the loop acks
-	prepared []byte // what replica.PrepareRequest made of a client frame, if anything
+	payload  []byte                // aliases the reader's buffer until the loop acks
+	prepared []byte                // what replica.PrepareRequest made of a client frame, if anything
+	read     *replica.PreparedRead // what replica.PrepareRead or PreparePeer made of it, if anything
 }
 
 // accept accepts connections until the listener is closed.
@@ -877,10 +879,12 @@ func (s *Server) read(c *conn) {
 		}
 		if len(good) > 0 {
 			first = false
+			for i := range good {
+				s.prepareFrame(kind, &good[i])
+			}
 			if kind == evFrame {
 				var requests int64
 				for i := range good {
-					good[i].prepared = s.prepare(good[i].h, good[i].payload)
 					if t := good[i].h.Type; t == core.MsgRequest || t == core.MsgRegister {
 						requests++
 					}
@@ -1050,12 +1054,11 @@ func (s *Server) closeRead(c *conn, fr *frameReader, err error, badFrame []byte,
 
 // netFrame makes a frame of kind (evFrame or evPeerFrame) from its header
 // and payload. A leader's log entry of a client's batch (a copy, with the
-// per-event geometry) is made here, on the connection's goroutine.
+// per-event geometry), or a large polygon query's polygon, is made here,
+// on the connection's goroutine (prepareFrame).
 func (s *Server) netFrame(kind netEventKind, h core.Header, payload []byte) netFrame {
 	f := netFrame{h: h, payload: payload}
-	if kind == evFrame {
-		f.prepared = s.prepare(h, payload)
-	}
+	s.prepareFrame(kind, &f)
 	return f
 }
 

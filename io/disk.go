@@ -137,6 +137,9 @@ type disk struct {
 
 	snaps       chan diskOp   // to the snapshot writer
 	snapsExited chan struct{} // closed when the snapshot writer has returned
+
+	m         *diskMetrics // nil: none recorded
+	sinceSync int          // entries appended since the last fsync
 }
 
 func newDisk(dir string, log *store.Log, lastSnap uint64, stopped chan struct{}, logger *zap.Logger) *disk {
@@ -169,8 +172,10 @@ func (d *disk) writeSnapshots() {
 		}
 		// Encoded (for a WriteSnapshot), written and fsynced: the replica
 		// keeps its state frozen for a WriteSnapshot until now.
+		took := time.Since(start)
+		d.m.snapshotWritten(took, size)
 		d.logger.Info("snapshot written", zap.Uint64("index", op.index), zap.Int64("bytes", size),
-			zap.Duration("took", time.Since(start).Round(time.Millisecond)))
+			zap.Duration("took", took.Round(time.Millisecond)))
 		d.push(diskOp{kind: opSnapshotWritten, index: op.index})
 	}
 }
@@ -345,15 +350,19 @@ func (d *disk) do(op *diskOp) error {
 				k = 0 // after a gap (a snapshot covers it): the log restarts at first
 			}
 			d.unsynced = append(d.unsynced[:k], op.entries...)
+			d.sinceSync += len(op.entries)
 		}
 		return d.append(op.entries)
 	case opHardState:
 		hs := op.hs
 		d.pendingHS = &hs
 	case opSync:
+		start := time.Now()
 		if err := d.log.Sync(); err != nil {
 			return err
 		}
+		d.m.synced(time.Since(start), d.sinceSync)
+		d.sinceSync = 0
 		d.notePlainSyncs(d.syncsArePlain())
 		d.forgetUnsynced()
 		if hs := d.pendingHS; hs != nil {

@@ -8,7 +8,15 @@
 //   - The event loop (Server.Run) owns the *replica.Replica and is the only
 //     goroutine that calls it. It takes one input at a time — a frame, a
 //     closed connection, a storage completion, a tick — and after each checks
-//     Replica.Err; a replica that failed stops the server.
+//     Replica.Err; a replica that failed stops the server. On every tick,
+//     and whenever the role, term or leader changes, it publishes the
+//     replica's state (Server.Health: role, term, leader, commit and
+//     applied index, its heartbeat time, the data counts once a second)
+//     for health probes and metrics, which read it from other goroutines
+//     and never wait for the loop. With Options.Metrics the readers count
+//     client requests by operation and the disk goroutine times its
+//     fsyncs and snapshot files (metrics.go); the loop itself records
+//     nothing but leader changes.
 //   - The disk goroutine performs AppendLog, SaveHardState, Sync and
 //     SaveSnapshot against package store, in the order the replica asked,
 //     and reports Synced and SnapshotSaved back to the loop. It does group
@@ -67,6 +75,13 @@
 //     the connection). The payload belongs to the loop from then on: the
 //     caller never changes it, so the loop needs no ack. The replica sees
 //     an ordinary client connection: its id, register, requests, Closed.
+//   - While the replica leads, a reader (or an Exchange) does the work of
+//     a frame that needs nothing but the frame before handing it to the
+//     loop: a client's insert or upsert batch becomes its log entry
+//     (replica.PrepareRequest), and a large polygon query, a client's or
+//     one a follower forwarded, is decoded and its polygon built, or
+//     shared with a recent build of the same rings (prepare.go: at most
+//     two builds at once, bounded memory).
 //   - Per other replica, one dialer that keeps an outbound connection to
 //     it (reconnecting with backoff) and writes the replica's messages for
 //     it (SendPeer) from a bounded queue, with one writev per batch, plus a

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/VictoriaMetrics/metrics"
+
 	"github.com/geoevent/geoevent/core"
 )
 
@@ -17,7 +19,8 @@ func serveBench(b *testing.B) *Server {
 	if err := Format(dir, ClusterInfo{Cluster: testCluster, ReplicaIndex: 0, ReplicaCount: 1}); err != nil {
 		b.Fatal(err)
 	}
-	s, err := Open(dir, Options{Addresses: []string{"127.0.0.1:0"}})
+	// With metrics, as the server runs (replica start, dev).
+	s, err := Open(dir, Options{Addresses: []string{"127.0.0.1:0"}, Metrics: metrics.NewSet()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"go.uber.org/zap"
 
 	"github.com/geoevent/geoevent/core"
@@ -75,6 +76,9 @@ type Options struct {
 	Replica replica.Config
 	// SegmentBytes is the log segment size (0: package store's default).
 	SegmentBytes int64
+	// Metrics, when set, receives the server's metrics (see Health and
+	// docs/operations.md); one server per set.
+	Metrics *metrics.Set
 }
 
 func (o *Options) setDefaults() {
@@ -138,6 +142,10 @@ type Server struct {
 	connID atomic.Uint64         // the last connection id handed out
 	status replica.Status        // loop-owned: the replica's last logged role, term and leader
 
+	health  atomic.Pointer[Health] // the loop's last published state (metrics.go)
+	dataAt  time.Time              // loop-owned: when health's Data was taken
+	metrics *serverMetrics         // nil: none recorded
+
 	peers      []*peer // outbound connections, by replica index (nil: this replica)
 	peerCtx    context.Context
 	peerCancel context.CancelFunc // at shutdown: stops dialing
@@ -157,7 +165,8 @@ type Server struct {
 	}
 
 	// budget bounds the memory of the connections' read buffers.
-	budget *readBudget
+	budget   *readBudget
+	readPrep readPrep // reads prepared beside the loop (prepareRead)
 	// refusing holds a token per connection over MaxConnections being
 	// turned away (refuseConn).
 	refusing chan struct{}
@@ -235,6 +244,7 @@ func openLocked(dir string, lock *DirLock, opts Options) (s *Server, err error) 
 		status:     replica.Status{Leader: replica.NoLeader},
 		replyBufs:  make(chan []byte, reusedReplies),
 		budget:     &readBudget{limit: opts.ReadBudgetBytes},
+		readPrep:   readPrep{builds: make(chan struct{}, maxPrepareBuilds)},
 		refusing:   make(chan struct{}, maxRefusing),
 		frameLog:   rateLog{interval: time.Second},
 		busyLog:    rateLog{interval: time.Second},
@@ -252,6 +262,10 @@ func openLocked(dir string, lock *DirLock, opts Options) (s *Server, err error) 
 	s.disk = newDisk(dir, log, rec.SnapshotIndex, s.loopDone, s.log)
 	s.disk.inCluster = info.ReplicaCount > 1 // others go on without it: it stops after a while out of space
 	s.peers = s.newPeers()
+	if opts.Metrics != nil {
+		s.metrics = newServerMetrics(s, opts.Metrics)
+		s.disk.m = &s.metrics.disk
+	}
 	s.peerCtx, s.peerCancel = context.WithCancel(context.Background())
 
 	cfg := opts.Replica
@@ -465,6 +479,7 @@ func (s *Server) loop(ctx context.Context) error {
 	tick := time.NewTicker(s.opts.TickInterval)
 	defer tick.Stop()
 	s.logStatus()
+	s.publish(time.Now())
 	if s.replay.to > 0 {
 		s.replay.start = time.Now()
 		s.replay.logged = s.replay.start
@@ -523,8 +538,9 @@ func (s *Server) loop(ctx context.Context) error {
 				answer()
 			case p := <-s.peerLost:
 				s.r.PeerLost(p)
-			case <-tick.C:
+			case now := <-tick.C:
 				s.r.Tick()
+				s.publish(now)
 			}
 		}
 		if err := s.r.Err(); err != nil {
@@ -580,11 +596,17 @@ func (s *Server) logStatus() {
 	msg := "role changed"
 	if st.Leader != s.status.Leader {
 		msg = "leader changed"
+		if s.metrics != nil && st.Leader != replica.NoLeader {
+			s.metrics.leaderChanges.Inc()
+		}
 	}
 	s.log.Info(msg, zap.Uint64("term", st.Term), zap.Stringer("role", st.Role), zap.Int64("leader", leader),
 		zap.Uint64("commit", st.Commit), zap.Uint64("last_index", st.LastIndex))
 	s.status = st
 	s.disk.leading.Store(st.Role == replica.Leader)
+	if s.health.Load() != nil {
+		s.publish(time.Now()) // probes see a new role, term or leader at once
+	}
 }
 
 // prepare runs replica.PrepareRequest on a client frame while the replica
@@ -592,10 +614,24 @@ func (s *Server) logStatus() {
 // caller's goroutine rather than the loop, which every request shares. A
 // follower forwards the frame as it came.
 func (s *Server) prepare(h core.Header, payload []byte) []byte {
+	s.metrics.countFrame(h, payload)
 	if !s.disk.leading.Load() {
 		return nil
 	}
 	return replica.PrepareRequest(h, payload)
+}
+
+// prepareFrame prepares a frame of kind on the caller's goroutine: a
+// client's batch (prepare) or read (prepareRead), or a read a follower
+// forwarded.
+func (s *Server) prepareFrame(kind netEventKind, f *netFrame) {
+	if kind == evFrame {
+		if f.prepared = s.prepare(f.h, f.payload); f.prepared == nil {
+			f.read = s.prepareRead(f.h, f.payload, false)
+		}
+	} else {
+		f.read = s.prepareRead(f.h, f.payload, true)
+	}
 }
 
 // clientFrame hands a client frame of c (a connection or a LocalConn) to
@@ -605,9 +641,21 @@ func (s *Server) clientFrame(c *conn, f netFrame) {
 	case c.dead:
 	case f.prepared != nil:
 		s.r.ReceivePrepared(c.id, f.h, f.payload, f.prepared)
+	case f.read != nil:
+		s.r.ReceivePreparedRead(c.id, f.h, f.payload, f.read)
 	default:
 		s.r.Receive(c.id, f.h, f.payload)
 	}
+}
+
+// replicaFrame hands a replica-to-replica frame to the replica, prepared
+// if it was.
+func (s *Server) replicaFrame(f netFrame) {
+	if f.read != nil {
+		s.r.ReceivePeerPrepared(f.h, f.payload, f.read)
+		return
+	}
+	s.peerFrame(f.h, f.payload)
 }
 
 func (s *Server) handle(ev netEvent) {
@@ -626,9 +674,9 @@ func (s *Server) handle(ev netEvent) {
 		s.clientFrame(c, ev.netFrame)
 	case evPeerFrame:
 		if !c.dead {
-			s.peerFrame(ev.h, ev.payload)
+			s.replicaFrame(ev.netFrame)
 			for _, f := range ev.more {
-				s.peerFrame(f.h, f.payload)
+				s.replicaFrame(f)
 			}
 		}
 		s.budget.release(ev.buf)
@@ -761,7 +809,9 @@ func (s *Server) beside(what string, index uint64, work func(), answer func()) {
 		defer s.wg.Done()
 		start := time.Now()
 		work()
-		s.log.Debug(what, zap.Uint64("index", index), zap.Duration("took", time.Since(start)))
+		took := time.Since(start)
+		s.metrics.besideDone(what, took)
+		s.log.Debug(what, zap.Uint64("index", index), zap.Duration("took", took))
 		select {
 		case s.besideDone <- answer:
 		case <-s.loopDone:
@@ -771,11 +821,11 @@ func (s *Server) beside(what string, index uint64, work func(), answer func()) {
 
 func (rio replicaIO) EncodeSnapshot(index uint64, encode func() []byte) {
 	var data []byte
-	rio.s.beside("snapshot encoded", index, func() { data = encode() }, func() { rio.s.r.SnapshotEncoded(index, data) })
+	rio.s.beside(snapshotEncoded, index, func() { data = encode() }, func() { rio.s.r.SnapshotEncoded(index, data) })
 }
 
 func (rio replicaIO) DecodeSnapshot(index uint64, decode func()) {
-	rio.s.beside("snapshot decoded", index, decode, func() { rio.s.r.SnapshotDecoded(index) })
+	rio.s.beside(snapshotDecoded, index, decode, func() { rio.s.r.SnapshotDecoded(index) })
 }
 
 func (rio replicaIO) SaveSnapshot(index, term uint64, data []byte) {

@@ -46,6 +46,10 @@ type cluster struct {
 	net   []packet
 	cut   map[[2]uint32]bool // from, to: dropped
 	trace bool               // print every message delivered
+	// prepare: frames go through PreparePeer, as IO's readers do, and
+	// prepared counts those it prepared.
+	prepare  bool
+	prepared int
 }
 
 type cnode struct {
@@ -156,6 +160,11 @@ func (c *cluster) step() {
 			if c.trace {
 				m, _ := decodeMessage(h, payload)
 				fmt.Printf("%d->%d type=%d term=%d pre=%v ok=%v index=%d\n", p.from, p.to, m.typ, m.term, m.pre, m.ok, m.index)
+			}
+			if pr := PreparePeer(h, payload, nil); c.prepare && pr != nil && pr.Build() {
+				c.prepared++
+				cn.r.ReceivePeerPrepared(h, payload, pr)
+				continue
 			}
 			cn.r.ReceivePeer(h, payload)
 		}

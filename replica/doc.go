@@ -4,8 +4,10 @@
 //
 // A Replica is single-threaded and deterministic. Everything it does is a
 // reaction to one input — a client frame ([Replica.Receive], or
-// [Replica.ReceivePrepared] after IO ran [PrepareRequest] on it), a frame from
-// another replica ([Replica.ReceivePeer]), a clock tick ([Replica.Tick]) or
+// [Replica.ReceivePrepared] after IO ran [PrepareRequest] on it, or
+// [Replica.ReceivePreparedRead] after [PrepareRead]), a frame from another
+// replica ([Replica.ReceivePeer], or [Replica.ReceivePeerPrepared] after
+// [PreparePeer]), a clock tick ([Replica.Tick]) or
 // a storage completion ([Replica.Synced], [Replica.SnapshotSaved],
 // [Replica.LogRead]), a
 // snapshot encoded or decoded away from it ([Replica.SnapshotEncoded],
@@ -27,7 +29,8 @@
 //	raft.go         roles, terms, elections (pre-vote, check-quorum)
 //	replication.go  the leader's appends and snapshots, the follower's side
 //	readback.go     applied entries' data given up, and read back for laggards
-//	reads.go        linearizable reads by read index and heartbeat rounds
+//	reads.go        linearizable reads by read index and heartbeat rounds; reads
+//	                prepared beside the loop (PrepareRead)
 //	forward.go      followers forwarding client frames to the leader
 //	health.go       what a topology reports of each replica; the leader's health reports
 //	messages.go     the replica-to-replica wire format

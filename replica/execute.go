@@ -37,13 +37,8 @@ var executors = [...]executor{
 		return &st, nil
 	}),
 	core.OpStatus: run(core.Status, func(r *Replica, ts uint64, _ *core.None) (*core.StatusReply, error) {
-		st := r.sm.Stats(ts)
-		return &core.StatusReply{
-			EventsCount: st.EventCount, EntitiesCount: st.EntityCount, IndexBytes: st.IndexBytes,
-			UptimeSeconds: (r.clock.MonotonicNS() - r.startNS) / 1_000_000_000,
-			Version:       r.cfg.Version, ClusterState: r.clusterState(), NodeID: r.nodeID(r.self),
-			ClusterID: r.cfg.Cluster,
-		}, nil
+		st := r.StatusReply(r.sm.Stats(ts))
+		return &st, nil
 	}),
 	core.OpTopology: run(core.Topology, func(r *Replica, _ uint64, _ *core.None) (*core.TopologyReply, error) {
 		return r.topology(), nil

@@ -170,3 +170,41 @@ func (r *Replica) nodesHealth() []core.NodeInfo {
 	}
 	return nodes
 }
+
+// Probe is what health probes and metrics read of the replica: a copy
+// taken on the loop (Replica.Probe), which the IO layer publishes for
+// other goroutines, so that a probe never waits for the loop or a leader.
+type Probe struct {
+	Status
+	// LeaderHeard is ping's test: this replica leads, or knows a leader
+	// and heard from it within the election timeout.
+	LeaderHeard bool
+	// Repairing: the replica is getting back entries it cut from a
+	// damaged log, and neither votes nor campaigns meanwhile.
+	Repairing bool
+	// ClusterState is status's cluster_state ("healthy" or "no_leader").
+	ClusterState string
+}
+
+// Probe reports the replica's state for probes and metrics. It reads the
+// clock and changes nothing.
+func (r *Replica) Probe() Probe {
+	return Probe{Status: r.Status(), LeaderHeard: r.leaderHeard(r.raftNow()), Repairing: r.repairing, ClusterState: r.clusterState()}
+}
+
+// StatusReply is what the status operation answers now, with data's
+// counts (Data's, which the caller may have taken earlier).
+func (r *Replica) StatusReply(data core.Stats) core.StatusReply {
+	return core.StatusReply{
+		EventsCount: data.EventCount, EntitiesCount: data.EntityCount, IndexBytes: data.IndexBytes,
+		UptimeSeconds: (r.clock.MonotonicNS() - r.startNS) / 1_000_000_000,
+		Version:       r.cfg.Version, ClusterState: r.clusterState(), NodeID: r.nodeID(r.self),
+		ClusterID: r.cfg.Cluster,
+	}
+}
+
+// Data reports the state machine's counts now, as the stats operation
+// does (entities and events not yet expired, index bytes).
+func (r *Replica) Data() core.Stats {
+	return r.sm.Stats(max(r.clock.RealtimeNS(), r.lastOpTS))
+}

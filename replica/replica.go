@@ -537,7 +537,9 @@ func (r *Replica) receiveRequest(to dest, h core.Header, payload, prepared []byt
 		op, _, batch = batchRequest(payload)
 	}
 	var req any
-	if !batch {
+	if pr := r.reads.incoming; pr != nil && !batch {
+		op, req = pr.op, pr.req // decoded where the frame arrived (PrepareRead)
+	} else if !batch {
 		var err error
 		if op, req, err = core.DecodeRequestMessage(payload); err != nil {
 			if op.Valid() {

@@ -15,6 +15,10 @@ import (
 func (sm *StateMachine) queryPlanarPolygon(opTS uint64, q *core.PolygonQuery, limit int, after btree.Key, hasAfter bool) (core.QueryResult, error) {
 	p, err := geom.NewPlanarPolygon(q.Vertices, q.Holes)
 	if err != nil {
+		// Its plan's work, as a geodesic build that fails counts.
+		w := workPlan + workPlanEdge*ringsVertices(q)
+		sm.lastScanWork = w
+		sm.scanWork += uint64(w)
 		return core.QueryResult{}, err
 	}
 	sm.flushSpatial()

@@ -49,6 +49,8 @@ func (sm *StateMachine) QueryRadius(opTS uint64, q *core.RadiusQuery) (core.Quer
 // Events hold until the next QueryRadius, QueryPolygon, QueryLatest or
 // History, as QueryRadius's.
 func (sm *StateMachine) QueryPolygon(opTS uint64, q *core.PolygonQuery) (core.QueryResult, error) {
+	offered := sm.offered
+	sm.offered = offeredPolygon{}
 	limit, err := pageLimit(q.Limit)
 	if err != nil {
 		return core.QueryResult{}, err
@@ -64,9 +66,21 @@ func (sm *StateMachine) QueryPolygon(opTS uint64, q *core.PolygonQuery) (core.Qu
 	default:
 		return core.QueryResult{}, core.Errorf(core.InvalidArgument, "edges %d is neither geodesic (0) nor planar (1)", q.Edges)
 	}
-	p, err := sm.polygons.Build(q.Vertices, q.Holes)
-	if err != nil {
-		return core.QueryResult{}, err
+	var p *geom.Polygon
+	switch {
+	case offered.q == q && offered.pp.err != nil:
+		return core.QueryResult{}, offered.pp.err
+	case offered.q == q:
+		p = offered.pp.g.Polygon()
+	default:
+		if p, err = sm.polygons.Build(q.Vertices, q.Holes); err != nil {
+			// The work a build that fails may have done, as for one that
+			// succeeds (the plan's): runReady counts it.
+			w := workPlan + workPlanEdge*ringsVertices(q)
+			sm.lastScanWork = w
+			sm.scanWork += uint64(w)
+			return core.QueryResult{}, err
+		}
 	}
 	sm.flushSpatial()
 	s := spatialScan{sm: sm, t: opTS, group: q.Group, filter: q.Filter, limit: limit, kind: kindPolygon}
@@ -76,6 +90,91 @@ func (sm *StateMachine) QueryPolygon(opTS uint64, q *core.PolygonQuery) (core.Qu
 	s.run(reg, after, hasAfter, workPlan+workPlanEdge*p.Edges())
 	*reg = polygonRegion{class: reg.class} // the polygon's memory is the builder's
 	return s.result, nil
+}
+
+// ringsVertices is the number of vertices of q's rings.
+func ringsVertices(q *core.PolygonQuery) int {
+	n := len(q.Vertices)
+	for _, h := range q.Holes {
+		n += len(h)
+	}
+	return n
+}
+
+// A PreparedPolygon is the plan of a large polygon query (its polygon,
+// grid and key ranges), or its error, made away from the state machine: a
+// pure function of the query's rings, which the state machine's
+// QueryPolygon of those rings then takes instead of building it
+// (OfferPolygon). Building the largest polygon the limits allow takes
+// 19-23 ms, a few times a page's budget, and finding one invalid may take
+// as long; prepared on a connection's goroutine, it leaves the event loop
+// the pages alone.
+type PreparedPolygon struct {
+	g           *geom.PreparedPolygon // nil when err is set
+	err         error                 // the polygon's, when it is not valid
+	outer       []core.Coordinate     // the rings it was made of
+	holes       [][]core.Coordinate
+	vertexCount int
+}
+
+// PreparePolygon builds q's polygon for OfferPolygon, or finds it invalid.
+// It is safe on any goroutine, and keeps q's rings (the caller does not
+// change them afterwards). It returns nil when the state machine would
+// build the polygon anew anyway: a small polygon (cheap), one too wide
+// for the plane, or one of planar edges.
+func PreparePolygon(q *core.PolygonQuery) *PreparedPolygon {
+	if q.Edges != core.EdgesGeodesic {
+		return nil // a planar polygon is cheap to build on the loop (queryPlanarPolygon)
+	}
+	g, err := geom.PreparePolygon(q.Vertices, q.Holes)
+	if g == nil && err == nil {
+		return nil
+	}
+	return &PreparedPolygon{g: g, err: err, outer: q.Vertices, holes: q.Holes}
+}
+
+// SameRings reports whether two polygon queries have the same rings.
+func SameRings(a, b *core.PolygonQuery) bool {
+	return geom.SameRings(a.Vertices, a.Holes, b.Vertices, b.Holes)
+}
+
+// Same reports whether pp was prepared of q's rings: then it serves q too.
+func (pp *PreparedPolygon) Same(q *core.PolygonQuery) bool {
+	return geom.SameRings(q.Vertices, q.Holes, pp.outer, pp.holes)
+}
+
+// Err returns the polygon's error: not nil when it is not valid.
+func (pp *PreparedPolygon) Err() error { return pp.err }
+
+// Bytes estimates the memory pp holds beyond its rings.
+func (pp *PreparedPolygon) Bytes() int {
+	if pp.g == nil {
+		return 1024
+	}
+	return 1024 + 200*pp.g.Edges()
+}
+
+// OfferPolygon hands the state machine pp, prepared of q's rings (the
+// caller knows pp.Same(q)): its QueryPolygon of q, next, uses it without
+// comparing the rings, and, when it is valid, later queries of the same
+// rings use it as the last large polygon built. Answers, page boundaries
+// and the work of pages are the same as without it; only the time
+// differs.
+func (sm *StateMachine) OfferPolygon(pp *PreparedPolygon, q *core.PolygonQuery) {
+	if pp == nil {
+		return
+	}
+	if pp.g != nil {
+		sm.polygons.Offer(pp.g)
+	}
+	sm.offered = offeredPolygon{pp, q}
+}
+
+// offeredPolygon is a polygon prepared of q's rings, for QueryPolygon of
+// q, next (OfferPolygon).
+type offeredPolygon struct {
+	pp *PreparedPolygon
+	q  *core.PolygonQuery
 }
 
 // region is the shape a spatial scan looks in: a covering of leaf-cell

@@ -134,15 +134,7 @@ func TestHTTPAddressInUse(t *testing.T) {
 // follower the replica forwards to the leader. Writes through each
 // gateway are read back through every other.
 func TestHTTPOnEveryReplica(t *testing.T) {
-	c := newCluster(t, 3)
-	c.http = []string{freeAddr(t), freeAddr(t), freeAddr(t)}
-	for i := range 3 {
-		c.start(i)
-	}
-	leader := c.leader(-1, 20*time.Second)
-	if leader < 0 {
-		t.Fatal("no leader")
-	}
+	c, leader := startHTTPCluster(t)
 	ids := make([]string, 3)
 	for i := range 3 {
 		ids[i] = fmt.Sprintf("6ba7b810-9dad-11d1-80b4-%012d", i+1)

@@ -38,6 +38,21 @@
 // go tool pprof http://HOST:PORT/debug/pprof/profile?seconds=10. It is a
 // debugging aid: keep it on loopback.
 //
+// --map-tiles URL (start and dev) gives the map page at GET / of the HTTP
+// API base-map tiles, a template such as
+// https://tile.openstreetmap.org/{z}/{x}/{y}.png; without it the map has a
+// plain background.
+//
+// Every flag can also come from an environment variable, GEOEVENT_ and
+// the flag's name in capitals with '_' for '-' (--replica-count:
+// GEOEVENT_REPLICA_COUNT); the command line wins (env.go). "replica
+// COMMAND -h" lists each flag with its variable.
+//
+// With --http the server also serves GET /metrics (Prometheus's text
+// format: the replica's and the gateway's metrics, in one set), and the
+// probes /healthz and /readyz, which answer from the state the replica's
+// event loop publishes (io.Server.Health; see package http).
+//
 // The connection flags (start and dev) bound the binary protocol's
 // connections (io.Options): --read-timeout (default 30s) closes a
 // connection whose frame is not complete that long after its first byte,
@@ -61,6 +76,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -95,6 +111,9 @@ dev     a one-replica cluster for development: formats DIR (default
 of ORIGIN (scheme://host[:port], e.g. http://localhost:3000) call the HTTP
 API; * allows any origin, for development only. Default: none.
 
+--map-tiles URL (start, dev) gives the map page at GET / base-map tiles,
+e.g. https://tile.openstreetmap.org/{z}/{x}/{y}.png; default: none.
+
 --pprof (start, dev) serves Go's profiling endpoints (net/http/pprof) on
 HOST:PORT, e.g. go tool pprof http://HOST:PORT/debug/pprof/profile?seconds=10;
 a debugging aid: keep it on loopback.
@@ -108,7 +127,12 @@ Binary-protocol connections (start, dev; 0 turns each off):
   --max-connections N  at most N connections at once; one more is answered
                        CLUSTER_BUSY (retryable) and closed (default 10000)
 
-Run "replica COMMAND -h" for a command's flags.
+Every flag may come from the environment instead: GEOEVENT_ and its name in
+capitals, '-' as '_' (--replica-count: GEOEVENT_REPLICA_COUNT); the command
+line wins. With --http the server also serves GET /metrics (Prometheus),
+/healthz (liveness) and /readyz (readiness).
+
+Run "replica COMMAND -h" for a command's flags and their variables.
 `
 
 // Exit codes.
@@ -146,6 +170,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // When it returns false the command exits with code.
 func parse(fset *flag.FlagSet, args []string, stderr io.Writer, required ...string) (code int, ok bool) {
 	fset.SetOutput(stderr)
+	fset.Usage = func() { printUsage(fset, stderr) }
 	if err := fset.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK, false
@@ -156,11 +181,15 @@ func parse(fset *flag.FlagSet, args []string, stderr io.Writer, required ...stri
 		fmt.Fprintf(stderr, "replica %s: unexpected argument %q\n", fset.Name(), fset.Arg(0))
 		return exitUsage, false
 	}
+	if err := applyEnv(fset); err != nil {
+		fmt.Fprintf(stderr, "replica %s: %v\n", fset.Name(), err)
+		return exitUsage, false
+	}
 	set := map[string]bool{}
 	fset.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	for _, name := range required {
 		if !set[name] {
-			fmt.Fprintf(stderr, "replica %s: --%s is required\n", fset.Name(), name)
+			fmt.Fprintf(stderr, "replica %s: --%s is required (or set %s)\n", fset.Name(), name, envName(name))
 			return exitUsage, false
 		}
 	}
@@ -202,6 +231,7 @@ func start(args []string, stderr io.Writer) int {
 	var cors originList
 	fset.Var(&cors, "cors-origin", corsUsage)
 	pprofAddr := fset.String("pprof", "", pprofUsage)
+	mapTiles := fset.String("map-tiles", "", mapTilesUsage)
 	lim := connLimitFlags(fset)
 	if code, ok := parse(fset, args, stderr, "data", "addresses"); !ok {
 		return code
@@ -227,7 +257,11 @@ func start(args []string, stderr io.Writer) int {
 		return exitError
 	}
 	defer log.Sync()
-	return serve(log, serveConfig{dir: *data, addrs: addrs, httpAddr: *httpAddr, cors: cors, pprofAddr: *pprofAddr, limits: *lim, cmd: "start"}, stderr)
+	if err := ghttp.CheckMapTiles(*mapTiles); err != nil {
+		fmt.Fprintf(stderr, "replica start: --map-tiles: %v\n", err)
+		return exitUsage
+	}
+	return serve(log, serveConfig{dir: *data, addrs: addrs, httpAddr: *httpAddr, cors: cors, pprofAddr: *pprofAddr, mapTiles: *mapTiles, limits: *lim, cmd: "start"}, stderr)
 }
 
 func dev(args []string, stdout, stderr io.Writer) int {
@@ -238,9 +272,14 @@ func dev(args []string, stdout, stderr io.Writer) int {
 	var cors originList
 	fset.Var(&cors, "cors-origin", corsUsage)
 	pprofAddr := fset.String("pprof", "", pprofUsage)
+	mapTiles := fset.String("map-tiles", "", mapTilesUsage)
 	lim := connLimitFlags(fset)
 	if code, ok := parse(fset, args, stderr); !ok {
 		return code
+	}
+	if err := ghttp.CheckMapTiles(*mapTiles); err != nil {
+		fmt.Fprintf(stderr, "replica dev: --map-tiles: %v\n", err)
+		return exitUsage
 	}
 	addrs, err := splitAddresses(*addresses)
 	if err == nil && len(addrs) != 1 {
@@ -288,11 +327,15 @@ func dev(args []string, stdout, stderr io.Writer) int {
 `, info.Cluster, *data, addr)
 		if httpAddr != "" {
 			fmt.Fprintf(stdout, "  HTTP JSON API on http://%[1]s: curl http://%[1]s/ping (the API: GET /openapi.json)\n", httpAddr)
+			fmt.Fprintf(stdout, "  probes: /healthz (liveness), /readyz (readiness); Prometheus metrics: /metrics\n")
 		}
 		fmt.Fprintf(stdout, "  Ctrl-C stops the replica cleanly.\n")
 	}
-	return serve(log, serveConfig{dir: *data, lock: lock, addrs: addrs, httpAddr: *httpAddr, cors: cors, pprofAddr: *pprofAddr, limits: *lim, banner: banner, cmd: "dev"}, stderr)
+	return serve(log, serveConfig{dir: *data, lock: lock, addrs: addrs, httpAddr: *httpAddr, cors: cors, pprofAddr: *pprofAddr, mapTiles: *mapTiles, limits: *lim, banner: banner, cmd: "dev"}, stderr)
 }
+
+// mapTilesUsage is the help of --map-tiles (start, dev).
+const mapTilesUsage = "base-map tiles of the map page at GET / (HTTP): a `URL` template such as https://tile.openstreetmap.org/{z}/{x}/{y}.png (default: none, a plain background)"
 
 // serveConfig is what start and dev hand to serve.
 type serveConfig struct {
@@ -302,6 +345,7 @@ type serveConfig struct {
 	httpAddr  string // "": no HTTP gateway
 	cors      []string
 	pprofAddr string // "": no profiling endpoint
+	mapTiles  string // the map page's tile URL template ("": none)
 	banner    func(addr, httpAddr string)
 	cmd       string // for messages: "start" or "dev"
 	limits    connLimits
@@ -317,9 +361,9 @@ type connLimits struct {
 // io.Options'.
 func connLimitFlags(fset *flag.FlagSet) *connLimits {
 	l := &connLimits{}
-	fset.DurationVar(&l.readTimeout, "read-timeout", 30*time.Second, "close a binary-protocol connection that has not completed a frame this long after its first byte (0: never)")
-	fset.DurationVar(&l.idleTimeout, "idle-timeout", 5*time.Minute, "close a client's binary-protocol connection after this long with nothing read or written and no request waiting for its answer (0: never)")
-	fset.IntVar(&l.maxConnections, "max-connections", 10000, "the most binary-protocol connections open at once, clients' and other replicas'; one more gets CLUSTER_BUSY (0: no limit)")
+	fset.DurationVar(&l.readTimeout, "read-timeout", 30*time.Second, "close a binary-protocol connection that has not completed a frame `D` after its first byte (0: never)")
+	fset.DurationVar(&l.idleTimeout, "idle-timeout", 5*time.Minute, "close a client's binary-protocol connection after `D` with nothing read or written and no request waiting for its answer (0: never)")
+	fset.IntVar(&l.maxConnections, "max-connections", 10000, "at most `N` binary-protocol connections open at once, clients' and other replicas'; one more gets CLUSTER_BUSY (0: no limit)")
 	return l
 }
 
@@ -355,7 +399,8 @@ func serve(log *zap.Logger, cfg serveConfig, stderr io.Writer) int {
 		}
 		defer stopPprof()
 	}
-	opts := cfg.limits.options(geoio.Options{Addresses: addrs, Logger: log})
+	set := metrics.NewSet() // the replica's and the gateway's metrics: GET /metrics
+	opts := cfg.limits.options(geoio.Options{Addresses: addrs, Logger: log, Metrics: set})
 	var srv *geoio.Server
 	var err error
 	if cfg.lock != nil {
@@ -384,7 +429,8 @@ func serve(log *zap.Logger, cfg serveConfig, stderr io.Writer) int {
 		}
 		backend, err = ghttp.NewLocalBackend(dial, client.Options{Cluster: srv.Cluster().Cluster})
 		if err == nil {
-			gw, err = ghttp.Listen(httpAddr, ghttp.Config{Backend: backend, Logger: log, CORSOrigins: cfg.cors})
+			gw, err = ghttp.Listen(httpAddr, ghttp.Config{Backend: backend, Logger: log, CORSOrigins: cfg.cors, MapTiles: cfg.mapTiles,
+				Metrics: set, Health: probeHealth(srv)})
 			if err != nil {
 				backend.Close()
 			}

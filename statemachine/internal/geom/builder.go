@@ -24,13 +24,20 @@ import (
 // page's budget). What it returns is the same either way: only its time
 // differs. The kept polygon holds its memory (about 20 MB for 101,000
 // edges) until the next Build.
+//
+// A polygon prepared away from the builder (PreparePolygon, on another
+// goroutine) can be handed to it (Offer) to be kept in the same way, so
+// that the Build of the same rings takes it instead of building.
 type PolygonBuilder struct {
 	mem polygonMemory
 
-	last       *Polygon // nil when none is kept
-	lastOuter  []core.Coordinate
-	lastHoles  [][]core.Coordinate
-	lastCoords []core.Coordinate // the memory of lastOuter and lastHoles
+	last      *Polygon // nil when none is kept
+	lastOuter []core.Coordinate
+	lastHoles [][]core.Coordinate
+	// The memory of lastOuter and lastHoles when Build kept them (an
+	// offered polygon's rings are its own, and are never written).
+	coords []core.Coordinate
+	rings  [][]core.Coordinate
 }
 
 // cacheMinVertices: polygons with fewer vertices in all are cheap to
@@ -52,21 +59,80 @@ func (b *PolygonBuilder) Build(outer []core.Coordinate, holes [][]core.Coordinat
 		n += len(h)
 	}
 	if n >= cacheMinVertices {
-		b.lastCoords = append(b.lastCoords[:0], outer...)
+		b.coords = append(b.coords[:0], outer...)
 		for _, h := range holes {
-			b.lastCoords = append(b.lastCoords, h...)
+			b.coords = append(b.coords, h...)
 		}
-		b.lastOuter = b.lastCoords[:len(outer):len(outer)]
-		b.lastHoles = b.lastHoles[:0]
+		b.rings = b.rings[:0]
 		at := len(outer)
 		for _, h := range holes {
-			b.lastHoles = append(b.lastHoles, b.lastCoords[at:at+len(h):at+len(h)])
+			b.rings = append(b.rings, b.coords[at:at+len(h):at+len(h)])
 			at += len(h)
 		}
-		b.last = p
+		b.last, b.lastOuter, b.lastHoles = p, b.coords[:len(outer):len(outer)], b.rings
 		p.keepScan = true
 	}
 	return p, nil
+}
+
+// A PreparedPolygon is a polygon built, with its scan, in memory of its
+// own, by PreparePolygon, with the rings it was built of.
+type PreparedPolygon struct {
+	p     *Polygon
+	outer []core.Coordinate
+	holes [][]core.Coordinate
+	edges int
+}
+
+// PreparePolygon builds the polygon of outer and holes as NewPolygon does,
+// and its Scan, for a builder's Offer: the work of a builder's Build of
+// those rings, done beforehand, on any goroutine. It returns nil and
+// NewPolygon's error when the polygon is not valid, and nil and no error
+// when a builder would not keep it (fewer than cacheMinVertices vertices,
+// or too wide for the plane). The rings are kept, not copied: the caller
+// does not change them afterwards.
+//
+// Once it has returned, the prepared polygon is never written again:
+// builders on several goroutines may share it.
+func PreparePolygon(outer []core.Coordinate, holes [][]core.Coordinate) (*PreparedPolygon, error) {
+	n := len(outer)
+	for _, h := range holes {
+		n += len(h)
+	}
+	if n < cacheMinVertices {
+		return nil, nil
+	}
+	mem := new(polygonMemory)
+	p, err := buildPolygon(outer, holes, maxBoxTests, mem)
+	if err != nil || p.mem != mem {
+		return nil, err
+	}
+	p.keepScan = true
+	p.Scan()
+	return &PreparedPolygon{p: p, outer: outer, holes: holes, edges: p.Edges()}, nil
+}
+
+// SameRings reports whether two polygons' rings are the same lists of
+// vertices.
+func SameRings(outer []core.Coordinate, holes [][]core.Coordinate, outer2 []core.Coordinate, holes2 [][]core.Coordinate) bool {
+	return sameRings(outer, holes, outer2, holes2)
+}
+
+// Polygon returns the prepared polygon, its Scan done.
+func (pp *PreparedPolygon) Polygon() *Polygon { return pp.p }
+
+// Edges returns the polygon's number of edges, which its memory is
+// proportional to (about 200 bytes an edge).
+func (pp *PreparedPolygon) Edges() int { return pp.edges }
+
+// Offer has the builder keep pp as the last polygon it built: its next
+// Build of pp's rings returns pp's polygon, whose Scan is done. What
+// Build returns is the same either way.
+func (b *PolygonBuilder) Offer(pp *PreparedPolygon) {
+	if pp == nil || b.last == pp.p {
+		return
+	}
+	b.last, b.lastOuter, b.lastHoles = pp.p, pp.outer, pp.holes
 }
 
 // sameRings reports whether two polygons' rings are the same lists of

@@ -204,3 +204,69 @@ func TestPolygonBuilderKeepsLastLarge(t *testing.T) {
 	p5, _ := b.Build(outer, holes)
 	same("after a small one", p5, outer, holes)
 }
+
+// A polygon prepared beside the builder and offered to it serves the
+// Build of its rings (and answers as NewPolygon's does); a Build that
+// keeps another polygon afterwards writes nothing of the offered one's
+// rings, which other builders may share; small and invalid polygons are
+// not prepared.
+func TestPreparedPolygonOffer(t *testing.T) {
+	const lat, lon = 38_110_000_000, 13_360_000_000
+	outer := circle(lat, lon, 1, 1000)
+	holes := [][]core.Coordinate{circle(lat, lon, 0.3, 600), circle(lat+500_000_000, lon, 0.1, 100)}
+	pp, err := PreparePolygon(outer, holes)
+	if pp == nil || err != nil {
+		t.Fatalf("a polygon of 1,700 vertices was not prepared: %v", err)
+	}
+	if !SameRings(pp.outer, pp.holes, slices.Clone(outer), holes) || SameRings(pp.outer, pp.holes, outer, holes[:1]) || pp.Edges() != 1700 {
+		t.Fatalf("SameRings or Edges (%d) is wrong", pp.Edges())
+	}
+	want, err := NewPolygon(outer, holes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRS, _ := want.Scan()
+	var b PolygonBuilder
+	b.Offer(pp)
+	got, err := b.Build(slices.Clone(outer), holes)
+	if err != nil || got != pp.p {
+		t.Fatalf("Build after Offer: %v, prepared polygon %v", err, got == pp.p)
+	}
+	if rs, _ := got.Scan(); !slices.Equal(rs, wantRS) {
+		t.Fatalf("the prepared polygon's %d ranges, NewPolygon's %d", len(rs), len(wantRS))
+	}
+	for i := range 500 {
+		q := probeAt(destination(lat, lon, 1.2*math.Pi/180*float64(i%100)/100, float64(i)*0.77))
+		if w, g := want.ContainsPoint(q.lat, q.lon), got.ContainsPoint(q.lat, q.lon); w != g {
+			t.Fatalf("ContainsPoint(%d, %d) = %v, NewPolygon's %v", q.lat, q.lon, g, w)
+		}
+	}
+	// Another large polygon, then a third with more holes: the builder
+	// keeps them in its own memory.
+	keepOuter, keepHoles := slices.Clone(outer), [][]core.Coordinate{slices.Clone(holes[0]), slices.Clone(holes[1])}
+	other := circle(lat, lon, 1.1, 1000)
+	otherHoles := [][]core.Coordinate{circle(lat, lon, 0.2, 600), circle(lat-500_000_000, lon, 0.1, 100)}
+	if _, err := b.Build(other, otherHoles); err != nil {
+		t.Fatal(err)
+	}
+	three := append(slices.Clone(otherHoles), circle(lat+500_000_000, lon, 0.1, 100))
+	if _, err := b.Build(other, three); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(pp.outer, keepOuter) || len(pp.holes) != 2 || !slices.Equal(pp.holes[0], keepHoles[0]) || !slices.Equal(pp.holes[1], keepHoles[1]) {
+		t.Fatal("a later Build wrote the offered polygon's rings")
+	}
+	if p, _ := b.Build(outer, holes); p == pp.p {
+		t.Fatal("the builder still returns the offered polygon after building others")
+	}
+	b.Offer(nil)
+	if pp, err := PreparePolygon(circle(lat, lon, 1, 500), nil); pp != nil || err != nil {
+		t.Fatalf("a polygon of 500 vertices was prepared (%v)", err)
+	}
+	bowtie := slices.Clone(outer)
+	bowtie[0], bowtie[1] = bowtie[1], bowtie[0]
+	_, wantErr := NewPolygon(bowtie, holes)
+	if pp, err := PreparePolygon(bowtie, holes); pp != nil || err == nil || err.Error() != wantErr.Error() {
+		t.Fatalf("an invalid polygon: %v, NewPolygon's %v", err, wantErr)
+	}
+}

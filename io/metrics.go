@@ -1,0 +1,231 @@
+package io
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/replica"
+)
+
+// Health is the replica's state as the event loop last published it, for
+// health probes and metrics: reading it never waits for the loop, nor for
+// a leader. The loop publishes it when it starts, on every tick (every
+// Options.TickInterval) and whenever the role, term or leader changes.
+type Health struct {
+	replica.Probe
+	// At is when the loop published it: the loop's heartbeat. It is zero
+	// before the loop has run.
+	At time.Time
+	// Running: the loop runs (it has started and not ended).
+	Running bool
+	// Replaying: the replica is applying the log it recovered at start
+	// and holds clients' requests until it has.
+	Replaying bool
+	// PrevCommit is the commit index of the publication before this one
+	// (a tick earlier): a replica that has applied up to it is caught up
+	// but for what committed since (readiness).
+	PrevCommit uint64
+	// Data is the state machine's counts, refreshed at most once every
+	// dataEvery (the stats operation's work: it is not free).
+	Data core.Stats
+	// Status is what the status operation would answer, with Data's
+	// counts.
+	Status core.StatusReply
+}
+
+// dataEvery is how often the loop refreshes Health.Data.
+const dataEvery = time.Second
+
+// Health is the replica's state as the loop last published it (see
+// Health). Safe for concurrent use.
+func (s *Server) Health() Health {
+	h := s.health.Load()
+	if h == nil {
+		return Health{}
+	}
+	out := *h
+	select {
+	case <-s.loopDone:
+		out.Running = false
+	default:
+	}
+	return out
+}
+
+// publish stores the replica's state for Health (on the loop). The data
+// counts are refreshed once they are dataEvery old.
+func (s *Server) publish(now time.Time) {
+	h := &Health{Probe: s.r.Probe(), At: now, Running: true, Replaying: s.replay.to > 0}
+	old := s.health.Load()
+	if old != nil {
+		h.PrevCommit = old.Commit
+	}
+	if old != nil && now.Sub(s.dataAt) < dataEvery {
+		h.Data = old.Data
+	} else {
+		h.Data, s.dataAt = s.r.Data(), now
+	}
+	h.Status = s.r.StatusReply(h.Data)
+	s.health.Store(h)
+}
+
+// Histogram buckets, in seconds (latencies) and counts.
+var (
+	// LatencyBuckets are the buckets of every latency histogram: 50 µs
+	// doubling to 52 s (21 buckets).
+	LatencyBuckets = metrics.ExponentialBuckets(50e-6, 2, 21)
+	// countBuckets: 1 doubling to 16,384 (15 buckets).
+	countBuckets = metrics.ExponentialBuckets(1, 2, 15)
+)
+
+// serverMetrics are the server's instruments in Options.Metrics. The loop
+// never records into them but for the rare leader change; the readers
+// count requests, the disk goroutine its fsyncs and snapshots, and gauges
+// read Health when scraped.
+type serverMetrics struct {
+	requests      []*metrics.Counter // by operation code, binary-protocol client requests
+	registers     *metrics.Counter
+	leaderChanges *metrics.Counter
+	disk          diskMetrics
+	// Work beside the loop: a snapshot encoded for a follower (leader),
+	// or a leader's snapshot decoded into the state (follower).
+	snapshotEncode, snapshotDecode *metrics.PrometheusHistogram
+}
+
+// What Server.beside does (its log messages).
+const (
+	snapshotEncoded = "snapshot encoded"
+	snapshotDecoded = "snapshot decoded"
+)
+
+// diskMetrics are the disk goroutine's and the snapshot writer's.
+type diskMetrics struct {
+	fsync           *metrics.PrometheusHistogram // seconds per log fsync
+	entriesPerFsync *metrics.PrometheusHistogram // log entries (requests, batches) one fsync made durable
+	snapshotWrite   *metrics.PrometheusHistogram // seconds to encode, write and fsync a snapshot file
+	snapshotBytes   atomic.Int64                 // the last snapshot file's size
+}
+
+// newServerMetrics registers the server's metrics in set (see
+// docs/operations.md, Metrics, for each one's meaning). set must not hold
+// them already: one server per set.
+func newServerMetrics(s *Server, set *metrics.Set) *serverMetrics {
+	m := &serverMetrics{}
+	m.requests = make([]*metrics.Counter, 256)
+	for op := range 256 {
+		if o := core.Operation(op); o.Valid() {
+			m.requests[op] = set.NewCounter(fmt.Sprintf(`geoevent_requests_total{op=%q}`, o.String()))
+		}
+	}
+	m.registers = set.NewCounter(`geoevent_session_registers_total`)
+	m.leaderChanges = set.NewCounter(`geoevent_raft_leader_changes_total`)
+	m.disk.fsync = set.NewPrometheusHistogramExt(`geoevent_log_fsync_seconds`, LatencyBuckets)
+	m.disk.entriesPerFsync = set.NewPrometheusHistogramExt(`geoevent_log_entries_per_fsync`, countBuckets)
+	m.disk.snapshotWrite = set.NewPrometheusHistogramExt(`geoevent_snapshot_write_seconds`, LatencyBuckets)
+	m.snapshotEncode = set.NewPrometheusHistogramExt(`geoevent_snapshot_encode_seconds`, LatencyBuckets)
+	m.snapshotDecode = set.NewPrometheusHistogramExt(`geoevent_snapshot_decode_seconds`, LatencyBuckets)
+	set.NewGauge(`geoevent_snapshot_bytes`, func() float64 { return float64(m.disk.snapshotBytes.Load()) })
+
+	gauge := func(name string, f func(h *Health) float64) {
+		set.NewGauge(name, func() float64 { h := s.Health(); return f(&h) })
+	}
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	gauge(`geoevent_raft_term`, func(h *Health) float64 { return float64(h.Term) })
+	for _, role := range []replica.Role{replica.Follower, replica.Candidate, replica.Leader} {
+		gauge(fmt.Sprintf(`geoevent_raft_role{role=%q}`, role.String()), func(h *Health) float64 { return b(h.Running && h.Role == role) })
+	}
+	gauge(`geoevent_raft_leader`, func(h *Health) float64 {
+		if h.At.IsZero() || h.Leader == replica.NoLeader {
+			return -1
+		}
+		return float64(h.Leader)
+	})
+	gauge(`geoevent_raft_leader_heard`, func(h *Health) float64 { return b(h.Running && h.LeaderHeard) })
+	gauge(`geoevent_raft_commit_index`, func(h *Health) float64 { return float64(h.Commit) })
+	gauge(`geoevent_raft_applied_index`, func(h *Health) float64 { return float64(h.Applied) })
+	gauge(`geoevent_raft_last_index`, func(h *Health) float64 { return float64(h.LastIndex) })
+	gauge(`geoevent_replica_repairing`, func(h *Health) float64 { return b(h.Repairing) })
+	gauge(`geoevent_loop_heartbeat_age_seconds`, func(h *Health) float64 {
+		if h.At.IsZero() {
+			return -1
+		}
+		return time.Since(h.At).Seconds()
+	})
+	gauge(`geoevent_entities`, func(h *Health) float64 { return float64(h.Data.EntityCount) })
+	gauge(`geoevent_events`, func(h *Health) float64 { return float64(h.Data.EventCount) })
+	gauge(`geoevent_index_bytes`, func(h *Health) float64 { return float64(h.Data.IndexBytes) })
+	set.NewGauge(`geoevent_connections`, func() float64 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return float64(len(s.live))
+	})
+	return m
+}
+
+// countFrame counts a client frame by its operation (on the connection's
+// reader, not the loop). A nil m records nothing.
+func (m *serverMetrics) countFrame(h core.Header, payload []byte) {
+	if m == nil {
+		return
+	}
+	switch h.Type {
+	case core.MsgRegister:
+		m.registers.Inc()
+	case core.MsgRequest:
+		op := payload
+		if h.ClientID == 0 {
+			// A read without a session: the cluster id comes first.
+			if _, req, err := core.CutSessionlessRead(payload); err == nil {
+				op = req
+			}
+		}
+		if len(op) > 0 {
+			if c := m.requests[op[0]]; c != nil {
+				c.Inc()
+			}
+		}
+	}
+}
+
+// besideDone records work done beside the loop (Server.beside). A nil m
+// records nothing.
+func (m *serverMetrics) besideDone(what string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	switch what {
+	case snapshotEncoded:
+		m.snapshotEncode.Update(took.Seconds())
+	case snapshotDecoded:
+		m.snapshotDecode.Update(took.Seconds())
+	}
+}
+
+// The disk's recordings; a nil d records nothing.
+
+func (d *diskMetrics) synced(took time.Duration, entries int) {
+	if d == nil {
+		return
+	}
+	d.fsync.Update(took.Seconds())
+	if entries > 0 {
+		d.entriesPerFsync.Update(float64(entries))
+	}
+}
+
+func (d *diskMetrics) snapshotWritten(took time.Duration, bytes int64) {
+	if d == nil {
+		return
+	}
+	d.snapshotWrite.Update(took.Seconds())
+	d.snapshotBytes.Store(bytes)
+}

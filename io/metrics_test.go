@@ -1,0 +1,139 @@
+package io
+
+import (
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// openUnrun opens a one-replica server with metrics in set, whose loop
+// does not run: the test calls what the loop would.
+func openUnrun(t testing.TB, set *metrics.Set) *Server {
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := Format(dir, ClusterInfo{Cluster: testCluster, ReplicaIndex: 0, ReplicaCount: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir, Options{Addresses: []string{"127.0.0.1:0"}, Metrics: set})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestHealthAndGauges: before the loop publishes, Health is zero and the
+// gauges say so (no leader, no heartbeat); once published, Health and
+// the gauges give the replica's state, PrevCommit the commit of the
+// publication before; frames are counted by operation, a sessionless
+// read's too.
+func TestHealthAndGauges(t *testing.T) {
+	set := metrics.NewSet()
+	s := openUnrun(t, set)
+	if h := s.Health(); !h.At.IsZero() || h.Running {
+		t.Fatalf("before the loop: %+v", h)
+	}
+	scrape := func() string {
+		var b strings.Builder
+		set.WritePrometheus(&b)
+		return b.String()
+	}
+	for _, want := range []string{"geoevent_raft_leader -1\n", "geoevent_loop_heartbeat_age_seconds -1\n", `geoevent_raft_role{role="leader"} 0` + "\n"} {
+		if !strings.Contains(scrape(), want) {
+			t.Errorf("before the loop, no %q in:\n%s", want, scrape())
+		}
+	}
+	s.publish(time.Now())
+	s.publish(time.Now())
+	h := s.Health()
+	if !h.Running || h.Status.NodeID != "replica-0" || h.Status.ClusterID != testCluster || h.PrevCommit != h.Commit {
+		t.Fatalf("published: %+v", h)
+	}
+	hd := core.Header{Type: core.MsgRequest, ClientID: 5}
+	s.prepare(hd, []byte{byte(core.OpQueryRadius)})
+	s.prepare(core.Header{Type: core.MsgRequest}, core.AppendSessionlessRead(nil, testCluster, []byte{byte(core.OpQueryRadius)}))
+	s.prepare(core.Header{Type: core.MsgRegister}, nil)
+	s.prepare(hd, nil)         // empty: not counted
+	s.prepare(hd, []byte{250}) // no such operation: not counted
+	out := scrape()
+	for _, want := range []string{`geoevent_requests_total{op="query_radius"} 2`, "geoevent_session_registers_total 1", "geoevent_raft_term "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+}
+
+// BenchmarkPublish is the loop's cost per tick for Health (every 10 ms).
+func BenchmarkPublish(b *testing.B) {
+	s := openUnrun(b, metrics.NewSet())
+	now := time.Now()
+	s.publish(now)
+	for b.Loop() {
+		s.publish(now) // the data counts are not refreshed: as on most ticks
+	}
+}
+
+// BenchmarkCountFrame is a connection reader's cost per client frame.
+func BenchmarkCountFrame(b *testing.B) {
+	m := openUnrun(b, metrics.NewSet()).metrics
+	h := core.Header{Type: core.MsgRequest, ClientID: 5}
+	p := []byte{byte(core.OpUpsert)}
+	for b.Loop() {
+		m.countFrame(h, p)
+	}
+}
+
+// FuzzCountFrame: any client frame is counted or passed over, never a
+// panic.
+func FuzzCountFrame(f *testing.F) {
+	f.Add(uint8(core.MsgRequest), uint64(0), core.AppendSessionlessRead(nil, testCluster, []byte{byte(core.OpPing)}))
+	f.Add(uint8(core.MsgRequest), uint64(3), []byte{byte(core.OpInsert), 1, 2})
+	f.Add(uint8(core.MsgRequest), uint64(0), []byte{1})
+	f.Add(uint8(core.MsgRegister), uint64(0), []byte{})
+	m := newServerMetrics(&Server{}, metrics.NewSet())
+	f.Fuzz(func(t *testing.T, typ uint8, client uint64, payload []byte) {
+		m.countFrame(core.Header{Type: core.MessageType(typ), ClientID: client}, payload)
+	})
+}
+
+// TestDiskMetrics: a served replica that takes snapshots records its
+// fsyncs (one or more entries each), its snapshot files and their size,
+// and the requests by operation.
+func TestDiskMetrics(t *testing.T) {
+	dir := formatDir(t)
+	set := metrics.NewSet()
+	opts := Options{SegmentBytes: 512, Metrics: set}
+	opts.Replica.SnapshotEvery = 5
+	const n = 40
+	writeAndStop(t, dir, opts, n)
+	var b strings.Builder
+	set.WritePrometheus(&b)
+	value := func(name string) float64 {
+		for _, line := range strings.Split(b.String(), "\n") {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("%s: %v", line, err)
+				}
+				return f
+			}
+		}
+		t.Fatalf("no %s in:\n%s", name, b.String())
+		return 0
+	}
+	fsyncs, entries := value("geoevent_log_fsync_seconds_count"), value("geoevent_log_entries_per_fsync_sum")
+	if fsyncs < 1 || entries < n || value("geoevent_log_entries_per_fsync_count") > fsyncs {
+		t.Errorf("%v fsyncs of %v entries (%v counted), want at least %d entries", fsyncs, entries, value("geoevent_log_entries_per_fsync_count"), n)
+	}
+	if value("geoevent_snapshot_write_seconds_count") < 1 || value("geoevent_snapshot_bytes") <= 0 {
+		t.Errorf("snapshots: %v written, the last %v bytes", value("geoevent_snapshot_write_seconds_count"), value("geoevent_snapshot_bytes"))
+	}
+	if got := value(`geoevent_requests_total{op="insert"}`); got != n {
+		t.Errorf("%v inserts counted, want %d", got, n)
+	}
+}
