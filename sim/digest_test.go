@@ -23,7 +23,7 @@ func TestFixedSeedDigests(t *testing.T) {
 		{1, 20000, 1, "all", "ad9f2e22ee9bbe7b8d2a5f26fbf09e997ab521cb15e31c3fedaadd9f026f8760"},
 		{2, 20000, 3, "all", "b09ee6fbd46fb917209c6d96a516a17b8e30fbe74384d7b2a6904cf69ad6be27"},
 		{3, 20000, 3, "crash", "5cdae66866ceed1df11d88997d04eeb29376700d617e72ebdd55f4d35d2c70ca"},
-		{4, 20000, 5, "network", "d9371c72f49223a01488c3eb23bd196eb6b9d557bba93e6bd159b3abbcec1154"},
+		{4, 20000, 5, "network", "e5ed15bfa697cff32627eb4dcf8b5e464592502cf2e18fcc926f9f04fb02b2be"},
 		{5, 20000, 3, "partition", "aef3274fd504ca1dffc7caf852ec4a665d8bc376d7dfd7d9cb6aa1fa7064bb33"},
 	} {
 		faults, err := ParseFaults(c.faults)

@@ -116,10 +116,78 @@ func (b *Box) onArc(lon int64) bool {
 	return lon >= b.minLon || lon <= b.maxLon
 }
 
-// AppendScanRanges appends the box's covering for an index scan (its
-// bounding cap's, Cap.AppendScanRanges); no range is marked Inside.
+// AppendScanRanges appends the box's covering for an index scan; no range
+// is marked Inside. A small box within one cube face is covered by the
+// cells that meet the (s,t) bounding box of its outline (see boxSTCells);
+// another, by its bounding cap's covering (Cap.AppendScanRanges).
 func (b *Box) AppendScanRanges(dst []ScanRange) []ScanRange {
-	return b.cap.AppendScanRanges(dst)
+	var buf [81]s2.CellID
+	cells, ok := b.appendSTCells(buf[:0])
+	if !ok {
+		return b.cap.AppendScanRanges(dst)
+	}
+	return appendCellScanRanges(dst, cells)
+}
+
+const (
+	// boxSTMaxSpan bounds the latitude and longitude spans (nanodegrees)
+	// of a box covered through its (s,t) bounding box.
+	boxSTMaxSpan = 2_000_000_000
+	// boxSTSamples is how many points of each edge of the box's outline
+	// bound its image in (s,t), corners included.
+	boxSTSamples = 9
+	// boxSTPad widens that bound, as a share of its size: far more than
+	// an edge's image strays from the straight line between samples
+	// (parallels and meridians are smooth and the samples at most a
+	// quarter of a degree apart), and than the leaves' size.
+	boxSTPad = 0.05
+)
+
+// appendSTCells appends the cells that meet the padded (s,t) bounding
+// box of the box's outline, at the level where that box spans 5 to 9
+// cells a side (as Cap.AppendScanRanges), or returns false when the box
+// is too large (over boxSTMaxSpan either way), crosses the antimeridian,
+// reaches a pole, or its outline leaves one cube face. A box within a
+// face is the image of its outline's inside, so the bound holds every
+// point of it.
+func (b *Box) appendSTCells(dst []s2.CellID) ([]s2.CellID, bool) {
+	if b.minLon > b.maxLon || b.maxLon-b.minLon > boxSTMaxSpan || b.maxLat-b.minLat > boxSTMaxSpan ||
+		b.maxLat >= maxLatNano-boxSTMaxSpan || b.minLat <= -maxLatNano+boxSTMaxSpan {
+		return dst, false
+	}
+	f := -1
+	var s0, s1, t0, t1 float64
+	for k := range 4 * (boxSTSamples - 1) {
+		side, i := k/(boxSTSamples-1), int64(k%(boxSTSamples-1))
+		lat, lon := b.minLat, b.minLon
+		switch side {
+		case 0: // south edge, west to east
+			lon = b.minLon + (b.maxLon-b.minLon)*i/(boxSTSamples-1)
+		case 1: // east edge, south to north
+			lon, lat = b.maxLon, b.minLat+(b.maxLat-b.minLat)*i/(boxSTSamples-1)
+		case 2: // north edge, east to west
+			lat, lon = b.maxLat, b.maxLon-(b.maxLon-b.minLon)*i/(boxSTSamples-1)
+		case 3: // west edge, north to south
+			lat = b.maxLat - (b.maxLat-b.minLat)*i/(boxSTSamples-1)
+		}
+		pf, s, t := faceST(pointFromNano(lat, lon))
+		switch {
+		case f < 0:
+			f, s0, s1, t0, t1 = pf, s, s, t, t
+		case pf != f:
+			return dst, false
+		}
+		s0, s1, t0, t1 = min(s0, s), max(s1, s), min(t0, t), max(t1, t)
+	}
+	ps, pt := (s1-s0)*boxSTPad+1e-9, (t1-t0)*boxSTPad+1e-9
+	s0, s1, t0, t1 = s0-ps, s1+ps, t0-pt, t1+pt
+	if !(s0 > 0 && s1 < 1 && t0 > 0 && t1 < 1) {
+		return dst, false
+	}
+	r := max(s1-s0, t1-t0) / 2
+	level := min(max(-math.Ilogb(r)-1, 0)+2, maxLevel)
+	n := float64(int(1) << level)
+	return appendFaceIJBlock(dst, f, level, int(s0*n), int(s1*n), int(t0*n), int(t1*n)), true
 }
 
 // mayContainPoint reports whether some point within boxSlack of p (not
