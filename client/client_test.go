@@ -56,6 +56,14 @@ func TestRoundTripEveryMethod(t *testing.T) {
 	if err != nil || len(pq.Events) != 2 {
 		t.Fatalf("QueryPolygon: %+v %v", pq, err)
 	}
+	bq, err := c.QueryBBox(ctx, &core.BBoxQuery{MinLatNano: lat0 - d, MinLonNano: lon0 - d, MaxLatNano: lat0 + d, MaxLonNano: lon0 + 2*d})
+	if err != nil || len(bq.Events) != 2 {
+		t.Fatalf("QueryBBox: %+v %v", bq, err)
+	}
+	nq, err := c.QueryNearest(ctx, &core.NearestQuery{Center: core.Coordinate{LatNano: lat0 + 1_000_000, LonNano: lon0}, Page: core.Page{Limit: 1}})
+	if err != nil || len(nq.Events) != 1 || nq.Events[0].EntityID != id(2) || nq.DistancesMM[0] != 0 || !nq.HasMore {
+		t.Fatalf("QueryNearest: %+v %v", nq, err)
+	}
 	lq, err := c.QueryLatest(ctx, &core.LatestQuery{Page: core.Page{Limit: 1}})
 	if err != nil || len(lq.Events) != 1 || !lq.HasMore || lq.Cursor == "" || lq.Events[0].EntityID != id(1) {
 		t.Fatalf("QueryLatest: %+v %v", lq, err)

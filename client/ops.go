@@ -74,6 +74,20 @@ func (c *Client) QueryPolygon(ctx context.Context, q *core.PolygonQuery) (*core.
 	return Call(ctx, c, core.QueryPolygon, q)
 }
 
+// QueryBBox returns one page of the latest positions in a box bounded by
+// parallels and meridians (across the antimeridian when MinLonNano >
+// MaxLonNano).
+func (c *Client) QueryBBox(ctx context.Context, q *core.BBoxQuery) (*core.QueryResult, error) {
+	return Call(ctx, c, core.QueryBBox, q)
+}
+
+// QueryNearest returns the q.Limit (k) latest positions nearest a point,
+// nearest first, with their distances; the page's cursor continues with
+// the next-nearest.
+func (c *Client) QueryNearest(ctx context.Context, q *core.NearestQuery) (*core.QueryResult, error) {
+	return Call(ctx, c, core.QueryNearest, q)
+}
+
 // QueryLatest returns one page of entities' latest positions, newest first.
 func (c *Client) QueryLatest(ctx context.Context, q *core.LatestQuery) (*core.QueryResult, error) {
 	return Call(ctx, c, core.QueryLatest, q)

@@ -24,6 +24,9 @@ import (
 //	str                      u16 length (<= MaxCodecString), bytes
 //	group                    bool set, u64 group_id (both always present)
 //	page                     u32 limit, str cursor
+//	filter                   u64 since_ns, u16 flags_all, u16 flags_any
+//	[filter]                 an optional trailing filter: present exactly when it is
+//	                         not all zero (so an encoding without one is as before)
 //
 // Each operation's codecs are an entry of the operation table (optable.go:
 // Insert, QueryRadius, ...), typed by the Go types below; AppendRequest,
@@ -37,14 +40,18 @@ import (
 //	ttl_extend            *TTLExtendRequest   id, u32 extend_by_seconds
 //	ttl_clear             *TTLClearRequest    id
 //	cleanup_expired       *CleanupRequest     u32 max_entries
-//	query_radius          *RadiusQuery        coord center, u64 radius_mm, group, page
-//	query_polygon         *PolygonQuery       ring vertices, u16 hole count, hole count rings, group, page
+//	query_radius          *RadiusQuery        coord center, u64 radius_mm, group, page, [filter]
+//	query_polygon         *PolygonQuery       ring vertices, u16 hole count, hole count rings, group, page,
+//	                                          [filter, u8 edges] (present exactly when either is not zero;
+//	                                          edges 0 geodesic, 1 planar)
 //	get_latest            *Uint128            id
 //	get_latest_batch      *IDList             ids
 //	query_latest          *LatestQuery        u64 since_ns, group, page
 //	entity_history        *HistoryQuery       id, u64 since_ns, u64 until_ns, page
 //	stats, status,        nil                 empty
 //	topology, ping
+//	query_bbox            *BBoxQuery          coord min (lat, lon), coord max (lat, lon), group, filter, page
+//	query_nearest         *NearestQuery       coord center, u64 max_distance_mm, group, filter, page
 //
 // Replies (AppendReply / DecodeReply):
 //
@@ -55,10 +62,12 @@ import (
 //	ttl_extend            *TTLExtendReply     u64 previous_expires_at_ns, u64 new_expires_at_ns
 //	ttl_clear             *TTLClearReply      u64 previous_expires_at_ns, bool had_ttl
 //	cleanup_expired       *CleanupReply       u32 scanned, u32 removed
-//	query_radius          *QueryResult        events, then one u64 distance_mm per event, bool has_more, str cursor
+//	query_radius,         *QueryResult        events, then one u64 distance_mm per event, bool has_more, str cursor
+//	query_nearest
 //	query_polygon,        *QueryResult        events, bool has_more, str cursor (DistancesMM must be empty)
 //	query_latest,
-//	entity_history
+//	entity_history,
+//	query_bbox
 //	get_latest            *LatestResult       bool found, and the event only when found
 //	get_latest_batch      *LatestResults      u32 count, count x (bool found, event when found)
 //	stats                 *Stats              u64 event_count, u64 entity_count, u64 storage_bytes, u64 index_bytes,
@@ -352,6 +361,20 @@ func (e *encoder) page(p Page) {
 	e.str(p.Cursor)
 }
 
+func (e *encoder) filter(f Filter) {
+	e.u64(f.SinceNS)
+	e.u16(f.FlagsAll)
+	e.u16(f.FlagsAny)
+}
+
+// optFilter appends f as an optional trailing filter: nothing when it is
+// zero.
+func (e *encoder) optFilter(f Filter) {
+	if !f.IsZero() {
+		e.filter(f)
+	}
+}
+
 func (e *encoder) latest(r *LatestResult) {
 	e.bool(r.Found)
 	if r.Found {
@@ -557,6 +580,24 @@ func (d *decoder) str(what string) string {
 
 func (d *decoder) group() GroupFilter {
 	return GroupFilter{Set: d.bool(), ID: d.u64()}
+}
+
+func (d *decoder) filter() Filter {
+	return Filter{SinceNS: d.u64(), FlagsAll: d.u16(), FlagsAny: d.u16()}
+}
+
+// optFilter reads an optional trailing filter: the zero Filter when no
+// bytes are left; a present filter that is zero is not canonical (its
+// encoder writes none), and fails.
+func (d *decoder) optFilter() Filter {
+	if d.err != nil || len(d.b) == 0 {
+		return Filter{}
+	}
+	f := d.filter()
+	if d.err == nil && f.IsZero() {
+		d.fail("a trailing filter that is zero")
+	}
+	return f
 }
 
 func (d *decoder) page() Page {

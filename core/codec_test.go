@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -127,14 +128,23 @@ func genRequest(t *rapid.T, op Operation) any {
 	case OpCleanupExpired:
 		return &CleanupRequest{MaxEntries: rapid.Uint32().Draw(t, "max")}
 	case OpQueryRadius:
-		return &RadiusQuery{Center: genCoord().Draw(t, "center"), RadiusMM: rapid.Uint64().Draw(t, "radius"), Group: genGroup(t), Page: genPage(t)}
+		return &RadiusQuery{Center: genCoord().Draw(t, "center"), RadiusMM: rapid.Uint64().Draw(t, "radius"), Group: genGroup(t), Filter: genFilter(t), Page: genPage(t)}
 	case OpQueryPolygon:
 		return &PolygonQuery{
 			Vertices: rapid.SliceOfN(genCoord(), 0, 12).Draw(t, "vertices"),
 			Holes:    rapid.SliceOfN(rapid.SliceOfN(genCoord(), 0, 5), 0, 4).Draw(t, "holes"),
 			Group:    genGroup(t),
+			Filter:   genFilter(t),
+			Edges:    Edges(rapid.SampledFrom([]uint8{0, 0, 1, 7}).Draw(t, "edges")),
 			Page:     genPage(t),
 		}
+	case OpQueryBBox:
+		lo, hi := genCoord().Draw(t, "min"), genCoord().Draw(t, "max")
+		return &BBoxQuery{MinLatNano: lo.LatNano, MinLonNano: lo.LonNano, MaxLatNano: hi.LatNano, MaxLonNano: hi.LonNano,
+			Group: genGroup(t), Filter: genFilter(t), Page: genPage(t)}
+	case OpQueryNearest:
+		return &NearestQuery{Center: genCoord().Draw(t, "center"), MaxDistanceMM: rapid.Uint64().Draw(t, "max_distance"),
+			Group: genGroup(t), Filter: genFilter(t), Page: genPage(t)}
 	case OpGetLatest:
 		id := genUint128().Draw(t, "id")
 		return &id
@@ -149,6 +159,15 @@ func genRequest(t *rapid.T, op Operation) any {
 		return nil
 	}
 	panic("no generator for " + op.String())
+}
+
+// genFilter draws a filter, zero half the time (the optional trailing
+// filter's two encodings).
+func genFilter(t *rapid.T) Filter {
+	if !rapid.Bool().Draw(t, "filtered") {
+		return Filter{}
+	}
+	return Filter{SinceNS: rapid.Uint64().Draw(t, "since"), FlagsAll: rapid.Uint16().Draw(t, "flags_all"), FlagsAny: rapid.Uint16().Draw(t, "flags_any")}
 }
 
 func genLatest(t *rapid.T) LatestResult {
@@ -179,9 +198,9 @@ func genReply(t *rapid.T, op Operation) any {
 		return &TTLClearReply{PreviousExpiresAtNS: rapid.Uint64().Draw(t, "prev"), HadTTL: rapid.Bool().Draw(t, "had")}
 	case OpCleanupExpired:
 		return &CleanupReply{Scanned: rapid.Uint32().Draw(t, "scanned"), Removed: rapid.Uint32().Draw(t, "removed")}
-	case OpQueryRadius, OpQueryPolygon, OpQueryLatest, OpEntityHistory:
+	case OpQueryRadius, OpQueryPolygon, OpQueryLatest, OpEntityHistory, OpQueryBBox, OpQueryNearest:
 		r := &QueryResult{Events: genSmallEvents(t, "events"), HasMore: rapid.Bool().Draw(t, "has_more"), Cursor: genBytesString(t, MaxCodecString, "cursor")}
-		if op == OpQueryRadius {
+		if op == OpQueryRadius || op == OpQueryNearest {
 			r.DistancesMM = rapid.SliceOfN(rapid.Uint64(), len(r.Events), len(r.Events)).Draw(t, "distances")
 		}
 		return r
@@ -255,6 +274,9 @@ func checkRoundTrip(t *rapid.T, op Operation, v any, enc appendFunc, dec decodeF
 		t.Fatalf("%s: round trip\n got %#v\nwant %#v", op, got, v)
 	}
 	for n := 0; n < len(b); n++ {
+		if optionalTail(op, got) == len(b)-n {
+			continue // the encoding without its optional trailing filter
+		}
 		if _, err := dec(op, b[:n]); err == nil || !decodeCodeOK(codeOf(t, err)) {
 			t.Fatalf("%s: prefix of %d/%d bytes: %v", op, n, len(b), err)
 		}
@@ -262,6 +284,26 @@ func checkRoundTrip(t *rapid.T, op Operation, v any, enc appendFunc, dec decodeF
 	if _, err := dec(op, append(b[:len(b):len(b)], 0)); err == nil || codeOf(t, err) != MalformedRequest.Code {
 		t.Fatalf("%s: a trailing byte is accepted: %v", op, err)
 	}
+}
+
+// filterSize is the size of an encoded filter.
+const filterSize = 12
+
+// optionalTail returns the size of the optional trailing elements of v, a
+// request of op, when they are present (0 when not): a radius query's
+// filter, a polygon query's filter and edges.
+func optionalTail(op Operation, v any) int {
+	switch r := v.(type) {
+	case *RadiusQuery:
+		if !r.Filter.IsZero() {
+			return filterSize
+		}
+	case *PolygonQuery:
+		if !r.Filter.IsZero() || r.Edges != EdgesGeodesic {
+			return filterSize + 1
+		}
+	}
+	return 0
 }
 
 func TestRequestRoundTrip(t *testing.T) {
@@ -292,12 +334,14 @@ func TestDecodedTypes(t *testing.T) {
 		OpCleanupExpired: &CleanupRequest{}, OpQueryRadius: &RadiusQuery{}, OpQueryPolygon: &PolygonQuery{},
 		OpGetLatest: &Uint128{}, OpGetLatestBatch: &IDList{}, OpQueryLatest: &LatestQuery{},
 		OpEntityHistory: &HistoryQuery{}, OpStats: nil, OpStatus: nil, OpTopology: nil, OpPing: nil,
+		OpQueryBBox: &BBoxQuery{}, OpQueryNearest: &NearestQuery{},
 	}
 	replies := map[Operation]any{
 		OpInsert: &InsertReply{}, OpUpsert: &InsertReply{}, OpDeleteEntities: &DeleteReply{},
 		OpTTLSet: &TTLSetReply{}, OpTTLExtend: &TTLExtendReply{}, OpTTLClear: &TTLClearReply{},
 		OpCleanupExpired: &CleanupReply{}, OpQueryRadius: &QueryResult{}, OpQueryPolygon: &QueryResult{},
 		OpGetLatest: &LatestResult{}, OpGetLatestBatch: &LatestResults{}, OpQueryLatest: &QueryResult{},
+		OpQueryBBox: &QueryResult{}, OpQueryNearest: &QueryResult{},
 		OpEntityHistory: &QueryResult{}, OpStats: &Stats{}, OpStatus: &StatusReply{}, OpTopology: &TopologyReply{},
 		OpPing: &PingReply{},
 	}
@@ -358,6 +402,15 @@ func TestCodecLayout(t *testing.T) {
 			Vertices: []Coordinate{{1, 2}}, Holes: [][]Coordinate{{}, {{3, 4}}},
 		}, "0100" + "0100000000000000" + "0200000000000000" + "0200" + "0000" + "0100" + "0300000000000000" + "0400000000000000" +
 			"00" + "0000000000000000" + "00000000" + "0000"},
+		{"radius, filtered", false, OpQueryRadius, &RadiusQuery{RadiusMM: 3, Filter: Filter{SinceNS: 6, FlagsAll: 7, FlagsAny: 8}},
+			"0000000000000000" + "0000000000000000" + "0300000000000000" + "00" + "0000000000000000" + "00000000" + "0000" +
+				"0600000000000000" + "0700" + "0800"},
+		{"bbox", false, OpQueryBBox, &BBoxQuery{MinLatNano: 1, MinLonNano: 2, MaxLatNano: 3, MaxLonNano: -4, Filter: Filter{FlagsAny: 5}},
+			"0100000000000000" + "0200000000000000" + "0300000000000000" + "fcffffffffffffff" + "00" + "0000000000000000" +
+				"0000000000000000" + "0000" + "0500" + "00000000" + "0000"},
+		{"nearest", false, OpQueryNearest, &NearestQuery{Center: Coordinate{1, 2}, MaxDistanceMM: 3, Page: Page{Limit: 4}},
+			"0100000000000000" + "0200000000000000" + "0300000000000000" + "00" + "0000000000000000" +
+				"0000000000000000" + "0000" + "0000" + "04000000" + "0000"},
 		{"history", false, OpEntityHistory, &HistoryQuery{EntityID: id, SinceNS: 1, UntilNS: 2, Page: Page{Limit: 3}},
 			idHex + "0100000000000000" + "0200000000000000" + "03000000" + "0000"},
 		{"insert reply", true, OpInsert, &InsertReply{Committed: true, Results: []EventResult{{Index: 1, Code: 9, Updated: true, TimestampNS: 2}}},
@@ -521,7 +574,7 @@ func TestStringsAndBools(t *testing.T) {
 }
 
 func TestCodecMisuse(t *testing.T) {
-	for _, op := range []Operation{OpInvalid, OpPing + 1, 255} {
+	for _, op := range []Operation{OpInvalid, OpQueryNearest + 1, 255} {
 		_, err := AppendRequest(nil, op, nil)
 		wantCode(t, err, UnknownOperation)
 		_, err = DecodeRequest(op, nil)
@@ -585,6 +638,9 @@ func sampleRequests() map[Operation]any {
 		OpGetLatest: &id, OpGetLatestBatch: &ids, OpQueryLatest: &LatestQuery{SinceNS: 5, Page: page},
 		OpEntityHistory: &HistoryQuery{EntityID: id, SinceNS: 1, UntilNS: 2, Page: page},
 		OpStats:         nil, OpStatus: nil, OpTopology: nil, OpPing: nil,
+		OpQueryBBox: &BBoxQuery{MinLatNano: 1, MinLonNano: 179_000_000_000, MaxLatNano: 2, MaxLonNano: -179_000_000_000,
+			Group: GroupFilter{Set: true, ID: 3}, Filter: Filter{SinceNS: 4, FlagsAll: 1, FlagsAny: 6}, Page: page},
+		OpQueryNearest: &NearestQuery{Center: Coordinate{1, 2}, MaxDistanceMM: 5000, Filter: Filter{FlagsAll: 2}, Page: Page{Limit: 10}},
 	}
 }
 
@@ -598,8 +654,9 @@ func sampleReplies() map[Operation]any {
 		OpTTLSet: &TTLSetReply{ExpiresAtNS: 9}, OpTTLExtend: &TTLExtendReply{PreviousExpiresAtNS: 1, NewExpiresAtNS: 2},
 		OpTTLClear: &TTLClearReply{PreviousExpiresAtNS: 3, HadTTL: true}, OpCleanupExpired: &CleanupReply{Scanned: 4, Removed: 5},
 		OpQueryRadius:  &QueryResult{Events: []GeoEvent{ev}, DistancesMM: []uint64{42}, Cursor: ""},
-		OpQueryPolygon: qr, OpQueryLatest: qr, OpEntityHistory: &QueryResult{},
-		OpGetLatest: &LatestResult{Event: ev, Found: true}, OpGetLatestBatch: &latest,
+		OpQueryPolygon: qr, OpQueryLatest: qr, OpEntityHistory: &QueryResult{}, OpQueryBBox: qr,
+		OpQueryNearest: &QueryResult{Events: []GeoEvent{ev, ev}, DistancesMM: []uint64{1, 2}, HasMore: true, Cursor: "AQUAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"},
+		OpGetLatest:    &LatestResult{Event: ev, Found: true}, OpGetLatestBatch: &latest,
 		OpStats:  &Stats{EventCount: 1, EntityCount: 2, StorageBytes: 128, IndexBytes: 4},
 		OpStatus: &StatusReply{EventsCount: 1, Version: "1.0.0", ClusterState: "healthy", NodeID: "replica-0", ClusterID: Uint128{Hi: 1, Lo: 2}},
 		OpTopology: &TopologyReply{Version: 3, ReplicaCount: 3, Primary: 1, Nodes: []NodeInfo{
@@ -759,5 +816,75 @@ func BenchmarkInsertReply10k(b *testing.B) {
 			b.Fatal(err)
 		}
 		FinishFrame(buf, start, Header{Type: MsgReply})
+	}
+}
+
+// TestOptionalFilter: radius and polygon requests carry a filter only when
+// it is not zero, and a present zero filter is refused (it is not the
+// canonical encoding), so old encodings decode as before.
+func TestOptionalFilter(t *testing.T) {
+	for _, c := range []struct {
+		op   Operation
+		tail int
+	}{{OpQueryRadius, filterSize}, {OpQueryPolygon, filterSize + 1}} {
+		plain, err := AppendRequest(nil, c.op, sampleRequests()[c.op])
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = DecodeRequest(c.op, append(slices.Clone(plain), make([]byte, c.tail)...))
+		wantCode(t, err, MalformedRequest)
+		_, err = DecodeRequest(c.op, append(slices.Clone(plain), make([]byte, c.tail-1)...))
+		wantCode(t, err, MalformedRequest)
+		tail := []byte{1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 3, 0, 1}[:c.tail]
+		v, err := DecodeRequest(c.op, append(slices.Clone(plain), tail...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f Filter
+		switch r := v.(type) {
+		case *RadiusQuery:
+			f = r.Filter
+		case *PolygonQuery:
+			f = r.Filter
+			if r.Edges != EdgesPlanar {
+				t.Fatalf("edges %d", r.Edges)
+			}
+		}
+		if f != (Filter{SinceNS: 1, FlagsAll: 2, FlagsAny: 3}) {
+			t.Fatalf("%s: filter %+v", c.op, f)
+		}
+	}
+	// Planar edges alone.
+	q := &PolygonQuery{Vertices: []Coordinate{{1, 2}}, Edges: EdgesPlanar}
+	b, err := AppendRequest(nil, OpQueryPolygon, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := DecodeRequest(OpQueryPolygon, b)
+	if err != nil || v.(*PolygonQuery).Edges != EdgesPlanar || !v.(*PolygonQuery).Filter.IsZero() {
+		t.Fatalf("%+v %v", v, err)
+	}
+}
+
+func TestFilterMatch(t *testing.T) {
+	for _, c := range []struct {
+		f     Filter
+		ts    uint64
+		flags uint16
+		want  bool
+	}{
+		{Filter{}, 0, 0, true},
+		{Filter{SinceNS: 5}, 5, 0, false},
+		{Filter{SinceNS: 5}, 6, 0, true},
+		{Filter{FlagsAll: 3}, 1, 7, true},
+		{Filter{FlagsAll: 3}, 1, 5, false},
+		{Filter{FlagsAny: 6}, 1, 1, false},
+		{Filter{FlagsAny: 6}, 1, 4, true},
+		{Filter{FlagsAll: 1, FlagsAny: 6}, 1, 5, true},
+		{Filter{FlagsAll: 1, FlagsAny: 6}, 1, 4, false},
+	} {
+		if got := c.f.Match(c.ts, c.flags); got != c.want {
+			t.Errorf("%+v.Match(%d, %#x) = %v", c.f, c.ts, c.flags, got)
+		}
 	}
 }

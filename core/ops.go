@@ -23,6 +23,8 @@ const (
 	OpStatus         Operation = 15 // GET /status
 	OpTopology       Operation = 16 // GET /topology
 	OpPing           Operation = 17 // GET /ping
+	OpQueryBBox      Operation = 18 // POST /query/bbox
+	OpQueryNearest   Operation = 19 // POST /query/nearest
 )
 
 // String returns the operation's name in the table (Op.Name).

@@ -290,10 +290,12 @@ var (
 			e.u64(r.RadiusMM)
 			e.group(r.Group)
 			e.page(r.Page)
+			e.optFilter(r.Filter)
 			return e
 		},
 		decReq: func(d decoder) (*RadiusQuery, decoder) {
 			r := &RadiusQuery{Center: d.coord(), RadiusMM: d.u64(), Group: d.group(), Page: d.page()}
+			r.Filter = d.optFilter()
 			return r, d
 		},
 		encRep: func(e encoder, r *QueryResult) encoder { encQueryRep(&e, r, true); return e },
@@ -342,6 +344,37 @@ var (
 			r := &PingReply{Pong: d.bool(), Reason: d.str("reason")}
 			return r, d
 		}}
+	QueryBBox = &Op[BBoxQuery, QueryResult]{Code: OpQueryBBox, Name: "query_bbox",
+		encReq: func(e encoder, r *BBoxQuery) encoder {
+			e.coord(Coordinate{LatNano: r.MinLatNano, LonNano: r.MinLonNano})
+			e.coord(Coordinate{LatNano: r.MaxLatNano, LonNano: r.MaxLonNano})
+			e.group(r.Group)
+			e.filter(r.Filter)
+			e.page(r.Page)
+			return e
+		},
+		decReq: func(d decoder) (*BBoxQuery, decoder) {
+			lo, hi := d.coord(), d.coord()
+			r := &BBoxQuery{MinLatNano: lo.LatNano, MinLonNano: lo.LonNano, MaxLatNano: hi.LatNano, MaxLonNano: hi.LonNano,
+				Group: d.group(), Filter: d.filter(), Page: d.page()}
+			return r, d
+		},
+		encRep: encQueryRepPlain, decRep: decQueryRepPlain}
+	QueryNearest = &Op[NearestQuery, QueryResult]{Code: OpQueryNearest, Name: "query_nearest",
+		encReq: func(e encoder, r *NearestQuery) encoder {
+			e.coord(r.Center)
+			e.u64(r.MaxDistanceMM)
+			e.group(r.Group)
+			e.filter(r.Filter)
+			e.page(r.Page)
+			return e
+		},
+		decReq: func(d decoder) (*NearestQuery, decoder) {
+			r := &NearestQuery{Center: d.coord(), MaxDistanceMM: d.u64(), Group: d.group(), Filter: d.filter(), Page: d.page()}
+			return r, d
+		},
+		encRep: func(e encoder, r *QueryResult) encoder { encQueryRep(&e, r, true); return e },
+		decRep: func(d decoder) (*QueryResult, decoder) { r := decQueryRep(&d, true); return r, d }}
 )
 
 // opTable holds every entry at its code; OpInvalid's slot is nil.
@@ -351,6 +384,7 @@ var opTable = [...]OpCodec{
 	OpQueryRadius: QueryRadius, OpQueryPolygon: QueryPolygon, OpGetLatest: GetLatest,
 	OpGetLatestBatch: GetLatestBatch, OpQueryLatest: QueryLatest, OpEntityHistory: EntityHistory,
 	OpStats: StatsOp, OpStatus: Status, OpTopology: Topology, OpPing: Ping,
+	OpQueryBBox: QueryBBox, OpQueryNearest: QueryNearest,
 }
 
 func encNone(e encoder, _ *None) encoder               { return e }
@@ -403,6 +437,10 @@ func encPolygonReq(e encoder, r *PolygonQuery) encoder {
 	}
 	e.group(r.Group)
 	e.page(r.Page)
+	if !r.Filter.IsZero() || r.Edges != EdgesGeodesic {
+		e.filter(r.Filter)
+		e.b = append(e.b, byte(r.Edges))
+	}
 	return e
 }
 
@@ -416,6 +454,14 @@ func decPolygonReq(d decoder) (*PolygonQuery, decoder) {
 	}
 	q.Group = d.group()
 	q.Page = d.page()
+	if d.err == nil && len(d.b) > 0 {
+		// The optional trailing filter and edges, present exactly when
+		// either is not zero.
+		q.Filter, q.Edges = d.filter(), Edges(d.u8())
+		if d.err == nil && q.Filter.IsZero() && q.Edges == EdgesGeodesic {
+			d.fail("a trailing filter and edges that are zero")
+		}
+	}
 	v := q
 	return v, d
 }

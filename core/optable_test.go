@@ -25,7 +25,7 @@ func TestOpTable(t *testing.T) {
 		}
 		names[o.name()] = true
 	}
-	for _, op := range []Operation{OpInvalid, OpPing + 1, 255} {
+	for _, op := range []Operation{OpInvalid, OpQueryNearest + 1, 255} {
 		if o, ok := Lookup(op); ok || o != nil {
 			t.Errorf("Lookup(%d) = %v, %v", op, o, ok)
 		}

@@ -103,11 +103,54 @@ type GroupFilter struct {
 	ID  uint64
 }
 
+// Filter restricts a spatial query's matches by their entity's latest
+// event: SinceNS keeps events with timestamps after it (0 = all); FlagsAll
+// keeps events whose flags have every one of its bits set; FlagsAny, when
+// not 0, keeps events whose flags have at least one of its bits set. The
+// zero Filter keeps everything.
+type Filter struct {
+	SinceNS  uint64
+	FlagsAll uint16
+	FlagsAny uint16
+}
+
+// IsZero reports whether f keeps everything.
+func (f Filter) IsZero() bool { return f == Filter{} }
+
+// Match reports whether an event of timestamp ts and flags passes f.
+func (f Filter) Match(ts uint64, flags uint16) bool {
+	return (f.SinceNS == 0 || ts > f.SinceNS) && flags&f.FlagsAll == f.FlagsAll && (f.FlagsAny == 0 || flags&f.FlagsAny != 0)
+}
+
 // RadiusQuery finds the latest positions within RadiusMM of Center.
 type RadiusQuery struct {
 	Center   Coordinate
 	RadiusMM uint64
 	Group    GroupFilter
+	Filter   Filter
+	Page
+}
+
+// BBoxQuery finds the latest positions in a box bounded by two parallels
+// (MinLatNano <= lat <= MaxLatNano) and two meridians (from MinLonNano
+// eastward to MaxLonNano: a box whose MinLonNano exceeds its MaxLonNano
+// crosses the antimeridian).
+type BBoxQuery struct {
+	MinLatNano, MinLonNano int64
+	MaxLatNano, MaxLonNano int64
+	Group                  GroupFilter
+	Filter                 Filter
+	Page
+}
+
+// NearestQuery finds the Limit (k: 1 to MaxQueryLimit) latest positions
+// nearest Center, ordered by distance then entity id, within MaxDistanceMM
+// when it is not 0. A page's Cursor continues with the next-nearest.
+type NearestQuery struct {
+	Center        Coordinate
+	MaxDistanceMM uint64
+	Group         GroupFilter
+	Filter        Filter
 	Page
 }
 
@@ -117,8 +160,23 @@ type PolygonQuery struct {
 	Vertices []Coordinate
 	Holes    [][]Coordinate
 	Group    GroupFilter
+	Filter   Filter
+	Edges    Edges
 	Page
 }
+
+// Edges says what a polygon's edges are.
+type Edges uint8
+
+const (
+	// EdgesGeodesic: great-circle arcs, the shortest paths on the sphere
+	// (as S2 reads a polygon). The default.
+	EdgesGeodesic Edges = 0
+	// EdgesPlanar: straight lines in longitude and latitude (as GeoJSON,
+	// PostGIS geometry, Turf and Tile38 read a polygon): an edge between
+	// two points of one parallel follows the parallel.
+	EdgesPlanar Edges = 1
+)
 
 // LatestQuery lists entities' latest positions, newest first, with
 // timestamps after SinceNS (0 = all).
@@ -138,7 +196,7 @@ type HistoryQuery struct {
 }
 
 // QueryResult is one page of a query. DistancesMM is parallel to Events in
-// radius query results and nil otherwise. Cursor is set when HasMore.
+// radius and nearest query results and nil otherwise. Cursor is set when HasMore.
 type QueryResult struct {
 	Events      []GeoEvent
 	DistancesMM []uint64

@@ -41,6 +41,8 @@ func FuzzHTTPRequest(f *testing.F) {
 		{"POST", "/query/radius", "", `{"center_lat":38.1,"center_lon":13.3,"radius_m":1000}`, frameLength},
 		{"POST", "/query/polygon", "", `{"vertices":[{"lat_nano":0,"lon_nano":0},{"lat_nano":1,"lon_nano":0},{"lat_nano":0,"lon_nano":1}]}`, frameLength},
 		{"POST", "/query/latest", "", `{"limit":"2"}`, frameLength},
+		{"POST", "/query/bbox?format=geojson", "", `{"min_lat":38,"min_lon":13,"max_lat":39,"max_lon":14,"flags_any":1}`, frameLength},
+		{"POST", "/query/nearest", "Accept: application/geo+json", `{"center_lat":38.1,"center_lon":13.3,"k":3,"max_distance_m":1000}`, frameLength},
 		{"GET", "/entity/" + id, "", "", frameBare},
 		{"GET", "/entity/" + id + "/history?limit=1&cursor=AAAA", "", "", frameBare},
 		{"GET", "/entity/%36ba7b810-9dad-11d1-80b4-00c04fd430c8", "", "", frameBare},
@@ -220,8 +222,8 @@ func checkAnswer(a reply) string {
 		}
 		return ""
 	}
-	if ct := a.header.Get("Content-Type"); ct != "application/json" {
-		return "Content-Type is not application/json"
+	if ct := a.header.Get("Content-Type"); ct != "application/json" && (ct != "application/geo+json" || a.status != 200) {
+		return "Content-Type is not application/json (nor, for a query's answer, application/geo+json)"
 	}
 	v, err := decodeJSON(a.body)
 	if err != nil {

@@ -14,6 +14,8 @@
 //	POST   /events                      createBatch (alias POST /insert)
 //	POST   /query/radius                queryRadius
 //	POST   /query/polygon               queryPolygon
+//	POST   /query/bbox                  a box between two parallels and two meridians (across the antimeridian when min_lon > max_lon)
+//	POST   /query/nearest               the k nearest entities, by distance then entity id
 //	POST   /query/latest                latest events across entities; with entity_ids a latest-position lookup
 //	GET    /entity/{entity_id}          getLatest
 //	GET    /entity/{entity_id}/history  one entity's events by time (?since_ns=&until_ns=&limit=&cursor=)
@@ -28,9 +30,12 @@
 // # Forms
 //
 // A request is Form A or Form B by its field names: center_lat, center_lon,
-// radius_m and vertices {lat, lon} are Form A; center_lat_nano,
-// center_lon_nano, radius_mm and vertices {lat_nano, lon_nano} are Form B;
-// mixing them in one body is 400. The response has the request's form.
+// radius_m, max_distance_m, min_lat (and the other box corners) and
+// vertices {lat, lon} are Form A; center_lat_nano, center_lon_nano,
+// radius_mm, max_distance_mm, min_lat_nano (...) and vertices {lat_nano,
+// lon_nano} are Form B; mixing them in one body is 400. The spatial
+// queries (radius, polygon, bbox, nearest) also take since_ns, flags_all
+// and flags_any, alike in both forms (see core.Filter). The response has the request's form.
 // Where the body does not tell (no body, GET requests, and the bodies both
 // forms share: /events, /entities/batch, /entities, /query/latest, /ttl/*,
 // /cleanup/expired) the response is Form B unless the URL says ?form=a
@@ -40,7 +45,7 @@
 //
 //   - Form A: degrees; radius_m in metres (an int32, 1 to 40,000,000);
 //     events show lat and lon in degrees beside lat_nano and lon_nano;
-//     radius results carry distance_mm; EventResult {index, result};
+//     radius and nearest results carry distance_mm; EventResult {index, result};
 //     errors {error_code, error_name, message}; GET /entity/{id} of an
 //     unknown entity is 404 with {event: null, found: false} and the
 //     error fields (code 3 ENTITY_NOT_FOUND); /entities/batch omits
@@ -51,10 +56,25 @@
 //   - Form B: nanodegrees; radius_mm (1 to 40,000,000,000); EventResult
 //     {index, code, message (the code's name) when code is not 0, updated
 //     in upsert results}; errors {"error": {code, message (the code's
-//     name), details}}; radius results carry distance_mm; /entities/batch
+//     name), details}}; radius and nearest results carry distance_mm; /entities/batch
 //     has null in place of a missing entity; a batch that did not commit
 //     is 200 with committed false and every event's code; entity ids are
 //     UUID strings or decimal strings.
+//
+// # GeoJSON
+//
+// The queries (radius, polygon, bbox, nearest, latest, history) answer as
+// a GeoJSON FeatureCollection (Content-Type application/geo+json) when
+// the request's Accept header names application/geo+json or its URL says
+// ?format=geojson (?format=json is the default; other endpoints ignore
+// it, and errors are always JSON): one Point Feature an event, its
+// properties the event's fields in the request's form, has_more and
+// cursor as foreign members; a history adds a LineString of its events.
+// A polygon query takes a GeoJSON Polygon, or a MultiPolygon of one
+// polygon, as "geometry" in place of vertices and holes. See geojson.go.
+// A polygon's "edges" is "geodesic" (great-circle arcs, the default) or
+// "planar" (straight in longitude and latitude, as GeoJSON reads them; see
+// core.EdgesPlanar).
 //
 // Events (/events, /insert) take each coordinate in nanodegrees (lat_nano,
 // lon_nano) or in degrees (lat, lon), in either form and mixed within a
@@ -238,7 +258,7 @@
 // 504); 3 ENTITY_NOT_FOUND is 400 there (from /ttl/*), as SPEC.md keeps
 // 404 for the entity lookup, which answers it itself. Backend failures
 // map as follows: a *core.Error keeps its code (101 is named
-// INVALID_RADIUS for radius queries, 300 QUERY_RESULT_TOO_LARGE for
+// INVALID_RADIUS for radius and nearest queries, 300 QUERY_RESULT_TOO_LARGE for
 // queries: the binary protocol carries only the number); the request
 // timeout (DefaultRequestTimeout, 30 s) or the client's deadline is 504
 // with 216 REPLICATION_TIMEOUT (retryable; a write may have committed); a backend that cannot be reached is 503 with 211

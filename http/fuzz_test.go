@@ -16,6 +16,7 @@ var fuzzRoutes = []struct {
 	{"DELETE", "/entities", true}, {"POST", "/delete?form=a", true}, {"POST", "/cleanup/expired", true},
 	{"POST", "/ttl/set", true}, {"POST", "/ttl/extend", true}, {"POST", "/ttl/clear", true},
 	{"GET", "/entity/", false}, {"GET", "/entity/history", false},
+	{"POST", "/query/bbox", false}, {"POST", "/query/nearest", false},
 }
 
 // FuzzRequests sends arbitrary bodies (and path segments) to every
@@ -32,9 +33,15 @@ func FuzzRequests(f *testing.F) {
 		`{"center_lat_nano":38100000000,"center_lon_nano":13300000000,"radius_mm":"1000","cursor":null}`,
 		`{"vertices":[{"lat":0,"lon":0},{"lat":1,"lon":0},{"lat":1,"lon":1}],"holes":[[]]}`,
 		`{"vertices":[{"lat_nano":0,"lon_nano":0},{"lat":1,"lon":0}]}`,
+		`{"vertices":[{"lat":0,"lon":0},{"lat":1,"lon":0},{"lat":1,"lon":1}],"edges":"planar","flags_any":1}`,
+		`{"geometry":{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,0]]]},"edges":"geodesic"}`,
 		`{"entity_ids":["` + id + `","42"]}`, `{"entity_ids":[]}`, `{"max_entries":1}`,
 		`{"entity_id":"` + id + `","ttl_seconds":5}`, `{"entity_id":"` + id + `","extend_by_seconds":5}`,
-		`{"limit":1,"since_ns":"5"}`, `{"a":{"b":[[[[[[1]]]]]]}}`, `[`, `"\ud800"`, "{\"\xff\":1}", ``, `null`,
+		`{"limit":1,"since_ns":"5"}`,
+		`{"min_lat":1,"min_lon":179,"max_lat":2,"max_lon":-179,"flags_all":1,"flags_any":"2","since_ns":3}`,
+		`{"min_lat_nano":1,"min_lon_nano":2,"max_lat_nano":0,"max_lon_nano":1,"limit":2}`,
+		`{"center_lat":38.1,"center_lon":13.3,"k":3,"max_distance_m":1000,"group_id":-1}`,
+		`{"center_lat_nano":1,"center_lon_nano":2,"k":"10000","max_distance_mm":1,"cursor":"AQUAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}`, `{"a":{"b":[[[[[[1]]]]]]}}`, `[`, `"\ud800"`, "{\"\xff\":1}", ``, `null`,
 		`{"events":[{"entity_id":"` + id + `","lat_nano":1,"lon_nano":2,"entity_id":"1"}]}`,
 		`{"events":[{"entity_id":"` + id + `","lat":38.1155,"lon":-1e-9},{"entity_id":"42","lat":1,"lat_nano":1,"lon":0}]}`,
 		`{"events":[{"entity_id":"` + id + `","lat_nano":1,"lon_nano":2,"timestamp_ns":1795815268}]}`,

@@ -134,11 +134,16 @@ func (g *Gateway) radius(c *call) *failure {
 	return query(c, core.QueryRadius, q, true) // both forms carry distance_mm
 }
 
-// query runs a paged query and writes its QueryResult.
+// query runs a paged query and writes its QueryResult, as GeoJSON when
+// the request asks for it (a history with its LineString).
 func query[Req any](c *call, op *core.Op[Req, core.QueryResult], q *Req, distances bool) *failure {
 	r, f := submit(c, op, q)
 	if f != nil {
 		return f
+	}
+	if c.geo {
+		c.geoOut = true
+		return c.ok(func(w *jw) { w.geoFeatures(r, distances, op.Code == core.OpEntityHistory) })
 	}
 	return c.ok(func(w *jw) { w.queryResult(r, distances) })
 }
@@ -169,13 +174,14 @@ func (g *Gateway) latest(c *call) *failure {
 		return f
 	}
 	if ids != nil {
-		return c.lookup(ids)
+		return c.lookup(ids, c.geo)
 	}
 	return query(c, core.QueryLatest, q, false)
 }
 
-// lookup runs get_latest_batch and writes {events}.
-func (c *call) lookup(ids []core.Uint128) *failure {
+// lookup runs get_latest_batch and writes {events}, or, when geo, a
+// GeoJSON FeatureCollection of the entities found.
+func (c *call) lookup(ids []core.Uint128, geo bool) *failure {
 	list := core.IDList(ids)
 	r, f := submit(c, core.GetLatestBatch, &list)
 	if f != nil {
@@ -183,6 +189,10 @@ func (c *call) lookup(ids []core.Uint128) *failure {
 	}
 	if len(*r) != len(ids) {
 		return fail(core.InternalError, "the backend answered %d results for %d ids", len(*r), len(ids))
+	}
+	if geo {
+		c.geoOut = true
+		return c.ok(func(w *jw) { w.geoLatest(*r) })
 	}
 	return c.ok(func(w *jw) { w.latestResults(*r, c.form) })
 }
@@ -263,7 +273,7 @@ func (g *Gateway) getLatestBatch(c *call) *failure {
 	if f != nil {
 		return f
 	}
-	return c.lookup(ids)
+	return c.lookup(ids, false)
 }
 
 // DELETE /entities, POST /delete.

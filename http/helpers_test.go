@@ -152,7 +152,7 @@ func tryRequest(base, method, path string, body any) (resp, error) {
 	}
 	r := resp{status: res.StatusCode, raw: raw, header: res.Header}
 	if method != "HEAD" && path != "/metrics" { // /metrics is Prometheus's text format
-		if ct := res.Header.Get("Content-Type"); ct != "application/json" {
+		if ct := res.Header.Get("Content-Type"); ct != "application/json" && ct != "application/geo+json" {
 			return r, fmt.Errorf("%s %s: Content-Type %q; body %s", method, path, ct, raw)
 		}
 		dec := json.NewDecoder(bytes.NewReader(raw))

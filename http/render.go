@@ -382,6 +382,12 @@ func (w *jw) queryResult(r *core.QueryResult, distances bool) {
 		w.event(&r.Events[i], d)
 	}
 	w.closeArr()
+	w.pageEnd(r)
+	w.close()
+}
+
+// pageEnd writes a page's has_more and cursor (null when it has no more).
+func (w *jw) pageEnd(r *core.QueryResult) {
 	w.key("has_more")
 	w.boolean(r.HasMore)
 	w.key("cursor")
@@ -390,7 +396,6 @@ func (w *jw) queryResult(r *core.QueryResult, distances bool) {
 	} else {
 		w.null()
 	}
-	w.close()
 }
 
 // latestResults writes {events}: Form A omits missing entities, Form B

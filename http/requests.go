@@ -445,28 +445,21 @@ func parseRadius(d *doc, fm form) (form, *core.RadiusQuery, *failure) {
 	}
 	d.members(0, func(k, v int32) bool {
 		var ok bool
-		if ok, f = pageField(d, k, v, fm, &q.Page, &q.Group); ok || f != nil {
+		if ok, f = queryField(d, k, v, fm, &q.Page, &q.Group, &q.Filter); ok || f != nil {
 			return f == nil
 		}
 		name := d.keyName(k)
+		if ok, f = centerField(d, v, name, names, fm, &q.Center, &hasLat, &hasLon); ok {
+			return f == nil
+		}
 		switch {
-		case name == names[0]:
-			if !d.isNull(v) {
-				hasLat = true
-				q.Center.LatNano, f = coordinate(d, v, name, fm, core.MaxLatNano)
-			}
-		case name == names[1]:
-			if !d.isNull(v) {
-				hasLon = true
-				q.Center.LonNano, f = coordinate(d, v, name, fm, core.MaxLonNano)
-			}
 		case name == names[2]:
 			if !d.isNull(v) {
 				hasRadius = true
 				q.RadiusMM, f = radiusOf(d, v, name, fm)
 			}
 		default:
-			f = unknownField(d, k, "", strings.Join(names, ", ")+", limit, cursor, group_id")
+			f = unknownField(d, k, "", strings.Join(names, ", ")+", limit, cursor, group_id"+filterFields)
 		}
 		return f == nil
 	})
@@ -480,6 +473,27 @@ func parseRadius(d *doc, fm form) (form, *core.RadiusQuery, *failure) {
 		f = required(names[2])
 	}
 	return fm, q, f
+}
+
+// centerField decodes a center's latitude (the member names[0]) or
+// longitude (names[1]) into c, noting which it has; handled is false for
+// any other member.
+func centerField(d *doc, v int32, name string, names []string, fm form, c *core.Coordinate, hasLat, hasLon *bool) (handled bool, f *failure) {
+	switch {
+	case name == names[0]:
+		if !d.isNull(v) {
+			*hasLat = true
+			c.LatNano, f = coordinate(d, v, name, fm, core.MaxLatNano)
+		}
+	case name == names[1]:
+		if !d.isNull(v) {
+			*hasLon = true
+			c.LonNano, f = coordinate(d, v, name, fm, core.MaxLonNano)
+		}
+	default:
+		return false, nil
+	}
+	return true, f
 }
 
 func coordinate(d *doc, v int32, path string, fm form, limit int64) (int64, *failure) {
@@ -523,16 +537,21 @@ func parsePolygon(d *doc, fm form) (form, *core.PolygonQuery, *failure) {
 	if f := d.object(0, ""); f != nil {
 		return fm, nil, f
 	}
-	vertices, holes := int32(-1), int32(-1)
+	vertices, holes, geometry := int32(-1), int32(-1), int32(-1)
 	d.members(0, func(k, v int32) bool {
 		switch {
 		case d.keyIs(k, "vertices") && !d.isNull(v):
 			vertices = v
 		case d.keyIs(k, "holes") && !d.isNull(v):
 			holes = v
+		case d.keyIs(k, "geometry") && !d.isNull(v):
+			geometry = v
 		}
 		return true
 	})
+	if geometry >= 0 && (vertices >= 0 || holes >= 0) {
+		return fm, nil, malformed("geometry (GeoJSON) and vertices or holes are two ways to give the polygon: send one")
+	}
 	// The form first, so that every later failure is in it.
 	var rings []int32
 	var paths []string
@@ -572,18 +591,26 @@ func parsePolygon(d *doc, fm form) (form, *core.PolygonQuery, *failure) {
 	var f *failure
 	d.members(0, func(k, v int32) bool {
 		var ok bool
-		if ok, f = pageField(d, k, v, fm, &q.Page, &q.Group); ok || f != nil {
+		if ok, f = queryField(d, k, v, fm, &q.Page, &q.Group, &q.Filter); ok || f != nil {
 			return f == nil
 		}
 		switch string(d.name(k)) {
-		case "vertices", "holes":
+		case "vertices", "holes", "geometry":
+		case "edges":
+			if !d.isNull(v) {
+				q.Edges, f = edgesOf(d, v)
+			}
 		default:
-			f = unknownField(d, k, "", "vertices, holes, limit, cursor, group_id")
+			f = unknownField(d, k, "", "vertices, holes (or geometry), edges, limit, cursor, group_id"+filterFields)
 		}
 		return f == nil
 	})
 	if f != nil {
 		return fm, nil, f
+	}
+	if geometry >= 0 {
+		q.Vertices, q.Holes, f = polygonGeometry(d, geometry)
+		return fm, q, f
 	}
 	// Shapes and counts (cheap), then the vertices.
 	if vertices < 0 {
@@ -619,6 +646,23 @@ func parsePolygon(d *doc, fm form) (form, *core.PolygonQuery, *failure) {
 		}
 	}
 	return fm, q, nil
+}
+
+// edgesOf decodes a polygon's edges: "geodesic" (great-circle arcs, the
+// default) or "planar" (straight in longitude and latitude); anything else
+// is 108 INVALID_ARGUMENT.
+func edgesOf(d *doc, v int32) (core.Edges, *failure) {
+	s, f := d.stringOf(v, "edges")
+	if f != nil {
+		return 0, f
+	}
+	switch s {
+	case "geodesic":
+		return core.EdgesGeodesic, nil
+	case "planar":
+		return core.EdgesPlanar, nil
+	}
+	return 0, fail(core.InvalidArgument, "edges: %q is neither \"geodesic\" nor \"planar\"", s)
 }
 
 // ringShape checks that node r is an array of at most 1,001 elements (1,000
@@ -865,12 +909,12 @@ func parseParams(raw string, allowed ...string) (params, *failure) {
 	}
 	out := params{}
 	for name, vs := range vals {
-		ok := name == "form"
+		ok := name == "form" || name == "format"
 		for _, a := range allowed {
 			ok = ok || name == a
 		}
 		if !ok {
-			list := append([]string{"form"}, allowed...)
+			list := append([]string{"form", "format"}, allowed...)
 			if len(name) > 64 {
 				name = name[:61] + "..."
 			}
@@ -893,6 +937,19 @@ func (p params) form() (form, *failure) {
 		return formA, nil
 	}
 	return formB, malformed("query parameter form: %q is neither a nor b", p["form"])
+}
+
+// format reads ?format=json|geojson (default json): geo is true for
+// geojson, which the queries answer as GeoJSON (geojson.go) and the other
+// endpoints ignore.
+func (p params) format() (geo bool, f *failure) {
+	switch strings.ToLower(p["format"]) {
+	case "", "json":
+		return false, nil
+	case "geojson":
+		return true, nil
+	}
+	return false, malformed("query parameter format: %q is neither json nor geojson", p["format"])
 }
 
 // u64 reads an optional decimal uint64 parameter.

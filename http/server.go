@@ -142,6 +142,8 @@ func New(cfg Config) (*Gateway, error) {
 	add("POST", "/query/radius", g.radius)
 	add("POST", "/query/polygon", g.polygon)
 	add("POST", "/query/latest", g.latest)
+	add("POST", "/query/bbox", g.bbox)
+	add("POST", "/query/nearest", g.nearest)
 	add("GET", "/entity/{entity_id}", g.getLatest)
 	add("GET", "/entity/{entity_id}/history", g.history)
 	add("POST", "/entities/batch", g.getLatestBatch)
@@ -308,6 +310,9 @@ func (c *call) headersFrom(h stdhttp.Header) {
 	if v := h["Access-Control-Request-Method"]; len(v) > 0 {
 		c.preflight = v[0]
 	}
+	for _, v := range h["Accept"] {
+		c.geo = c.geo || acceptsGeoJSON(v)
+	}
 }
 
 // lenientForm is the ?form of a request that is refused before its
@@ -360,7 +365,11 @@ type call struct {
 	origin       string
 	preflight    string
 	held         int64 // bytes of the body budget the request holds
-	status       int   // the answer's status, once written by writeLine (for the metrics)
+	// GeoJSON: geo, the request asks for it (Accept naming
+	// application/geo+json, or ?format=geojson); geoOut, the answer is
+	// GeoJSON (a query's success, see geojson.go).
+	geo, geoOut bool
+	status      int // the answer's status, once written by writeLine (for the metrics)
 }
 
 // minBodyBuffer is a body buffer's first capacity (less for a shorter
@@ -428,6 +437,9 @@ func (c *call) writeLine(status int, body []byte) {
 	c.status = status
 	h := c.w.Header()
 	h["Content-Type"] = jsonContentType
+	if c.geoOut {
+		h["Content-Type"] = geoJSONContentType
+	}
 	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	h["Cache-Control"] = noStore
 	c.w.WriteHeader(status)
@@ -458,7 +470,11 @@ func (c *call) params(allowed ...string) (params, *failure) {
 	if f != nil {
 		return nil, f
 	}
-	c.form, f = p.form()
+	if c.form, f = p.form(); f != nil {
+		return p, f
+	}
+	geo, f := p.format()
+	c.geo = c.geo || geo
 	return p, f
 }
 
@@ -622,12 +638,13 @@ func (c *call) backendFailure(op core.Operation, err error) *failure {
 			core.RequestMismatch.Code, core.SessionLimit.Code:
 			return fail(core.InternalError, "the gateway's session with the replica failed: %s (%d): %s", info.Name, info.Code, ce.Message)
 		case core.InvalidEntityID.Code:
-			if op == core.OpQueryRadius {
+			if op == core.OpQueryRadius || op == core.OpQueryNearest {
 				info = core.InvalidRadius
 			}
 		case core.BatchTooLarge.Code:
 			switch op {
-			case core.OpQueryRadius, core.OpQueryPolygon, core.OpQueryLatest, core.OpEntityHistory:
+			case core.OpQueryRadius, core.OpQueryPolygon, core.OpQueryLatest, core.OpEntityHistory,
+				core.OpQueryBBox, core.OpQueryNearest:
 				info = core.QueryResultTooLarge
 			}
 		}

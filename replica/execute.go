@@ -29,6 +29,8 @@ var executors = [...]executor{
 	}),
 	core.OpQueryLatest:   sm(core.QueryLatest, (*statemachine.StateMachine).QueryLatest),
 	core.OpEntityHistory: sm(core.EntityHistory, (*statemachine.StateMachine).History),
+	core.OpQueryBBox:     sm(core.QueryBBox, (*statemachine.StateMachine).QueryBBox),
+	core.OpQueryNearest:  sm(core.QueryNearest, (*statemachine.StateMachine).QueryNearest),
 	core.OpStats: run(core.StatsOp, func(r *Replica, ts uint64, _ *core.None) (*core.Stats, error) {
 		st := r.sm.Stats(ts)
 		st.ReplicationLagMS = r.replicationLagMS()

@@ -21,7 +21,7 @@ func TestEveryOperationExecutes(t *testing.T) {
 	if _, err := r.execute(core.OpQueryRadius, 1, nil); err == nil {
 		t.Fatal("a nil radius query ran")
 	}
-	if _, err := r.execute(core.OpPing+1, 1, nil); err == nil {
+	if _, err := r.execute(core.OpQueryNearest+1, 1, nil); err == nil {
 		t.Fatal("an unknown operation ran")
 	}
 }

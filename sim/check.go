@@ -145,6 +145,10 @@ func (w *world) checkQueryResult(op *opRec, r *core.QueryResult) string {
 		limit, group = int(q.Limit), q.Group
 	case *core.LatestQuery:
 		limit, group = int(q.Limit), q.Group
+	case *core.BBoxQuery:
+		limit, group = int(q.Limit), q.Group
+	case *core.NearestQuery:
+		limit, group = int(q.Limit), q.Group
 	case *core.HistoryQuery:
 		limit = int(q.Limit)
 	}
@@ -163,7 +167,7 @@ func (w *world) checkQueryResult(op *opRec, r *core.QueryResult) string {
 		// budget (maxScanWork): otherwise a page with more to come is
 		// full. A history page is always full.
 		return "has more without a full page"
-	case op.kind == core.OpQueryRadius && len(r.DistancesMM) != len(r.Events):
+	case (op.kind == core.OpQueryRadius || op.kind == core.OpQueryNearest) && len(r.DistancesMM) != len(r.Events):
 		return "distances do not match the events"
 	}
 	seen := map[core.Uint128]bool{}
@@ -183,9 +187,13 @@ func (w *world) checkQueryResult(op *opRec, r *core.QueryResult) string {
 		}
 		p := &r.Events[i-1]
 		switch op.kind {
-		case core.OpQueryRadius, core.OpQueryPolygon:
+		case core.OpQueryRadius, core.OpQueryPolygon, core.OpQueryBBox:
 			if c := cmp.Compare(p.CellID, e.CellID); c > 0 || (c == 0 && !p.EntityID.Less(e.EntityID)) {
 				return fmt.Sprintf("events %d and %d are out of (cell, entity) order", i-1, i)
+			}
+		case core.OpQueryNearest:
+			if c := cmp.Compare(r.DistancesMM[i-1], r.DistancesMM[i]); c > 0 || (c == 0 && !p.EntityID.Less(e.EntityID)) {
+				return fmt.Sprintf("events %d and %d are out of (distance, entity) order", i-1, i)
 			}
 		case core.OpQueryLatest:
 			if c := cmp.Compare(p.TimestampNS, e.TimestampNS); c < 0 || (c == 0 && !e.EntityID.Less(p.EntityID)) {
@@ -198,6 +206,12 @@ func (w *world) checkQueryResult(op *opRec, r *core.QueryResult) string {
 		for i, d := range r.DistancesMM {
 			if d > q.RadiusMM {
 				return fmt.Sprintf("event %d is %d mm away, beyond the radius", i, d)
+			}
+		}
+	case *core.NearestQuery:
+		for i, d := range r.DistancesMM {
+			if q.MaxDistanceMM != 0 && d > q.MaxDistanceMM {
+				return fmt.Sprintf("event %d is %d mm away, beyond max_distance", i, d)
 			}
 		}
 	case *core.HistoryQuery:

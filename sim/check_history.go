@@ -343,14 +343,22 @@ func (w *world) partitions() [][]porcupine.Operation {
 				in.from = max(in.from, op.afterTS+1)
 			}
 			add(w.entityIndex(req.EntityID), in, &pout{events: res.Events, hasMore: res.HasMore})
-		case *core.RadiusQuery, *core.PolygonQuery, *core.LatestQuery:
+		case *core.RadiusQuery, *core.PolygonQuery, *core.LatestQuery, *core.BBoxQuery, *core.NearestQuery:
 			res := op.reply.(*core.QueryResult)
 			kind, group, since := pkSpatial, core.GroupFilter{}, uint64(0)
+			partial := op.paged
 			switch q := req.(type) {
 			case *core.RadiusQuery:
 				group = q.Group
 			case *core.PolygonQuery:
 				group = q.Group
+			case *core.BBoxQuery:
+				group = q.Group
+			case *core.NearestQuery:
+				// Only the k nearest are returned: an entity's absence
+				// proves nothing on its own (the checks of the page's
+				// order and distances are checkReply's).
+				group, partial = q.Group, true
 			case *core.LatestQuery:
 				kind, group, since = pkLatestAll, q.Group, q.SinceNS
 			}
@@ -359,12 +367,12 @@ func (w *world) partitions() [][]porcupine.Operation {
 				for i := range res.Events {
 					if w.entityIndex(res.Events[i].EntityID) == x {
 						out.events = append(out.events, res.Events[i])
-						if op.kind == core.OpQueryRadius {
+						if op.kind == core.OpQueryRadius || op.kind == core.OpQueryNearest {
 							out.dists = append(out.dists, res.DistancesMM[i])
 						}
 					}
 				}
-				add(x, &pin{kind: kind, group: group, since: since, partial: op.paged}, out)
+				add(x, &pin{kind: kind, group: group, since: since, partial: partial}, out)
 			}
 		}
 	}

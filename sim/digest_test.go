@@ -20,11 +20,11 @@ func TestFixedSeedDigests(t *testing.T) {
 		faults   string
 		digest   string
 	}{
-		{1, 20000, 1, "all", "dde34f8098c965a939acc84d19d57526a5cda902b45056e4237df82964f1387b"},
-		{2, 20000, 3, "all", "9e9cb54ec6f0b2f461966139e54eeedc0891c1772763d863ab157dfff491913d"},
-		{3, 20000, 3, "crash", "4c1ded6a06deea43f8432c82a60fb9dece36b95555667d296bd572413a7754ed"},
-		{4, 20000, 5, "network", "dd2e5ad703270626c1660aa11cdeb645942717e69775931711332dc452aa8940"},
-		{5, 20000, 3, "partition", "d827c3a3ed70937ce6310594b5c2146570f8757c10973d1268ba714ee04e6ac2"},
+		{1, 20000, 1, "all", "ad9f2e22ee9bbe7b8d2a5f26fbf09e997ab521cb15e31c3fedaadd9f026f8760"},
+		{2, 20000, 3, "all", "b09ee6fbd46fb917209c6d96a516a17b8e30fbe74384d7b2a6904cf69ad6be27"},
+		{3, 20000, 3, "crash", "5cdae66866ceed1df11d88997d04eeb29376700d617e72ebdd55f4d35d2c70ca"},
+		{4, 20000, 5, "network", "e5ed15bfa697cff32627eb4dcf8b5e464592502cf2e18fcc926f9f04fb02b2be"},
+		{5, 20000, 3, "partition", "aef3274fd504ca1dffc7caf852ec4a665d8bc376d7dfd7d9cb6aa1fa7064bb33"},
 	} {
 		faults, err := ParseFaults(c.faults)
 		if err != nil {

@@ -181,8 +181,8 @@
 // The workload (2-8 clients) issues every operation on a pool of 4-12
 // entities in a square of about 2 km: inserts and upserts (batches of 1-4
 // events, server or client timestamps, some with TTLs, a few invalid),
-// deletes, TTL set/extend/clear, cleanup, radius and polygon queries (with
-// group filters, holes, paging, a few invalid), get latest, latest batch,
+// deletes, TTL set/extend/clear, cleanup, radius, polygon, bbox and nearest
+// queries (with group filters, holes, paging, a few invalid), get latest, latest batch,
 // latest across all, history (ranges, paging) and stats, status, topology
 // and ping. Every event carries its write's operation id and batch index in
 // UserData, so every event a read returns can be traced to its write. The
@@ -267,12 +267,15 @@
 // (with its counts checked only when it names one entity); TTL operations
 // and get latest belong to their entity; a latest batch becomes, per
 // entity, the results at the positions naming it; history belongs to its
-// entity. Queries over all entities (radius, polygon, latest across all)
-// appear in every entity's partition as "this entity's part of the result":
-// present with its latest event, or absent, which the model accepts only
-// when the entity is invisible, filtered out by group, outside the region
-// (judged with a 1 m margin by the checker's own geometry), not newer than
-// since_ns, or possibly on another page.
+// entity. Queries over all entities (radius, polygon, bbox, nearest, latest
+// across all) appear in every entity's partition as "this entity's part of
+// the result": present with its latest event, or absent, which the model
+// accepts only when the entity is invisible, filtered out by group, outside
+// the region (judged with a 1 m margin by the checker's own geometry; a box
+// exactly), not newer than since_ns, or possibly on another page. A nearest
+// query's region is its max_distance, and an absence from it proves
+// nothing (only the k nearest are returned): its page's order by distance
+// is checked with the reply.
 //
 // This is sound: projecting a linearization of the whole history onto one
 // entity gives a linearization of its partition, so a correct replica

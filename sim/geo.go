@@ -24,13 +24,17 @@ const (
 	triMaybe
 )
 
-// region is the area of a radius or polygon query.
+// region is the area of a radius, polygon or bbox query, or the
+// max_distance of a nearest query (a radius whose matches need not all be
+// returned: only the k nearest are).
 type region struct {
 	radius   bool
+	nearest  bool
 	center   core.Coordinate
 	radiusMM uint64
 	outer    []core.Coordinate
 	holes    [][]core.Coordinate
+	box      *core.BBoxQuery
 }
 
 func rad(nano int64) float64 { return float64(nano) / 1e9 * math.Pi / 180 }
@@ -46,6 +50,14 @@ func distanceM(aLat, aLon, bLat, bLon int64) float64 {
 // contains reports whether the point lies in the region; for a radius
 // query it also returns the distance from the center in metres.
 func (r *region) contains(lat, lon int64) (tri, float64) {
+	if b := r.box; b != nil {
+		// Exact: a box is read off the integers (the simulated boxes do
+		// not cross the antimeridian).
+		if lat >= b.MinLatNano && lat <= b.MaxLatNano && lon >= b.MinLonNano && lon <= b.MaxLonNano {
+			return triYes, 0
+		}
+		return triNo, 0
+	}
 	if r.radius {
 		d := distanceM(r.center.LatNano, r.center.LonNano, lat, lon)
 		lim := float64(r.radiusMM) / 1000

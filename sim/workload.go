@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"github.com/geoevent/geoevent/core"
 )
 
@@ -37,6 +38,7 @@ var opWeights = []opWeight{
 	{core.OpQueryRadius, 6}, {core.OpQueryPolygon, 5}, {core.OpGetLatest, 10},
 	{core.OpGetLatestBatch, 6}, {core.OpQueryLatest, 4}, {core.OpEntityHistory, 10},
 	{core.OpStats, 2}, {core.OpStatus, 1}, {core.OpTopology, 1}, {core.OpPing, 1},
+	{core.OpQueryBBox, 3}, {core.OpQueryNearest, 3},
 }
 
 func newWorkload(w *world) *workload {
@@ -148,6 +150,31 @@ func (wl *workload) build(c *client, kind core.Operation) *opRec {
 		wl.filterAndPage(&q.Group, &q.Page)
 		op.req = q
 		op.region = &region{outer: q.Vertices, holes: q.Holes}
+	case core.OpQueryBBox:
+		lat, lon := wl.point()
+		h, v := 1_000_000+r.Int64N(8_000_000), 1_000_000+r.Int64N(8_000_000) // 100 m .. 1 km
+		q := &core.BBoxQuery{MinLatNano: lat - v, MinLonNano: lon - h, MaxLatNano: lat + v, MaxLonNano: lon + h}
+		if wl.invalid() {
+			q.MinLatNano, q.MaxLatNano, op.expectErr = q.MaxLatNano, q.MinLatNano, core.InvalidPolygon.Code
+		}
+		wl.filterAndPage(&q.Group, &q.Page)
+		op.req = q
+		op.region = &region{box: q}
+	case core.OpQueryNearest:
+		lat, lon := wl.point()
+		q := &core.NearestQuery{Center: core.Coordinate{LatNano: lat, LonNano: lon}}
+		if r.IntN(2) == 0 {
+			q.MaxDistanceMM = 100_000 + r.Uint64N(1_400_000)
+		}
+		wl.filterAndPage(&q.Group, &q.Page)
+		if q.Limit == 0 {
+			q.Limit = 1 + uint32(r.IntN(20))
+		}
+		if wl.invalid() {
+			q.Limit, op.expectErr = 0, core.InvalidArgument.Code
+		}
+		op.req = q
+		op.region = &region{radius: true, nearest: true, center: q.Center, radiusMM: cmp.Or(q.MaxDistanceMM, core.MaxRadiusMM)}
 	case core.OpGetLatest:
 		id := wl.ids[wl.anyEntity()]
 		op.req, op.entities = &id, []core.Uint128{id}
@@ -283,6 +310,14 @@ func (wl *workload) continuation(c *client, prev *opRec) *opRec {
 		nq.Cursor = res.Cursor
 		op.req = &nq
 	case *core.LatestQuery:
+		nq := *q
+		nq.Cursor = res.Cursor
+		op.req = &nq
+	case *core.BBoxQuery:
+		nq := *q
+		nq.Cursor = res.Cursor
+		op.req = &nq
+	case *core.NearestQuery:
 		nq := *q
 		nq.Cursor = res.Cursor
 		op.req = &nq

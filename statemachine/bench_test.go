@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"sync"
 	"testing"
@@ -470,4 +471,93 @@ func BenchmarkCleanupExpiredHistory(b *testing.B) {
 	b.ReportMetric(float64(took.Nanoseconds())/float64(removed), "cleanup-ns/event")
 	b.ReportMetric(float64(scanned)/float64(b.N), "entities/cleanup")
 	b.ReportMetric(float64(removed)/float64(scanned), "events/entity")
+}
+
+// BenchmarkQueryNearest10 asks for the 10 nearest entities to random points
+// of the box (target: 100 k queries/s); ...100 for the 100 nearest (target
+// 30 k).
+func BenchmarkQueryNearest10(b *testing.B)  { benchNearest(b, loaded(b), 10) }
+func BenchmarkQueryNearest100(b *testing.B) { benchNearest(b, loaded(b), 100) }
+
+func benchNearest(b *testing.B, sm *StateMachine, k uint32) {
+	benchQueries(b, func(lat, lon int64) (core.QueryResult, error) {
+		return sm.QueryNearest(benchNow, &core.NearestQuery{Center: core.Coordinate{LatNano: lat, LonNano: lon}, Page: core.Page{Limit: k}})
+	})
+}
+
+// BenchmarkQueryBBox asks for 2 km by 2 km boxes at random points of the
+// box (target: at least BenchmarkQueryRadius1km's rate).
+func BenchmarkQueryBBox(b *testing.B) {
+	sm := loaded(b)
+	const halfLat, halfLon = 8_993_000, 11_420_000 // 1 km at latitude 38.1
+	benchQueries(b, func(lat, lon int64) (core.QueryResult, error) {
+		return sm.QueryBBox(benchNow, &core.BBoxQuery{MinLatNano: lat - halfLat, MinLonNano: lon - halfLon, MaxLatNano: lat + halfLat, MaxLonNano: lon + halfLon})
+	})
+}
+
+// benchQueries runs query at random points of the box and reports its
+// rate and results.
+func benchQueries(b *testing.B, query func(lat, lon int64) (core.QueryResult, error)) {
+	r := rand.New(rand.NewPCG(7, 8))
+	results := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		lat, lon := benchPoint(r)
+		res, err := query(lat, lon)
+		if err != nil {
+			b.Fatal(err)
+		}
+		results += len(res.Events)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "queries/s")
+	b.ReportMetric(float64(results)/float64(b.N), "results/query")
+}
+
+// BenchmarkQueryNearest10At10M and ...100At10M are the nearest benchmarks
+// over 10,000,000 entities at the same density as the others' 1,000,000
+// (a box of 10 times the area, the queries in the middle of it): a
+// nearest query's cost grows with k and the density around it, not with
+// the number of entities. Building the state takes about a minute and
+// 2 GB, so they run only when GEOEVENT_BENCH_10M is set.
+func BenchmarkQueryNearest10At10M(b *testing.B)  { benchNearest(b, loaded10M(b), 10) }
+func BenchmarkQueryNearest100At10M(b *testing.B) { benchNearest(b, loaded10M(b), 100) }
+
+var (
+	tenMOnce sync.Once
+	tenMSM   *StateMachine
+)
+
+func loaded10M(b *testing.B) *StateMachine {
+	if os.Getenv("GEOEVENT_BENCH_10M") == "" {
+		b.Skip("set GEOEVENT_BENCH_10M to build 10,000,000 entities")
+	}
+	tenMOnce.Do(func() {
+		sm, now := New(), uint64(epoch)
+		r := rand.New(rand.NewPCG(1, 2))
+		half := int64(math.Round(math.Sqrt(10) * benchHalfBox)) // 10 times the area
+		for first := 1; first <= 10*benchEntities; first += benchBatch {
+			now += 1e6
+			evs := make([]core.GeoEvent, benchBatch)
+			for i := range evs {
+				evs[i] = core.GeoEvent{EntityID: core.Uint128{Hi: 1, Lo: uint64(first + i)},
+					LatNano: benchLat - half + r.Int64N(2*half), LonNano: benchLon - half + r.Int64N(2*half), GroupID: uint64(i % 16)}
+			}
+			AssignCells(evs)
+			if _, err := sm.Insert(now, &core.InsertRequest{Events: evs}); err != nil {
+				panic(err)
+			}
+		}
+		tenMSM = sm // (its entities never expire: benchNow reads them all)
+	})
+	return tenMSM
+}
+
+// BenchmarkQueryPolygonPlanar is BenchmarkQueryPolygon's polygons with
+// planar edges (no target).
+func BenchmarkQueryPolygonPlanar(b *testing.B) {
+	sm := loaded(b)
+	benchQueries(b, func(lat, lon int64) (core.QueryResult, error) {
+		outer, holes := benchPolygon(lat, lon)
+		return sm.QueryPolygon(benchNow, &core.PolygonQuery{Vertices: outer, Holes: holes, Edges: core.EdgesPlanar})
+	})
 }

@@ -19,8 +19,9 @@ import (
 //
 //	offset size field
 //	     0    1 version, 1
-//	     1    1 kind: 1 radius, 2 polygon, 3 latest, 4 history
-//	     2    8 key.A, little-endian: leaf cell id (radius, polygon) or timestamp_ns (latest, history)
+//	     1    1 kind: 1 radius, 2 polygon, 3 latest, 4 history, 5 nearest, 6 bbox
+//	     2    8 key.A, little-endian: leaf cell id (radius, polygon, bbox), timestamp_ns (latest,
+//	                history) or distance_mm (nearest)
 //	    10   16 key.ID, Uint128 little-endian (Lo, Hi): the entity id
 //
 // Cursors in standard base64 (+ and /), padded to 36 characters or not, are
@@ -37,6 +38,8 @@ const (
 	kindPolygon      cursorKind = 2
 	kindLatest       cursorKind = 3
 	kindHistory      cursorKind = 4
+	kindNearest      cursorKind = 5
+	kindBBox         cursorKind = 6
 	cursorEncodedLen            = (cursorLen*8 + 5) / 6   // 35: unpadded
 	cursorPaddedLen             = (cursorLen + 2) / 3 * 4 // 36: padded to a multiple of 4
 )

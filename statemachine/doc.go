@@ -48,14 +48,15 @@
 //     fields and no older events.
 //   - Snapshots are written from a Freeze view beside the writes: the
 //     entity store is copy-on-write while a view is out (store.go).
-//   - One radius, polygon or latest page does at most about maxScanWork
-//     units of work (about 10 ms), counted in integers: its plan (a
+//   - One radius, polygon, bbox, nearest or latest page does at most about
+//     maxScanWork units of work (about 10 ms; a nearest page always
+//     completes the first cap it searches), counted in integers: its plan (a
 //     polygon's is charged by its edges, even when the polygon builder
 //     serves it from its cache of the last large polygon), its seeks, the
 //     keys it examines, the polygon edges judging them reads, the entities
 //     it reads and their exact tests. Past the budget it ends early with
 //     has_more. The count never depends on time or on cached memory.
-//   - A radius, polygon, latest-across-all or history query's result
+//   - A radius, polygon, bbox, nearest, latest-across-all or history query's result
 //     (Events, DistancesMM) is the state machine's memory, reused by the
 //     next such query, and a latest batch's results by the next latest
 //     batch: the caller encodes or copies them first (the replica encodes
@@ -84,13 +85,15 @@
 //     long history loses its expired events in batches (history.go,
 //     removalDue). Taking an entity removes all its expired events. Stats
 //     count an expired older event until cleanup removes it.
-//   - Radius and polygon results are ordered by (leaf cell id, entity id),
-//     latest results by (timestamp, entity id) descending, history by
-//     timestamp ascending. A cursor is the last key returned, or, when a
-//     radius, polygon or latest page ends at its budget of work
+//   - Radius, polygon and bbox results are ordered by (leaf cell id,
+//     entity id), nearest results by (distance, entity id), latest results
+//     by (timestamp, entity id) descending, history by timestamp
+//     ascending. A cursor is the last key returned, or, when a radius,
+//     polygon, bbox or latest page ends at its budget of work
 //     (maxScanWork, with fewer results than its limit), the last key whose
 //     judgement it completed, or the end of the last range of cells it
-//     finished.
+//     finished (a nearest page that ends at its budget: the radius of
+//     the last cap it completed, after every entity within it).
 //
 // The leader fills each event's CellID with [AssignCells] (or, on encoded
 // records, [AssignRecordCells]) before the operation enters the log;

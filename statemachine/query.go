@@ -37,13 +37,15 @@ func (sm *StateMachine) QueryRadius(opTS uint64, q *core.RadiusQuery) (core.Quer
 	*reg = capRegion{c: geom.NewCap(q.Center.LatNano, q.Center.LonNano, q.RadiusMM), rs: reg.rs[:0], may: reg.may}
 	reg.f = reg.c.Filter()
 	reg.rs = reg.c.AppendScanRanges(reg.rs)
-	s := spatialScan{sm: sm, t: opTS, group: q.Group, limit: limit, kind: kindRadius, withDistance: true}
+	s := spatialScan{sm: sm, t: opTS, group: q.Group, filter: q.Filter, limit: limit, kind: kindRadius, withDistance: true}
 	s.run(reg, after, hasAfter, workPlan)
 	return s.result, nil
 }
 
 // QueryPolygon returns the latest visible positions inside the polygon and
-// outside its holes, ordered by leaf cell id then entity id. Its result's
+// outside its holes, ordered by leaf cell id then entity id. Its edges
+// are great-circle arcs, or with q.Edges planar straight lines in
+// longitude and latitude (see queryPlanarPolygon). Its result's
 // Events hold until the next QueryRadius, QueryPolygon, QueryLatest or
 // History, as QueryRadius's.
 func (sm *StateMachine) QueryPolygon(opTS uint64, q *core.PolygonQuery) (core.QueryResult, error) {
@@ -56,6 +58,13 @@ func (sm *StateMachine) QueryPolygon(opTS uint64, q *core.PolygonQuery) (core.Qu
 	after, hasAfter, err := decodeCursor(q.Cursor, kindPolygon)
 	if err != nil {
 		return core.QueryResult{}, err
+	}
+	switch q.Edges {
+	case core.EdgesGeodesic:
+	case core.EdgesPlanar:
+		return sm.queryPlanarPolygon(opTS, q, limit, after, hasAfter)
+	default:
+		return core.QueryResult{}, core.Errorf(core.InvalidArgument, "edges %d is neither geodesic (0) nor planar (1)", q.Edges)
 	}
 	var p *geom.Polygon
 	switch {
@@ -74,7 +83,7 @@ func (sm *StateMachine) QueryPolygon(opTS uint64, q *core.PolygonQuery) (core.Qu
 		}
 	}
 	sm.flushSpatial()
-	s := spatialScan{sm: sm, t: opTS, group: q.Group, limit: limit, kind: kindPolygon}
+	s := spatialScan{sm: sm, t: opTS, group: q.Group, filter: q.Filter, limit: limit, kind: kindPolygon}
 	reg := &sm.scanPolygon
 	reg.p = p
 	reg.rs, reg.f = p.Scan()
@@ -111,9 +120,12 @@ type PreparedPolygon struct {
 // PreparePolygon builds q's polygon for OfferPolygon, or finds it invalid.
 // It is safe on any goroutine, and keeps q's rings (the caller does not
 // change them afterwards). It returns nil when the state machine would
-// build the polygon anew anyway: a small polygon (cheap), or one too wide
-// for the plane.
+// build the polygon anew anyway: a small polygon (cheap), one too wide
+// for the plane, or one of planar edges.
 func PreparePolygon(q *core.PolygonQuery) *PreparedPolygon {
+	if q.Edges != core.EdgesGeodesic {
+		return nil // a planar polygon is cheap to build on the loop (queryPlanarPolygon)
+	}
 	g, err := geom.PreparePolygon(q.Vertices, q.Holes)
 	if g == nil && err == nil {
 		return nil
@@ -190,20 +202,33 @@ type capRegion struct {
 
 func (c *capRegion) ScanRanges() []geom.ScanRange { return c.rs }
 func (c *capRegion) gather(cells []uint64, slots []uint32, cands []candidate, budget int) ([]candidate, int, int) {
-	// Every key costs the same: as many as the budget pays for, rounded up.
+	return gatherMay(&c.f, &c.may, cells, slots, cands, budget)
+}
+
+// leafJudge rules leaf cells out of a region (geom.CapFilter,
+// geom.BoxFilter): may[k] false when no point of leaves[k] is in it.
+type leafJudge interface {
+	MayContainLeaves(leaves []uint64, may []bool)
+}
+
+// gatherMay is region.gather for a region whose keys cost the same each
+// and are judged by f alone (may is the memory of its judgements): it
+// takes as many keys as the budget pays for, rounded up.
+func gatherMay(f leafJudge, may *[]bool, cells []uint64, slots []uint32, cands []candidate, budget int) ([]candidate, int, int) {
 	n := min(len(cells), max(budget+workKey-1, workKey)/workKey)
 	cells = cells[:n]
-	if len(c.may) < n {
-		c.may = make([]bool, n)
+	if len(*may) < n {
+		*may = make([]bool, n)
 	}
-	c.f.MayContainLeaves(cells, c.may)
-	for i, may := range c.may[:n] {
-		if may {
-			cands = append(cands, candidate{slots[i], false}) // the distance is wanted anyway
+	f.MayContainLeaves(cells, *may)
+	for i, m := range (*may)[:n] {
+		if m {
+			cands = append(cands, candidate{slots[i], false}) // the distance, if any, is wanted anyway
 		}
 	}
 	return cands, n, n * workKey
 }
+
 func (c *capRegion) contains(latNano, lonNano int64) (uint64, bool, int) {
 	d, ok := c.c.Contains(latNano, lonNano)
 	return d, ok, workContains
@@ -241,6 +266,7 @@ type spatialScan struct {
 	sm           *StateMachine
 	t            uint64
 	group        core.GroupFilter
+	filter       core.Filter
 	limit        int
 	kind         cursorKind
 	withDistance bool
@@ -473,6 +499,12 @@ func (s *spatialScan) check(reg region, last *btree.Key, floor int) (full, stopp
 		e := sm.store.at(c.slot)
 		if !e.visible(s.t) || (s.group.Set && e.group != s.group.ID) {
 			continue
+		}
+		if !s.filter.IsZero() {
+			ok, w := sm.passes(c.slot, e, s.filter)
+			if s.spend(w); !ok {
+				continue
+			}
 		}
 		var d uint64
 		if !c.inside {

@@ -51,6 +51,8 @@ type StateMachine struct {
 	// ranges are built in (about 13 KB a query otherwise).
 	scanPolygon polygonRegion
 	polygons    geom.PolygonBuilder
+	scanBox     boxRegion      // a bbox query's region, with its ranges' memory
+	nearest     nearestMemory  // a nearest query's scratch (nearest.go)
 	offered     offeredPolygon // for the next QueryPolygon (OfferPolygon); zero after it
 	// The memory of a radius, polygon, latest or history query's result,
 	// which the next one reuses (allocating and zeroing a fresh result

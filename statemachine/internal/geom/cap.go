@@ -272,7 +272,12 @@ func (c *Cap) AppendScanRanges(dst []ScanRange) []ScanRange {
 		return append(dst, ScanRange{CellRange: CellRange{firstLeaf, lastLeaf}})
 	}
 	var buf [81]s2.CellID
-	cells := appendCapCells(buf[:0], c.center, c.angle, 2)
+	return appendCellScanRanges(dst, appendCapCells(buf[:0], c.center, c.angle, 2))
+}
+
+// appendCellScanRanges sorts cells and appends their ranges to dst,
+// merging those that overlap or are adjacent.
+func appendCellScanRanges(dst []ScanRange, cells []s2.CellID) []ScanRange {
 	for i := 1; i < len(cells); i++ {
 		for j := i; j > 0 && cells[j] < cells[j-1]; j-- {
 			cells[j], cells[j-1] = cells[j-1], cells[j]

@@ -5,8 +5,10 @@
 //
 // Units: points are nanodegrees of latitude and longitude (int64, as in the
 // GeoEvent record), distances are millimetres (uint64). All distances are
-// great-circle distances on a sphere of radius [EarthRadiusM]; polygon edges
-// are geodesics (great-circle arcs), as in S2.
+// great-circle distances on a sphere of radius [EarthRadiusM]; [Polygon]'s
+// edges are geodesics (great-circle arcs), as in S2, [PlanarPolygon]'s
+// straight lines in longitude and latitude, and [Box]'s edges are
+// parallels and meridians.
 //
 // The package is deterministic: no goroutines, no clocks, no randomness, and
 // no function panics on any input. Floating point results are the same for
