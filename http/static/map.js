@@ -1,5 +1,5 @@
 // The GeoEvent map page: the entities in view, refreshed by polling the
-// API of the same origin; drawn shapes run radius and polygon queries;
+// API of the same origin; drawn shapes run radius, bbox and polygon queries;
 // clicking an entity draws its history track. Plain JavaScript, no build
 // step. The URL may set the state the page starts in:
 //   ?view=LAT,LON,ZOOM  ?circle=LAT,LON,RADIUS_M  ?box=SOUTH,WEST,NORTH,EAST
@@ -226,18 +226,21 @@
       path = 'query/radius?form=a';
       body = { center_lat: shape.center.lat, center_lon: map.wrapLatLng(shape.center).lng, radius_m: Math.max(1, Math.round(shape.radius)) };
       what = 'within ' + Math.round(shape.radius) + ' m';
+    } else if (shape.kind === 'box') {
+      var b = shape.bounds;
+      L.rectangle(b, { className: 'ge-shape' }).addTo(drawn);
+      var sw = map.wrapLatLng(b.getSouthWest()), ne = map.wrapLatLng(b.getNorthEast());
+      path = 'query/bbox?form=a';
+      body = { min_lat: sw.lat, min_lon: sw.lng, max_lat: ne.lat, max_lon: ne.lng };
+      what = 'in the box';
     } else {
       var vs = shape.vertices;
-      if (shape.kind === 'box') {
-        // A box is the polygon of its four corners (its edges are
-        // geodesics, as every polygon's).
-        var b = shape.bounds;
-        vs = [b.getSouthWest(), b.getSouthEast(), b.getNorthEast(), b.getNorthWest()];
-      }
       L.polygon(vs, { className: 'ge-shape' }).addTo(drawn);
       path = 'query/polygon?form=a';
-      body = { vertices: vs.map(function (v) { v = map.wrapLatLng(v); return { lat: v.lat, lon: v.lng }; }) };
-      what = 'in the ' + shape.kind;
+      // The map draws edges as straight lines in longitude and latitude:
+      // planar edges test what the user sees.
+      body = { edges: 'planar', vertices: vs.map(function (v) { v = map.wrapLatLng(v); return { lat: v.lat, lon: v.lng }; }) };
+      what = 'in the polygon';
     }
     var section = document.getElementById('query');
     var title = document.getElementById('query-title');
