@@ -278,8 +278,9 @@
 // files under /map/ (its script, and Leaflet 1.9.4 with its licence,
 // embedded from static/), served where no endpoint is and not part of the
 // API (not in Routes, nor in openapi.json). It polls /query/radius for the
-// entities in view, runs /query/radius or /query/polygon for a drawn
-// circle, box or polygon and lists the results, and draws an entity's
+// entities in view, runs /query/radius, /query/bbox or /query/polygon
+// (with planar edges, as the map draws them) for a drawn circle, box or
+// polygon and lists the results, and draws an entity's
 // history from /entity/{id}/history; it needs no network beyond this
 // origin unless Config.MapTiles names base-map tiles.
 package http
