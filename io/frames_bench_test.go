@@ -63,7 +63,7 @@ func BenchmarkServerFrames(b *testing.B) {
 	}{
 		{"ping64", core.OpPing, nil, 64},
 		{"latestBatch", core.OpGetLatestBatch, func() any {
-			ids := make([]core.Uint128, 10000)
+			ids := make(core.IDList, 10000)
 			for i := range ids {
 				ids[i] = core.Uint128{Hi: 7, Lo: uint64(i) + 1}
 			}
