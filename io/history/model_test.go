@@ -1,6 +1,7 @@
 package history
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
@@ -56,15 +57,7 @@ func (m model) events(id core.Uint128) []core.GeoEvent {
 	for _, e := range m[id] {
 		out = append(out, e)
 	}
-	slices.SortFunc(out, func(a, b core.GeoEvent) int {
-		switch {
-		case a.TimestampNS < b.TimestampNS:
-			return -1
-		case a.TimestampNS > b.TimestampNS:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b core.GeoEvent) int { return cmp.Compare(a.TimestampNS, b.TimestampNS) })
 	return out
 }
 
@@ -95,12 +88,10 @@ func (m model) digest() [32]byte {
 		ids = append(ids, id)
 	}
 	slices.SortFunc(ids, func(a, b core.Uint128) int {
-		switch {
-		case a.Hi != b.Hi:
-			return cmpU64(a.Hi, b.Hi)
-		default:
-			return cmpU64(a.Lo, b.Lo)
+		if a.Hi != b.Hi {
+			return cmp.Compare(a.Hi, b.Hi)
 		}
+		return cmp.Compare(a.Lo, b.Lo)
 	})
 	h := sha256.New()
 	var rec []byte
@@ -113,16 +104,6 @@ func (m model) digest() [32]byte {
 	var sum [32]byte
 	copy(sum[:], h.Sum(nil))
 	return sum
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // The small id and time spaces make writes collide: puts replace, deletes
