@@ -18,6 +18,10 @@ import (
 // Options tunes a Store.
 type Options struct {
 	CacheBytes int64 // block cache; 0: a default (64 MiB)
+
+	// uncompressed stores blocks without compression, so that tests can
+	// look for a value's bytes in the files.
+	uncompressed bool
 }
 
 const defaultCacheBytes = 64 << 20
@@ -56,7 +60,11 @@ func (quietLogger) Fatalf(format string, args ...interface{}) {
 // pebbleOptions are the store's pebble options, tuned for the fleet track
 // load (see bench_test.go): many entities, each appending events with
 // increasing timestamps.
-func pebbleOptions(fs vfs.FS, cache int64) *pebble.Options {
+func pebbleOptions(fs vfs.FS, so Options) *pebble.Options {
+	cache := so.CacheBytes
+	if cache <= 0 {
+		cache = defaultCacheBytes
+	}
 	o := &pebble.Options{
 		FS:                 fs,
 		FormatMajorVersion: pebble.FormatNewest, // columnar blocks: keys prefix-compressed, trailers packed
@@ -78,9 +86,12 @@ func pebbleOptions(fs vfs.FS, cache int64) *pebble.Options {
 		l := &o.Levels[i]
 		l.BlockSize = 32 << 10
 		l.IndexBlockSize = 256 << 10
-		if i == 0 {
+		switch {
+		case so.uncompressed:
+			l.Compression = func() *sstable.CompressionProfile { return sstable.NoCompression }
+		case i == 0:
 			l.Compression = func() *sstable.CompressionProfile { return sstable.SnappyCompression }
-		} else {
+		default:
 			l.Compression = func() *sstable.CompressionProfile { return sstable.ZstdCompression }
 		}
 	}
@@ -93,11 +104,7 @@ func pebbleOptions(fs vfs.FS, cache int64) *pebble.Options {
 // whatever pebble flushed; recovery does not trust it but restores from a
 // checkpoint (Restore) and replays the log above it.
 func Open(fs vfs.FS, dir string, o Options) (*Store, error) {
-	cache := o.CacheBytes
-	if cache <= 0 {
-		cache = defaultCacheBytes
-	}
-	db, err := pebble.Open(dir, pebbleOptions(fs, cache))
+	db, err := pebble.Open(dir, pebbleOptions(fs, o))
 	if err != nil {
 		return nil, wrapErr(err, core.Uint128{})
 	}

@@ -1,6 +1,11 @@
 package history
 
 import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -87,5 +92,200 @@ func TestApplyRangeGetAndReopen(t *testing.T) {
 	}
 	if d2, err := s.Digest(); err != nil || d2 != d1 {
 		t.Fatalf("digest after reopen differs: %v", err)
+	}
+}
+
+// A View taken before later Applies reads the state it was taken at.
+func TestViewKeepsItsState(t *testing.T) {
+	s := mustOpen(t, vfs.NewMem(), "db")
+	defer s.Close()
+	a, b := core.Uint128{Lo: 1}, core.Uint128{Lo: 2}
+	if err := s.Apply(1, []core.HistoryWrite{put(ev(1, 10)), put(ev(1, 20)), put(ev(2, 10))}); err != nil {
+		t.Fatal(err)
+	}
+	old := s.View()
+	defer old.Close()
+	changed := ev(1, 10)
+	changed.UserData = core.Uint128{Lo: 99}
+	if err := s.Apply(2, []core.HistoryWrite{
+		put(changed), put(ev(1, 30)),
+		{Kind: core.HistoryDeleteEvent, EntityID: a, TS: 20},
+		{Kind: core.HistoryDeleteEntity, EntityID: b},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Flushing moves the new state to the files; the old view still holds.
+	if _, err := s.Checkpoint(t.TempDir() + "/ckpt"); err != nil {
+		t.Fatal(err)
+	}
+	all := core.HistoryRange{EntityID: a, UntilNS: 1 << 62, Limit: 10}
+	if got, _ := mustRange(t, old, all); !slices.Equal(got, []core.GeoEvent{ev(1, 10), ev(1, 20)}) {
+		t.Fatalf("old view of 1: %v", got)
+	}
+	if e, ok, err := old.Get(b, 10); err != nil || !ok || e != ev(2, 10) {
+		t.Fatalf("old view of 2: %v %v %v", e, ok, err)
+	}
+	cur := s.View()
+	defer cur.Close()
+	if got, _ := mustRange(t, cur, all); !slices.Equal(got, []core.GeoEvent{changed, ev(1, 30)}) {
+		t.Fatalf("new view of 1: %v", got)
+	}
+	if _, ok, err := cur.Get(b, 10); err != nil || ok {
+		t.Fatalf("new view of erased 2: %v %v", ok, err)
+	}
+}
+
+// filesContain reports the files of dir that contain pattern.
+func filesContain(t *testing.T, dir string, pattern []byte) []string {
+	t.Helper()
+	var hits []string
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, pattern) {
+			hits = append(hits, e.Name())
+		}
+	}
+	return hits
+}
+
+// After HistoryDeleteEntity and Close, no file of the store holds the
+// erased entity's values. Blocks are stored uncompressed so that a value's
+// bytes are visible in the files.
+func TestErasureLeavesNoBytes(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{CacheBytes: 1 << 20, uncompressed: true}
+	s, err := Open(vfs.Default, dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := core.Uint128{Hi: 0x5ec7e75ec7e75ec7, Lo: 0x0123456789abcdef}
+	pattern := appendValue(nil, &core.GeoEvent{UserData: secret})[3 : 3+16] // inside UserData's varints
+	gone, kept := core.Uint128{Lo: 7}, core.Uint128{Lo: 8}
+	index := uint64(0)
+	for round := 0; round < 4; round++ {
+		var ws []core.HistoryWrite
+		for i := 0; i < 500; i++ {
+			ts := uint64(round*500+i) * 1e9
+			e := core.GeoEvent{EntityID: gone, TimestampNS: ts, UserData: secret, LatNano: int64(i)}
+			k := core.GeoEvent{EntityID: kept, TimestampNS: ts, LatNano: int64(i)}
+			ws = append(ws, put(e), put(k))
+		}
+		index++
+		if err := s.Apply(index, ws); err != nil {
+			t.Fatal(err)
+		}
+		// Each round in its own table, so that the entity spans several.
+		if err := s.db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if hits := filesContain(t, dir, pattern); len(hits) == 0 {
+		t.Fatal("the pattern is in no file before the erasure: the test cannot see it")
+	}
+	index++
+	if err := s.Apply(index, []core.HistoryWrite{{Kind: core.HistoryDeleteEntity, EntityID: gone}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if hits := filesContain(t, dir, pattern); len(hits) != 0 {
+		t.Fatalf("erased bytes still in %v", hits)
+	}
+	s, err = Open(vfs.Default, dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	v := s.View()
+	defer v.Close()
+	if got, _ := mustRange(t, v, core.HistoryRange{EntityID: kept, UntilNS: 1 << 62, Limit: 5000}); len(got) != 2000 {
+		t.Fatalf("kept entity has %d events, want 2000", len(got))
+	}
+	if got, _ := mustRange(t, v, core.HistoryRange{EntityID: gone, UntilNS: 1 << 62, Limit: 5000}); len(got) != 0 {
+		t.Fatalf("erased entity has %d events", len(got))
+	}
+}
+
+// A table whose data block is damaged is never answered from: every read
+// returns either the right events or a *CorruptionError naming the file.
+func TestCorruptBlockIsReported(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(vfs.Default, dir, Options{CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const entities, perEntity = 50, 200
+	want := map[core.Uint128][]core.GeoEvent{}
+	var ws []core.HistoryWrite
+	for i := 0; i < perEntity; i++ {
+		for id := uint64(1); id <= entities; id++ {
+			e := ev(id, uint64(i+1)*1e9)
+			e.LatNano += int64(i * 1000)
+			ws = append(ws, put(e))
+			want[e.EntityID] = append(want[e.EntityID], e)
+		}
+	}
+	if err := s.Apply(1, ws); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Damage the middle of the first data block of the one table.
+	ssts, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+	if len(ssts) != 1 {
+		t.Fatalf("%d tables, want 1", len(ssts))
+	}
+	b, err := os.ReadFile(ssts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 200; i < 216; i++ {
+		b[i] ^= 0x5a
+	}
+	if err := os.WriteFile(ssts[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(vfs.Default, dir, Options{CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	v := s.View()
+	defer v.Close()
+	corrupt := 0
+	for id, evs := range want {
+		got, _, err := v.Range(core.HistoryRange{EntityID: id, UntilNS: 1 << 62, Limit: 1000}, nil)
+		var ce *CorruptionError
+		if errors.As(err, &ce) {
+			corrupt++
+			if ce.File != ssts[0] || ce.Entity != id {
+				t.Fatalf("corruption names %q entity %v, want %q %v", ce.File, ce.Entity, ssts[0], id)
+			}
+			if _, _, err := v.Get(id, evs[0].TimestampNS); !errors.As(err, &ce) {
+				t.Fatalf("get from the damaged block: %v", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, evs) {
+			t.Fatalf("entity %v: wrong events from a damaged table", id)
+		}
+	}
+	if corrupt == 0 {
+		t.Fatal("no read met the damaged block")
+	}
+	if _, err := s.Digest(); !errors.As(err, new(*CorruptionError)) {
+		t.Fatalf("digest over a damaged block: %v", err)
 	}
 }
