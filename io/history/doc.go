@@ -11,10 +11,12 @@
 //     that start with 'm' are metadata; "m/applied" holds the index of the
 //     last Apply.
 //   - Value: a version byte (1), then every field of the event but the
-//     key's, in a fixed order: the 128-bit ids as two varints each, the
-//     cell id as 8 big-endian bytes, signed fields as zig-zag varints, the
-//     others as varints. Each value has one encoding (minimal varints);
-//     the decoder rejects anything else with an error. Pebble compresses
+//     key's, in a fixed order chosen for block compression: the fields an
+//     entity rarely changes (the 128-bit ids as two varints each, group,
+//     TTL, flags), the cell id, latitude and longitude as 8 big-endian
+//     bytes each, then altitude (zig-zag), velocity, accuracy and heading
+//     as varints. Each value has one encoding (minimal varints); the
+//     decoder rejects anything else with an error. Pebble compresses
 //     blocks (snappy in L0, zstd below).
 //   - One write-ahead log: pebble's WAL is off, the Raft log is the only
 //     one. Apply writes an entry's history writes and the entry's index in

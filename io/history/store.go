@@ -57,6 +57,12 @@ func (quietLogger) Fatalf(format string, args ...interface{}) {
 	panic(fmt.Sprintf("pebble: "+format, args...))
 }
 
+var zstdProfile = func() *sstable.CompressionProfile {
+	p := *sstable.ZstdCompression
+	p.DataBlocks.Level = 7
+	return &p
+}()
+
 // pebbleOptions are the store's pebble options, tuned for the fleet track
 // load (see bench_test.go): many entities, each appending events with
 // increasing timestamps.
@@ -92,7 +98,7 @@ func pebbleOptions(fs vfs.FS, so Options) *pebble.Options {
 		case i == 0:
 			l.Compression = func() *sstable.CompressionProfile { return sstable.SnappyCompression }
 		default:
-			l.Compression = func() *sstable.CompressionProfile { return sstable.ZstdCompression }
+			l.Compression = func() *sstable.CompressionProfile { return zstdProfile }
 		}
 	}
 	o.EnsureDefaults()
