@@ -3,6 +3,7 @@ package history
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -287,5 +288,58 @@ func TestCorruptBlockIsReported(t *testing.T) {
 	}
 	if _, err := s.Digest(); !errors.As(err, new(*CorruptionError)) {
 		t.Fatalf("digest over a damaged block: %v", err)
+	}
+}
+
+// A View read on another goroutine while Apply goes on sees its state.
+func TestViewWhileApplying(t *testing.T) {
+	s := mustOpen(t, vfs.NewMem(), "db")
+	defer s.Close()
+	if err := s.Apply(1, []core.HistoryWrite{put(ev(1, 1)), put(ev(1, 2))}); err != nil {
+		t.Fatal(err)
+	}
+	v := s.View()
+	done := make(chan error)
+	go func() {
+		defer v.Close()
+		for i := 0; i < 200; i++ {
+			got, _, err := v.Range(core.HistoryRange{EntityID: core.Uint128{Lo: 1}, UntilNS: 1 << 62, Limit: 1000}, nil)
+			if err != nil {
+				done <- err
+				return
+			}
+			if !slices.Equal(got, []core.GeoEvent{ev(1, 1), ev(1, 2)}) {
+				done <- fmt.Errorf("read %d: %d events", i, len(got))
+				return
+			}
+		}
+		done <- nil
+	}()
+	for i := uint64(2); i < 200; i++ {
+		if err := s.Apply(i, []core.HistoryWrite{put(ev(1, i+1)), {Kind: core.HistoryDeleteEvent, EntityID: core.Uint128{Lo: 1}, TS: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestClosedAndExistingDirs(t *testing.T) {
+	s := mustOpen(t, vfs.NewMem(), "db")
+	if _, err := s.Checkpoint("ckpt"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Checkpoint("ckpt"); err == nil {
+		t.Fatal("checkpoint into an existing directory")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply(1, []core.HistoryWrite{put(ev(1, 1))}); err == nil {
+		t.Fatal("apply after close")
+	}
+	if _, err := s.Checkpoint("ckpt2"); err == nil {
+		t.Fatal("checkpoint after close")
 	}
 }
