@@ -57,6 +57,7 @@ func (quietLogger) Fatalf(format string, args ...interface{}) {
 	panic(fmt.Sprintf("pebble: "+format, args...))
 }
 
+// zstdProfile is pebble's zstd profile at level 7 for data blocks.
 var zstdProfile = func() *sstable.CompressionProfile {
 	p := *sstable.ZstdCompression
 	p.DataBlocks.Level = 7
@@ -65,7 +66,14 @@ var zstdProfile = func() *sstable.CompressionProfile {
 
 // pebbleOptions are the store's pebble options, tuned for the fleet track
 // load (see bench_test.go): many entities, each appending events with
-// increasing timestamps.
+// increasing timestamps, so that every flush spans the whole key space.
+// Measured there (process CPU time an event over 6 M events, flushes and
+// compactions included): 16 MiB memtables 1.47-1.77 µs, 64 MiB 1.95-2.09
+// µs (a larger skiplist costs more an insert than the rarer flushes save);
+// zstd level 7 below L0 costs no more than level 3 within the noise and
+// stores 4% less. No bloom filters: reads are range scans of one entity,
+// which a whole-key filter does not serve, and a filter would cost about
+// 1.25 bytes an event.
 func pebbleOptions(fs vfs.FS, so Options) *pebble.Options {
 	cache := so.CacheBytes
 	if cache <= 0 {
@@ -81,7 +89,7 @@ func pebbleOptions(fs vfs.FS, so Options) *pebble.Options {
 			// store reports it as a *CorruptionError instead.
 			DataCorruption: func(pebble.DataCorruptionInfo) {},
 		},
-		MemTableSize:                64 << 20,
+		MemTableSize:                16 << 20,
 		MemTableStopWritesThreshold: 4,
 		L0CompactionThreshold:       4,
 		L0StopWritesThreshold:       24,
