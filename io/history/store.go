@@ -71,7 +71,10 @@ var zstdProfile = func() *sstable.CompressionProfile {
 // compactions included): 16 MiB memtables 1.47-1.77 µs, 64 MiB 1.95-2.09
 // µs (a larger skiplist costs more an insert than the rarer flushes save);
 // zstd level 7 below L0 costs no more than level 3 within the noise and
-// stores 4% less. No bloom filters: reads are range scans of one entity,
+// stores 4% less. 32 KiB blocks: 31.4 bytes an event once compacted and
+// a warm p50 of 179 µs for one entity's latest 1,000 events, against
+// 31.6 and 198 µs with 16 KiB and 33.0 and 253 µs with 4 KiB. No bloom
+// filters: reads are range scans of one entity,
 // which a whole-key filter does not serve, and a filter would cost about
 // 1.25 bytes an event.
 func pebbleOptions(fs vfs.FS, so Options) *pebble.Options {
