@@ -343,3 +343,64 @@ func TestClosedAndExistingDirs(t *testing.T) {
 		t.Fatal("checkpoint after close")
 	}
 }
+
+// Restore on a real directory links the checkpoint's tables and copies the
+// rest, so that the restored store, written and compacted, leaves the
+// checkpoint as it was.
+func TestRestoreLeavesCheckpointIntact(t *testing.T) {
+	root := t.TempDir()
+	live, ckpt, restored := filepath.Join(root, "live"), filepath.Join(root, "ckpt"), filepath.Join(root, "restored")
+	s, err := Open(vfs.Default, live, Options{CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(1); i <= 3; i++ {
+		if err := s.Apply(i, []core.HistoryWrite{put(ev(1, i)), put(ev(2, i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at, err := s.Checkpoint(ckpt)
+	if err != nil || at != 3 {
+		t.Fatalf("checkpoint at %d: %v", at, err)
+	}
+	want, err := s.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply(4, []core.HistoryWrite{put(ev(3, 4))}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; round < 2; round++ {
+		if err := Restore(vfs.Default, ckpt, restored); err != nil {
+			t.Fatal(err)
+		}
+		ssts, _ := filepath.Glob(filepath.Join(restored, "*.sst"))
+		if len(ssts) == 0 {
+			t.Fatal("no tables restored")
+		}
+		for _, p := range ssts {
+			a, errA := os.Stat(p)
+			b, errB := os.Stat(filepath.Join(ckpt, filepath.Base(p)))
+			if errA != nil || errB != nil || !os.SameFile(a, b) {
+				t.Fatalf("%s is not a link to the checkpoint's table", p)
+			}
+		}
+		r, err := Open(vfs.Default, restored, Options{CacheBytes: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := r.Digest(); err != nil || got != want || r.Applied() != 3 {
+			t.Fatalf("restored store at %d differs from the checkpoint: %v", r.Applied(), err)
+		}
+		// Write, erase and compact in the restored store.
+		if err := r.Apply(5, []core.HistoryWrite{put(ev(4, 5)), {Kind: core.HistoryDeleteEntity, EntityID: core.Uint128{Lo: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
