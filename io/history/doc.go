@@ -35,9 +35,13 @@
 //     never answered from but reported as a *CorruptionError.
 //   - Erasure: HistoryDeleteEntity is a range deletion; the store then
 //     compacts that key range in the background so that the entity's
-//     bytes leave the store's files. Close waits for those compactions.
-//     The bytes are gone from the directory once the compaction has run
-//     and no View taken before the deletion was open while it ran
-//     (a snapshot keeps what it sees); checkpoints taken before the
-//     deletion keep them until the caller removes them.
+//     events leave the store's files. Guaranteed when Close returns (it
+//     waits for those compactions, and pebble deletes the replaced tables
+//     before it closes), provided no View taken before the deletion was
+//     open while the compaction ran (a snapshot keeps what it sees);
+//     usually moments after the Apply. Not covered: checkpoints taken
+//     before the deletion (they keep their tables until the caller
+//     removes them), and the entity's id, which may stay in the MANIFEST
+//     as the bound of a table until pebble rewrites the MANIFEST.
+
 package history
