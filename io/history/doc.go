@@ -43,5 +43,4 @@
 //     before the deletion (they keep their tables until the caller
 //     removes them), and the entity's id, which may stay in the MANIFEST
 //     as the bound of a table until pebble rewrites the MANIFEST.
-
 package history
