@@ -1,7 +1,6 @@
 package history
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -38,11 +37,9 @@ type Store struct {
 	closed  bool
 	applied uint64 // written under mu; read under mu or by the one writer
 
-	// erasures are the background compactions of erased entity ranges;
-	// Close waits for them (pebble's Compact must not outlive its DB).
-	erasures sync.WaitGroup
-	bgMu     sync.Mutex
-	bgErr    error // the first erasure compaction that failed
+	// erasures compacts erased entity ranges in the background; Close
+	// waits for it (pebble's Compact must not outlive its DB).
+	erasures *eraser
 }
 
 // quietLogger drops pebble's informational logs and errors (every error
@@ -141,6 +138,7 @@ func Open(fs vfs.FS, dir string, o Options) (*Store, error) {
 		s.applied = binary.BigEndian.Uint64(v)
 		_ = closer.Close()
 	}
+	s.erasures = newEraser(db)
 	return s, nil
 }
 
@@ -221,7 +219,7 @@ func (s *Store) Apply(index uint64, writes []core.HistoryWrite) error {
 	}
 	s.applied = index
 	for _, id := range erased {
-		s.compactErased(id)
+		s.erasures.erase(id)
 	}
 	return nil
 }
@@ -266,24 +264,6 @@ func deleteExpired(b *pebble.Batch, id core.Uint128, t uint64) error {
 // expiry is at or before t.
 func expiredAt(e *core.GeoEvent, t uint64) bool {
 	return e.TTLSeconds != 0 && e.ExpiresAtNS() <= t
-}
-
-// compactErased compacts the key range of an erased entity in the
-// background, so that the bytes of its events leave the store's files.
-// Called under s.mu while the store is open.
-func (s *Store) compactErased(id core.Uint128) {
-	lo, hi := entityBounds(id)
-	s.erasures.Add(1)
-	go func() {
-		defer s.erasures.Done()
-		if err := s.db.Compact(context.Background(), lo, hi, false); err != nil {
-			s.bgMu.Lock()
-			if s.bgErr == nil {
-				s.bgErr = wrapErr(err, id)
-			}
-			s.bgMu.Unlock()
-		}
-	}()
 }
 
 // Checkpoint makes the store as of Applied() durable in dir (flush, then
@@ -357,12 +337,9 @@ func (s *Store) Close() error {
 		return errClosed
 	}
 	s.closed = true
-	s.erasures.Wait()
-	err := s.db.Flush()
+	err := s.erasures.close()
+	err = errors.Join(err, s.db.Flush())
 	err = errors.Join(err, s.db.Close())
-	s.bgMu.Lock()
-	err = errors.Join(s.bgErr, err)
-	s.bgMu.Unlock()
 	if err != nil {
 		return wrapErr(err, core.Uint128{})
 	}

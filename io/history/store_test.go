@@ -157,9 +157,15 @@ func filesContain(t *testing.T, dir string, pattern []byte) []string {
 }
 
 // After HistoryDeleteEntity and Close, no file of the store holds the
-// erased entity's values. Blocks are stored uncompressed so that a value's
-// bytes are visible in the files.
+// erased entities' values, whether one is erased or a burst of them. Blocks are stored
+// uncompressed so that a value's bytes are visible in the files.
 func TestErasureLeavesNoBytes(t *testing.T) {
+	for _, erased := range []int{1, 20} {
+		t.Run(fmt.Sprint(erased), func(t *testing.T) { testErasure(t, erased) })
+	}
+}
+
+func testErasure(t *testing.T, erased int) {
 	dir := t.TempDir()
 	o := Options{CacheBytes: 1 << 20, uncompressed: true}
 	s, err := Open(vfs.Default, dir, o)
@@ -168,30 +174,41 @@ func TestErasureLeavesNoBytes(t *testing.T) {
 	}
 	secret := core.Uint128{Hi: 0x5ec7e75ec7e75ec7, Lo: 0x0123456789abcdef}
 	pattern := appendValue(nil, &core.GeoEvent{UserData: secret})[3 : 3+16] // inside UserData's varints
-	gone, kept := core.Uint128{Lo: 7}, core.Uint128{Lo: 8}
+	// Erased entities are 100, 102, ...; kept ones 101, 103, ... lie
+	// between them.
+	gone := func(k int) core.Uint128 { return core.Uint128{Lo: uint64(100 + 2*k)} }
+	kept := func(k int) core.Uint128 { return core.Uint128{Lo: uint64(101 + 2*k)} }
+	const perRound, rounds = 100, 4
 	index := uint64(0)
-	for round := 0; round < 4; round++ {
-		var ws []core.HistoryWrite
-		for i := 0; i < 500; i++ {
-			ts := uint64(round*500+i) * 1e9
-			e := core.GeoEvent{EntityID: gone, TimestampNS: ts, UserData: secret, LatNano: int64(i)}
-			k := core.GeoEvent{EntityID: kept, TimestampNS: ts, LatNano: int64(i)}
-			ws = append(ws, put(e), put(k))
-		}
-		index++
-		if err := s.Apply(index, ws); err != nil {
-			t.Fatal(err)
-		}
-		// Each round in its own table, so that the entity spans several.
-		if err := s.db.Flush(); err != nil {
-			t.Fatal(err)
+	// Each pair of entities in tables of its own, one a round, so that an
+	// entity spans several tables and the pairs lie in different ones.
+	for k := 0; k < erased; k++ {
+		for round := 0; round < rounds; round++ {
+			var ws []core.HistoryWrite
+			for i := 0; i < perRound; i++ {
+				ts := uint64(round*perRound+i) * 1e9
+				ws = append(ws,
+					put(core.GeoEvent{EntityID: gone(k), TimestampNS: ts, UserData: secret, LatNano: int64(i)}),
+					put(core.GeoEvent{EntityID: kept(k), TimestampNS: ts, LatNano: int64(i)}))
+			}
+			index++
+			if err := s.Apply(index, ws); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.db.Flush(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if hits := filesContain(t, dir, pattern); len(hits) == 0 {
 		t.Fatal("the pattern is in no file before the erasure: the test cannot see it")
 	}
+	var ws []core.HistoryWrite
+	for k := 0; k < erased; k++ {
+		ws = append(ws, core.HistoryWrite{Kind: core.HistoryDeleteEntity, EntityID: gone(k)})
+	}
 	index++
-	if err := s.Apply(index, []core.HistoryWrite{{Kind: core.HistoryDeleteEntity, EntityID: gone}}); err != nil {
+	if err := s.Apply(index, ws); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -207,11 +224,16 @@ func TestErasureLeavesNoBytes(t *testing.T) {
 	defer s.Close()
 	v := s.View()
 	defer v.Close()
-	if got, _ := mustRange(t, v, core.HistoryRange{EntityID: kept, UntilNS: 1 << 62, Limit: 5000}); len(got) != 2000 {
-		t.Fatalf("kept entity has %d events, want 2000", len(got))
+	all := func(id core.Uint128) core.HistoryRange {
+		return core.HistoryRange{EntityID: id, UntilNS: 1 << 62, Limit: 5000}
 	}
-	if got, _ := mustRange(t, v, core.HistoryRange{EntityID: gone, UntilNS: 1 << 62, Limit: 5000}); len(got) != 0 {
-		t.Fatalf("erased entity has %d events", len(got))
+	for k := 0; k < erased; k++ {
+		if got, _ := mustRange(t, v, all(kept(k))); len(got) != perRound*rounds {
+			t.Fatalf("kept entity %v has %d events, want %d", kept(k), len(got), perRound*rounds)
+		}
+		if got, _ := mustRange(t, v, all(gone(k))); len(got) != 0 {
+			t.Fatalf("erased entity %v has %d events", gone(k), len(got))
+		}
 	}
 }
 
