@@ -14,11 +14,7 @@ import (
 
 // allOps is every valid operation, in code order.
 func allOps() []Operation {
-	var ops []Operation
-	for op := OpInvalid + 1; op.Valid(); op++ {
-		ops = append(ops, op)
-	}
-	return ops
+	return Operations()
 }
 
 // tb is what codeOf needs of *testing.T and *rapid.T.
@@ -147,6 +143,8 @@ func genRequest(t *rapid.T, op Operation) any {
 		return &HistoryQuery{EntityID: genUint128().Draw(t, "id"), SinceNS: rapid.Uint64().Draw(t, "since"), UntilNS: rapid.Uint64().Draw(t, "until"), Page: genPage(t)}
 	case OpStats, OpStatus, OpTopology, OpPing:
 		return nil
+	case OpPutFence, OpGetFence, OpListFences, OpDeleteFence, OpReadFeed:
+		return genFenceRequest(t, op)
 	}
 	panic("no generator for " + op.String())
 }
@@ -210,6 +208,8 @@ func genReply(t *rapid.T, op Operation) any {
 			ClusterID: Uint128{Hi: rapid.Uint64().Draw(t, "cluster_hi"), Lo: rapid.Uint64().Draw(t, "cluster_lo")}}
 	case OpPing:
 		return &PingReply{Pong: rapid.Bool().Draw(t, "pong"), Reason: genBytesString(t, MaxCodecString, "reason")}
+	case OpPutFence, OpGetFence, OpListFences, OpDeleteFence, OpReadFeed:
+		return genFenceReply(t, op)
 	}
 	panic("no generator for " + op.String())
 }
@@ -292,6 +292,8 @@ func TestDecodedTypes(t *testing.T) {
 		OpCleanupExpired: &CleanupRequest{}, OpQueryRadius: &RadiusQuery{}, OpQueryPolygon: &PolygonQuery{},
 		OpGetLatest: &Uint128{}, OpGetLatestBatch: &IDList{}, OpQueryLatest: &LatestQuery{},
 		OpEntityHistory: &HistoryQuery{}, OpStats: nil, OpStatus: nil, OpTopology: nil, OpPing: nil,
+		OpPutFence: &Fence{}, OpGetFence: &FenceName{}, OpListFences: &FenceListRequest{}, OpDeleteFence: &FenceName{},
+		OpReadFeed: &FeedRequest{},
 	}
 	replies := map[Operation]any{
 		OpInsert: &InsertReply{}, OpUpsert: &InsertReply{}, OpDeleteEntities: &DeleteReply{},
@@ -299,7 +301,8 @@ func TestDecodedTypes(t *testing.T) {
 		OpCleanupExpired: &CleanupReply{}, OpQueryRadius: &QueryResult{}, OpQueryPolygon: &QueryResult{},
 		OpGetLatest: &LatestResult{}, OpGetLatestBatch: &LatestResults{}, OpQueryLatest: &QueryResult{},
 		OpEntityHistory: &QueryResult{}, OpStats: &Stats{}, OpStatus: &StatusReply{}, OpTopology: &TopologyReply{},
-		OpPing: &PingReply{},
+		OpPing: &PingReply{}, OpPutFence: &PutFenceReply{}, OpGetFence: &Fence{}, OpListFences: &FenceList{},
+		OpDeleteFence: &DeleteFenceReply{}, OpReadFeed: &FeedPage{},
 	}
 	for _, op := range allOps() {
 		b, err := AppendRequest(nil, op, reqs[op])
@@ -573,7 +576,7 @@ func sampleRequests() map[Operation]any {
 	ev := GeoEvent{EntityID: id, LatNano: 38_110_000_000, LonNano: 13_360_000_000, TTLSeconds: 60, HeadingCdeg: 9000}
 	page := Page{Limit: 10, Cursor: "AQEAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}
 	ids := IDList{id, {Lo: 3}}
-	return map[Operation]any{
+	return withFenceSamples(fenceSampleRequests(), map[Operation]any{
 		OpInsert: &InsertRequest{Events: []GeoEvent{ev, ev}}, OpUpsert: &InsertRequest{Events: []GeoEvent{ev}},
 		OpDeleteEntities: &DeleteRequest{EntityIDs: []Uint128{id}},
 		OpTTLSet:         &TTLSetRequest{EntityID: id, TTLSeconds: 60}, OpTTLExtend: &TTLExtendRequest{EntityID: id, ExtendBySeconds: 5},
@@ -585,14 +588,14 @@ func sampleRequests() map[Operation]any {
 		OpGetLatest: &id, OpGetLatestBatch: &ids, OpQueryLatest: &LatestQuery{SinceNS: 5, Page: page},
 		OpEntityHistory: &HistoryQuery{EntityID: id, SinceNS: 1, UntilNS: 2, Page: page},
 		OpStats:         nil, OpStatus: nil, OpTopology: nil, OpPing: nil,
-	}
+	})
 }
 
 func sampleReplies() map[Operation]any {
 	ev := GeoEvent{EntityID: Uint128{Lo: 9}, TimestampNS: 1_700_000_000_000_000_000, CellID: 0x1234567890abcdef, LatNano: -5}
 	qr := &QueryResult{Events: []GeoEvent{ev, ev}, HasMore: true, Cursor: "AQEAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}
 	latest := LatestResults{{Event: ev, Found: true}, {}}
-	return map[Operation]any{
+	return withFenceSamples(fenceSampleReplies(), map[Operation]any{
 		OpInsert: &InsertReply{Committed: true, Results: []EventResult{{Index: 0, TimestampNS: 5}, {Index: 1, Code: 9}}},
 		OpUpsert: &InsertReply{Results: []EventResult{{Updated: true}}}, OpDeleteEntities: &DeleteReply{Deleted: 1, NotFound: 2},
 		OpTTLSet: &TTLSetReply{ExpiresAtNS: 9}, OpTTLExtend: &TTLExtendReply{PreviousExpiresAtNS: 1, NewExpiresAtNS: 2},
@@ -607,7 +610,7 @@ func sampleReplies() map[Operation]any {
 			{"replica-2", "10.0.0.3:3001", "unknown", Unknown, Unknown},
 		}, ClusterID: Uint128{Hi: 1, Lo: 2}},
 		OpPing: &PingReply{Pong: false, Reason: "no quorum"},
-	}
+	})
 }
 
 func addCodecSeeds(f *testing.F, samples map[Operation]any, enc appendFunc) {

@@ -56,6 +56,8 @@ func allowedCode(op *opRec, c core.Code) bool {
 		return c == core.EntityNotFound.Code
 	case core.OpTTLExtend:
 		return c == core.EntityNotFound.Code || c == core.NoTTLSet.Code
+	case core.OpGetFence, core.OpDeleteFence:
+		return c == core.FenceNotFound.Code
 	}
 	return false
 }
