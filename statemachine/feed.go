@@ -2,6 +2,7 @@ package statemachine
 
 import (
 	"slices"
+	"sort"
 
 	"github.com/geoevent/geoevent/core"
 )
@@ -24,13 +25,16 @@ type watchState struct {
 	feed   feedLog
 }
 
-// feedLog holds the retained notifications, oldest first, in items[head:].
-// Dropping the oldest advances head; compacting copies the rest into new
-// memory, never in place, so that a frozen view (which keeps the slice it
-// was given) is not overwritten.
+// feedLog holds the retained notifications, oldest first: the ones from
+// position head of chunks[0] on, n of them. Appending fills the last
+// chunk, and dropping the oldest advances head and lets go of chunks it
+// has passed: no notification is ever copied or overwritten once
+// written, so a frozen view (which keeps the chunks it was given) stays
+// valid, and the feed's memory does not move as it turns over.
 type feedLog struct {
-	items []core.Notification
-	head  int
+	chunks []*feedChunk
+	head   int // position of the oldest in chunks[0]
+	n      int // notifications retained
 
 	index   uint64 // the log index of the entry being applied (BeginEntry)
 	opNS    uint64 // and its operation time
@@ -73,34 +77,74 @@ func (f *feedLog) retention() (uint64, int) {
 	return ns, n
 }
 
+// feedChunkLen is the notifications of a chunk: about 800 KB.
+const feedChunkLen = 4096
+
+type feedChunk [feedChunkLen]core.Notification
+
+// at returns the i-th retained notification.
+func (f *feedLog) at(i int) *core.Notification {
+	i += f.head
+	return &f.chunks[i/feedChunkLen][i%feedChunkLen]
+}
+
 // push appends a notification, giving it its sequence and time, and drops
 // what retention no longer keeps.
 func (f *feedLog) push(n *core.Notification) {
 	n.Seq = max(f.lastSeq+1, f.index<<32+1)
 	n.OpNS = f.opNS
 	f.lastSeq = n.Seq
-	f.items = append(f.items, *n)
+	f.append(n)
 	f.trim()
+}
+
+// append adds n after the newest.
+func (f *feedLog) append(n *core.Notification) {
+	end := f.head + f.n
+	if end == len(f.chunks)*feedChunkLen {
+		f.chunks = append(f.chunks, new(feedChunk))
+	}
+	f.chunks[end/feedChunkLen][end%feedChunkLen] = *n
+	f.n++
 }
 
 func (f *feedLog) trim() {
 	ns, count := f.retention()
-	for f.head < len(f.items) {
-		old := &f.items[f.head]
-		if len(f.items)-f.head <= count && (f.opNS < ns || old.OpNS >= f.opNS-ns) {
+	for f.n > 0 {
+		old := f.at(0)
+		if f.n <= count && (f.opNS < ns || old.OpNS >= f.opNS-ns) {
 			break
 		}
 		f.dropped = old.Seq
-		*old = core.Notification{}
-		f.head++
+		f.head++ // not zeroed: a frozen view may still hold it
+		f.n--
+		if f.head == feedChunkLen {
+			f.chunks[0] = nil
+			f.chunks = f.chunks[1:]
+			f.head = 0
+		}
 	}
-	if f.head > 1024 && f.head > len(f.items)/2 {
-		f.items = slices.Clone(f.items[f.head:])
-		f.head = 0
+	if f.n == 0 && len(f.chunks) > 0 {
+		f.chunks, f.head = nil, 0
 	}
 }
 
-func (f *feedLog) live() []core.Notification { return f.items[f.head:] }
+// view is the retained notifications as a frozen view keeps them.
+func (f *feedLog) view() feedView {
+	return feedView{chunks: slices.Clone(f.chunks), head: f.head, n: f.n}
+}
+
+// feedView is a feedLog's notifications at one moment.
+type feedView struct {
+	chunks []*feedChunk
+	head   int
+	n      int
+}
+
+func (v *feedView) at(i int) *core.Notification {
+	i += v.head
+	return &v.chunks[i/feedChunkLen][i%feedChunkLen]
+}
 
 // feedScanBudget bounds the notifications one page examines, so that a
 // filter that matches little does not walk the whole feed in one read.
@@ -135,34 +179,25 @@ func (sm *StateMachine) ReadFeed(opTS uint64, req *core.FeedRequest) (core.FeedP
 		types = core.AllNotify
 	}
 	f := &sm.watch.feed
-	items := f.live()
 	page := core.FeedPage{Next: req.After}
-	if len(items) > 0 {
-		page.Start = items[0].Seq
+	if f.n > 0 {
+		page.Start = f.at(0).Seq
 	}
 	if req.After < f.dropped {
 		return core.FeedPage{}, core.Errorf(core.FeedTrimmed,
 			"the feed no longer holds notifications after sequence %d: it starts at sequence %d (ask for after=%d)",
 			req.After, f.dropped+1, f.dropped)
 	}
-	i, _ := slices.BinarySearchFunc(items, req.After+1, func(n core.Notification, s uint64) int {
-		switch {
-		case n.Seq < s:
-			return -1
-		case n.Seq > s:
-			return 1
-		}
-		return 0
-	})
-	for scanned := 0; i < len(items) && len(page.Notifications) < limit && scanned < feedScanBudget; i, scanned = i+1, scanned+1 {
-		n := &items[i]
+	i := sort.Search(f.n, func(i int) bool { return f.at(i).Seq > req.After })
+	for scanned := 0; i < f.n && len(page.Notifications) < limit && scanned < feedScanBudget; i, scanned = i+1, scanned+1 {
+		n := f.at(i)
 		page.Next = n.Seq
 		if !types.Has(n.Type) || len(req.Fences) > 0 && !slices.Contains(req.Fences, n.Fence) {
 			continue
 		}
 		page.Notifications = append(page.Notifications, *n)
 	}
-	page.HasMore = i < len(items)
+	page.HasMore = i < f.n
 	return page, nil
 }
 

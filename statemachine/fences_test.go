@@ -432,3 +432,48 @@ func TestRangesCells(t *testing.T) {
 		}
 	})
 }
+
+// FuzzPutFence: any encoded fence definition is accepted or refused with
+// a code, never a panic, and a refused one changes nothing; an accepted
+// one reads back as it was put.
+func FuzzPutFence(f *testing.F) {
+	tri := []core.Coordinate{{LatNano: 0, LonNano: 0}, {LatNano: 0, LonNano: 1_000_000}, {LatNano: 1_000_000, LonNano: 0}}
+	for _, def := range []core.Fence{
+		{Name: "p", Shape: core.FencePolygon, Vertices: tri, Report: core.AllNotify},
+		{Name: "c", Shape: core.FenceCircle, Center: core.Coordinate{LatNano: 5, LonNano: 6}, RadiusMM: 1000, Group: core.GroupFilter{Set: true, ID: 2}},
+		{Name: "b", Shape: core.FenceBBox, Min: core.Coordinate{LatNano: -5, LonNano: 170e9}, Max: core.Coordinate{LatNano: 5, LonNano: -170e9}},
+		{Name: "x y", Shape: 7},
+	} {
+		b, err := core.PutFence.AppendRequest(nil, &def)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		def, err := core.PutFence.DecodeRequest(b)
+		if err != nil {
+			return
+		}
+		sm := New()
+		before := sm.Digest()
+		if _, err := sm.PutFence(0, def); err != nil {
+			if _, ok := err.(*core.Error); !ok {
+				t.Fatalf("not a coded error: %v", err)
+			}
+			if sm.Digest() != before {
+				t.Fatal("a refused fence changed the state")
+			}
+			return
+		}
+		got, err := sm.GetFence(0, &core.FenceName{Name: def.Name})
+		if err != nil || got.Name != def.Name || got.Shape != def.Shape || len(got.Vertices) != len(def.Vertices) {
+			t.Fatalf("put %+v, got %+v, %v", def, got, err)
+		}
+		ev := []core.GeoEvent{{EntityID: core.Uint128{Lo: 1}, LatNano: def.Center.LatNano, LonNano: def.Center.LonNano}}
+		AssignCells(ev)
+		if _, err := sm.Upsert(1, &core.InsertRequest{Events: ev}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"slices"
 
 	"github.com/geoevent/geoevent/core"
 )
@@ -33,7 +32,7 @@ import (
 // a frozen view shares them.
 type watchView struct {
 	fences                        []*fence // name order
-	items                         []core.Notification
+	feed                          feedView
 	index, opNS, lastSeq, dropped uint64
 }
 
@@ -44,8 +43,7 @@ func (sm *StateMachine) watchView() watchView {
 		v.fences[i] = fs.byName[n]
 	}
 	f := &sm.watch.feed
-	v.items = f.live()
-	v.items = v.items[:len(v.items):len(v.items)]
+	v.feed = f.view()
 	v.index, v.opNS, v.lastSeq, v.dropped = f.index, f.opNS, f.lastSeq, f.dropped
 	return v
 }
@@ -77,9 +75,9 @@ func (v *watchView) appendWatch(buf []byte, flush func([]byte) bool) ([]byte, bo
 			return buf, false
 		}
 	}
-	buf = le.AppendUint64(buf, uint64(len(v.items)))
-	for i := range v.items {
-		n := &v.items[i]
+	buf = le.AppendUint64(buf, uint64(v.feed.n))
+	for i := range v.feed.n {
+		n := v.feed.at(i)
 		buf = le.AppendUint64(buf, n.Seq)
 		buf = append(buf, byte(n.Type))
 		buf = le.AppendUint16(buf, uint16(len(n.Fence)))
@@ -179,8 +177,7 @@ func (d *snapshotReader) readWatch(sm *StateMachine) error {
 			return d.fail(fmt.Sprintf("notification %d is invalid", i))
 		}
 		last = n.Seq
-		f.items = append(f.items, n)
+		f.append(&n)
 	}
-	f.items = slices.Clip(f.items)
 	return d.err
 }

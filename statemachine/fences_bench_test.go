@@ -1,0 +1,89 @@
+package statemachine
+
+import (
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// benchFences is the fence count of the fence benchmarks: polygons of
+// benchFenceVertices vertices, about 900 m across, at random over the
+// benchmark box (together they cover about a fifth of it).
+const (
+	benchFences        = 100_000
+	benchFenceVertices = 20
+	benchFenceRadius   = 4_000_000 // nanodegrees of latitude, about 450 m
+)
+
+var (
+	fencedOnce sync.Once
+	fencedSM   *StateMachine
+	fencedNow  uint64
+)
+
+// benchFencePolygon is a benchFenceVertices-gon around (lat, lon).
+func benchFencePolygon(lat, lon int64) []core.Coordinate {
+	ring := make([]core.Coordinate, benchFenceVertices)
+	for i := range ring {
+		a := 2 * math.Pi * float64(i) / benchFenceVertices
+		ring[i] = core.Coordinate{LatNano: lat + int64(benchFenceRadius*math.Sin(a)), LonNano: lon + int64(1.27*benchFenceRadius*math.Cos(a))}
+	}
+	return ring
+}
+
+// fenced returns a state machine like loaded's with benchFences fences,
+// built once. Its feed keeps the last 1,000,000 notifications.
+func fenced(b *testing.B) (*StateMachine, uint64) {
+	fencedOnce.Do(func() {
+		fencedSM, fencedNow = New(), epoch
+		fencedSM.SetFeedRetention(0, 1_000_000)
+		r := rand.New(rand.NewPCG(7, 8))
+		for i := range benchFences {
+			lat, lon := benchPoint(r)
+			f := &core.Fence{Name: "f" + strconv.Itoa(i), Shape: core.FencePolygon, Vertices: benchFencePolygon(lat, lon)}
+			if _, err := fencedSM.PutFence(fencedNow, f); err != nil {
+				panic(err)
+			}
+		}
+		insertBench(fencedSM, rand.New(rand.NewPCG(1, 2)), &fencedNow, nil)
+	})
+	return fencedSM, fencedNow
+}
+
+// BenchmarkUpsertBatch10kFenced is BenchmarkUpsertBatch10k with 100,000
+// fences: every event is judged against them, and its transitions go into
+// the feed. Compare its events/s with BenchmarkUpsertBatch10k's (run them
+// interleaved); the difference per event is the fence check's cost.
+func BenchmarkUpsertBatch10kFenced(b *testing.B) {
+	sm, now := fenced(b)
+	r := rand.New(rand.NewPCG(5, 6))
+	before := sm.FeedLast()
+	notes := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		evs := make([]core.GeoEvent, benchBatch)
+		for j := range evs {
+			lat, lon := benchPoint(r)
+			evs[j] = core.GeoEvent{EntityID: benchID(r, benchEntities), LatNano: lat, LonNano: lon}
+		}
+		AssignCells(evs)
+		now += 1e6
+		sm.BeginEntry(now/1e6, now)
+		b.StartTimer()
+		if r, _ := sm.Upsert(now, &core.InsertRequest{Events: evs}); !r.Committed {
+			b.Fatal("not committed")
+		}
+	}
+	sm.flushSpatial()
+	b.StopTimer()
+	fencedNow = now
+	p, _ := sm.ReadFeed(now, &core.FeedRequest{After: before, Limit: core.MaxFeedLimit})
+	notes = len(p.Notifications)
+	b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(notes)/float64(min(b.N*benchBatch, core.MaxFeedLimit)), "notes/event")
+}
