@@ -22,6 +22,8 @@
 //	POST   /cleanup/expired             cleanupExpired (body optional)
 //	POST   /ttl/set, /ttl/extend, /ttl/clear
 //	GET    /stats, /status, /topology, /ping, /openapi.json
+//	PUT    /fences/{name}               define or replace a fence (GET and DELETE it too; GET /fences lists)
+//	GET    /feed                        fence transitions: Server-Sent Events, or with wait_ms a long-poll page
 //
 // # Forms
 //

@@ -537,6 +537,7 @@ func (q *fastRequest) parse(head []byte) parseResult {
 	q.method = methodString(method)
 	q.target = string(target)
 	q.path, q.query, _ = cutByte(q.target, '?')
+	fast = fast && q.path != "/feed" // a stream: net/http's writer flushes, this path's buffers the answer
 	hosts, lengths, encodings, origins, preflights := 0, 0, 0, 0, 0
 	for {
 		line, rest, _ = bytes.Cut(rest, []byte("\r\n"))

@@ -82,6 +82,7 @@ type Gateway struct {
 	// literal paths and the two patterns with {entity_id}.
 	literal               map[string]*endpoint
 	entity, entityHistory *endpoint
+	fence                 *endpoint // /fences/{name}
 	cors                  corsPolicy
 	budget                *byteBudget // of request body bytes in flight
 }
@@ -147,9 +148,14 @@ func New(cfg Config) (*Gateway, error) {
 	add("POST", "/ttl/extend", g.ttlExtend)
 	add("POST", "/ttl/clear", g.ttlClear)
 	add("GET", "/openapi.json", g.openAPI)
+	add("PUT", "/fences/{name}", g.putFence)
+	add("GET", "/fences/{name}", g.getFence)
+	add("DELETE", "/fences/{name}", g.deleteFence)
+	add("GET", "/fences", g.listFences)
+	add("GET", "/feed", g.feed)
 	for _, path := range paths {
 		e := byPath[path]
-		for _, m := range []string{"GET", "POST", "DELETE"} {
+		for _, m := range []string{"GET", "POST", "PUT", "DELETE"} {
 			if e.byMethod[m] != nil {
 				if e.allow != "" {
 					e.allow += ", "
@@ -161,13 +167,16 @@ func New(cfg Config) (*Gateway, error) {
 			}
 		}
 		g.mux.HandleFunc(path, func(w stdhttp.ResponseWriter, r *stdhttp.Request) {
-			g.serveEndpoint(&call{g: g, w: w, r: r, pathID: r.PathValue("entity_id")}, e)
+			// A path has at most one wildcard: {entity_id} or a fence's {name}.
+			g.serveEndpoint(&call{g: g, w: w, r: r, pathID: r.PathValue("entity_id") + r.PathValue("name")}, e)
 		})
 		switch path {
 		case "/entity/{entity_id}":
 			g.entity = e
 		case "/entity/{entity_id}/history":
 			g.entityHistory = e
+		case "/fences/{name}":
+			g.fence = e
 		default:
 			g.literal[path] = e
 		}
@@ -184,6 +193,9 @@ func New(cfg Config) (*Gateway, error) {
 func (g *Gateway) route(path string) (e *endpoint, entityID string) {
 	if e := g.literal[path]; e != nil {
 		return e, ""
+	}
+	if name, ok := strings.CutPrefix(path, "/fences/"); ok && name != "" && !strings.Contains(name, "/") {
+		return g.fence, name
 	}
 	if rest, ok := strings.CutPrefix(path, "/entity/"); ok {
 		id, tail, slash := strings.Cut(rest, "/")
