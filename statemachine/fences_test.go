@@ -477,3 +477,50 @@ func FuzzPutFence(f *testing.F) {
 		}
 	})
 }
+
+// TestFrozenFeed: a frozen view's snapshot is the state at Freeze, though
+// the feed turns over (chunks dropped, notifications added) and fences
+// change after it.
+func TestFrozenFeed(t *testing.T) {
+	sm := New()
+	sm.SetFeedRetention(0, feedChunkLen+10)
+	if _, err := sm.PutFence(0, &core.Fence{Name: "box", Shape: core.FenceBBox, Report: core.AllNotify,
+		Min: core.Coordinate{LatNano: 0, LonNano: 0}, Max: core.Coordinate{LatNano: 1_000_000_000, LonNano: 1_000_000_000}}); err != nil {
+		t.Fatal(err)
+	}
+	step := 0
+	moves := func(n int) {
+		for range n {
+			step++
+			sm.BeginEntry(uint64(step), uint64(step))
+			evs := []core.GeoEvent{{EntityID: core.Uint128{Lo: 1}, LatNano: int64(step%2) * 500_000_000, LonNano: 500_000_000}}
+			AssignCells(evs)
+			if _, err := sm.Upsert(uint64(step), &core.InsertRequest{Events: evs}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	moves(feedChunkLen + 100)
+	var want bytes.Buffer
+	if err := sm.WriteSnapshot(&want); err != nil {
+		t.Fatal(err)
+	}
+	f := sm.Freeze()
+	moves(2 * feedChunkLen)
+	if _, err := sm.DeleteFence(0, &core.FenceName{Name: "box"}); err != nil {
+		t.Fatal(err)
+	}
+	got := f.AppendSnapshot(nil)
+	sm.Release(f)
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Fatal("the frozen snapshot differs from the state at Freeze")
+	}
+	cp, err := ReadSnapshot(bytes.NewReader(got))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cp.ReadFeed(0, &core.FeedRequest{After: cp.watch.feed.dropped, Limit: core.MaxFeedLimit})
+	if err != nil || len(p.Notifications) != feedChunkLen+10 {
+		t.Fatalf("restored feed: %d notifications, %v", len(p.Notifications), err)
+	}
+}
