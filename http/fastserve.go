@@ -98,6 +98,7 @@ func newFastServer(g *Gateway, ln net.Listener) *fastServer {
 		IdleTimeout:       idleTimeout,
 		ErrorLog:          zap.NewStdLog(g.log),
 	}
+	s.std.RegisterOnShutdown(g.endStreams) // feed streams never go idle: end them
 	return s
 }
 

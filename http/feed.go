@@ -6,6 +6,7 @@ import (
 	stdhttp "net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/geoevent/geoevent/core"
@@ -141,6 +142,8 @@ func (c *call) feedPoll(req *core.FeedRequest, wait time.Duration) *failure {
 		select {
 		case <-c.r.Context().Done():
 			return nil
+		case <-c.g.streams.done():
+			return c.ok(func(w *jw) { w.feedPage(page) })
 		case <-time.After(min(feedPollInterval, time.Until(deadline))):
 		}
 	}
@@ -162,6 +165,9 @@ func (c *call) feedStream(req *core.FeedRequest) *failure {
 	c.w.WriteHeader(stdhttp.StatusOK)
 	if c.r.Method == "HEAD" {
 		return nil
+	}
+	if fl != nil {
+		fl.Flush() // the headers now: a reader learns the stream is open before the first event
 	}
 	var w, data jw
 	lastWrite := time.Now()
@@ -189,6 +195,8 @@ func (c *call) feedStream(req *core.FeedRequest) *failure {
 		if !page.HasMore {
 			select {
 			case <-c.r.Context().Done():
+				return nil
+			case <-c.g.streams.done():
 				return nil
 			case <-time.After(feedPollInterval):
 			}
@@ -249,4 +257,30 @@ func (w *jw) notification(n *core.Notification) {
 	w.key("op_ns")
 	w.str(strconv.FormatUint(n.OpNS, 10))
 	w.close()
+}
+
+// streamsEnd tells waiting feed requests that the server is shutting
+// down: a stream never goes idle, and would hold Shutdown to its deadline.
+type streamsEnd struct {
+	once sync.Once
+	ch   chan struct{}
+	mu   sync.Mutex
+}
+
+func (s *streamsEnd) done() <-chan struct{} { return s.channel() }
+
+func (s *streamsEnd) channel() chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.ch
+}
+
+// endStreams ends every feed stream and long poll (a long poll answers
+// what it has).
+func (g *Gateway) endStreams() {
+	ch := g.streams.channel()
+	g.streams.once.Do(func() { close(ch) })
 }

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	stdhttp "net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/geoevent/geoevent/core"
+	ghttp "github.com/geoevent/geoevent/http"
 )
 
 // TestFencesAndFeed defines fences over HTTP, moves entities through them
@@ -124,4 +126,31 @@ func TestFencesAndFeed(t *testing.T) {
 	expectOK(t, e.req("DELETE", "/fences/depot", nil), "delete depot")
 	expectErr(t, e.req("DELETE", "/fences/depot", nil), "delete again", "b", 404, core.FenceNotFound.Code, "FENCE_NOT_FOUND")
 	expectErr(t, e.req("GET", "/feed?wait_ms=0&types=sideways", nil), "bad type", "b", 400, core.InvalidFence.Code, "INVALID_FENCE")
+}
+
+// TestFeedStreamEndsOnShutdown: an open stream does not hold the
+// gateway's Shutdown to its deadline.
+func TestFeedStreamEndsOnShutdown(t *testing.T) {
+	e := newEnv(t)
+	gw := serveGateway(t, ghttp.Config{Backend: e.backend})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := stdhttp.NewRequestWithContext(ctx, "GET", "http://"+gw.Addr().String()+"/feed", nil)
+	res, err := stdhttp.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	start := time.Now()
+	sctx, scancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer scancel()
+	if err := gw.Shutdown(sctx); err != nil {
+		t.Fatalf("shutdown with a stream open: %v after %v", err, time.Since(start))
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("shutdown took %v", d)
+	}
+	if _, err := io.ReadAll(res.Body); err != nil {
+		t.Fatalf("the stream did not end cleanly: %v", err)
+	}
 }

@@ -85,6 +85,7 @@ type Gateway struct {
 	fence                 *endpoint // /fences/{name}
 	cors                  corsPolicy
 	budget                *byteBudget // of request body bytes in flight
+	streams               streamsEnd  // closed when the server shuts down: feed.go
 }
 
 // endpoint is one path of the API and its handler for each method it takes.
