@@ -228,13 +228,26 @@ func (fs *fenceSet) removeIndex(f *fence) {
 	}
 }
 
-// appendCandidates appends the fences whose covering holds the leaf cell.
-func (fs *fenceSet) appendCandidates(dst []*fence, leaf uint64) []*fence {
+// appendCandidates appends the fences whose covering holds the leaf cell,
+// and, when other is not 0, those whose covering holds that leaf cell: at
+// each level of the index, the cell of other is looked up only where it
+// differs from leaf's (an entity that moves a little mostly stays in its
+// cells). A fence may be appended more than once.
+func (fs *fenceSet) appendCandidates(dst []*fence, leaf, other uint64) []*fence {
 	for m := fs.mask; m != 0; m &= m - 1 {
 		l := bits.TrailingZeros32(m)
 		lsb := uint64(1) << (2 * (30 - l))
-		if list, ok := fs.index[leaf&-lsb|lsb]; ok {
+		c := leaf&-lsb | lsb
+		if list, ok := fs.index[c]; ok {
 			dst = append(dst, list...)
+		}
+		if other == 0 {
+			continue
+		}
+		if o := other&-lsb | lsb; o != c {
+			if list, ok := fs.index[o]; ok {
+				dst = append(dst, list...)
+			}
 		}
 	}
 	return dst
@@ -350,10 +363,11 @@ func (sm *StateMachine) fencesMoved(e *entity, ev *core.GeoEvent) {
 	if len(fs.byName) == 0 {
 		return
 	}
-	cands := fs.appendCandidates(fs.cands[:0], ev.CellID)
-	if e != nil && e.cell != ev.CellID {
-		cands = fs.appendCandidates(cands, e.cell)
+	var prev uint64 // 0: none
+	if e != nil {
+		prev = e.cell
 	}
+	cands := fs.appendCandidates(fs.cands[:0], ev.CellID, prev)
 	if len(cands) == 0 {
 		fs.cands = cands
 		return
@@ -397,7 +411,7 @@ func (sm *StateMachine) fencesGone(slot uint32) {
 		return
 	}
 	e, x := sm.store.pair(slot)
-	cands := fs.appendCandidates(fs.cands[:0], e.cell)
+	cands := fs.appendCandidates(fs.cands[:0], e.cell, 0)
 	sortFences(cands)
 	for i, f := range cands {
 		if i > 0 && cands[i-1] == f || !f.def.Report.Has(core.NotifyExit) || !f.contains(e.lat, e.lon, e.group) {

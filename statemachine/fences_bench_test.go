@@ -82,18 +82,75 @@ func BenchmarkUpsertBatch10kFenced(b *testing.B) {
 	sm.flushSpatial()
 	b.StopTimer()
 	fencedNow = now
+	b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(countNotes(b, sm, lastBatch, now))/benchBatch, "notes/event")
+}
+
+// BenchmarkUpsertBatch10kFencedLocal is BenchmarkUpsertBatch10kFenced
+// with a fleet's moves: each event moves its entity up to about 50 m from
+// where it is, so that most events cross no fence edge (the random jumps
+// of the other benchmark make about 3 notifications an event).
+func BenchmarkUpsertBatch10kFencedLocal(b *testing.B) {
+	sm, now := fenced(b)
+	fencedNow = benchLocalMoves(b, sm, now)
+}
+
+// BenchmarkUpsertBatch10kLocal is BenchmarkUpsertBatch10kFencedLocal
+// without fences: the difference is the fence check's cost.
+func BenchmarkUpsertBatch10kLocal(b *testing.B) {
+	sm := loaded(b)
+	benchNow = benchLocalMoves(b, sm, benchNow)
+}
+
+// benchLocalMoves upserts batches of entities' moves of up to about 50 m
+// into sm from time now on, and returns the time of the last batch.
+func benchLocalMoves(b *testing.B, sm *StateMachine, now uint64) uint64 {
+	pos := make([]core.Coordinate, benchEntities+1)
+	for i := 1; i <= benchEntities; i++ {
+		l, _ := sm.GetLatest(now, core.Uint128{Hi: 1, Lo: uint64(i)})
+		pos[i] = core.Coordinate{LatNano: l.Event.LatNano, LonNano: l.Event.LonNano}
+	}
+	r := rand.New(rand.NewPCG(9, 10))
+	var lastBatch uint64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		evs := make([]core.GeoEvent, benchBatch)
+		for j := range evs {
+			id := benchID(r, benchEntities)
+			p := &pos[id.Lo]
+			p.LatNano = min(max(p.LatNano+r.Int64N(900_001)-450_000, benchLat-benchHalfBox), benchLat+benchHalfBox)
+			p.LonNano = min(max(p.LonNano+r.Int64N(900_001)-450_000, benchLon-benchHalfBox), benchLon+benchHalfBox)
+			evs[j] = core.GeoEvent{EntityID: id, LatNano: p.LatNano, LonNano: p.LonNano}
+		}
+		AssignCells(evs)
+		now += 1e6
+		sm.BeginEntry(now/1e6, now)
+		lastBatch = sm.FeedLast()
+		b.StartTimer()
+		if r, _ := sm.Upsert(now, &core.InsertRequest{Events: evs}); !r.Committed {
+			b.Fatal("not committed")
+		}
+	}
+	sm.flushSpatial()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(countNotes(b, sm, lastBatch, now))/benchBatch, "notes/event")
+	return now
+}
+
+// countNotes counts the notifications after sequence after.
+func countNotes(b *testing.B, sm *StateMachine, after, now uint64) int {
 	notes := 0
-	for after := lastBatch; ; {
+	for {
 		p, err := sm.ReadFeed(now, &core.FeedRequest{After: after, Limit: core.MaxFeedLimit})
 		if err != nil {
 			b.Fatal(err)
 		}
 		notes += len(p.Notifications)
 		if !p.HasMore {
-			break
+			return notes
 		}
 		after = p.Next
 	}
-	b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "events/s")
-	b.ReportMetric(float64(notes)/benchBatch, "notes/event")
 }
