@@ -61,29 +61,10 @@ func fenced(b *testing.B) (*StateMachine, uint64) {
 func BenchmarkUpsertBatch10kFenced(b *testing.B) {
 	sm, now := fenced(b)
 	r := rand.New(rand.NewPCG(5, 6))
-	var lastBatch uint64 // the newest sequence before the last batch
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		evs := make([]core.GeoEvent, benchBatch)
-		for j := range evs {
-			lat, lon := benchPoint(r)
-			evs[j] = core.GeoEvent{EntityID: benchID(r, benchEntities), LatNano: lat, LonNano: lon}
-		}
-		AssignCells(evs)
-		now += 1e6
-		sm.BeginEntry(now/1e6, now)
-		lastBatch = sm.FeedLast()
-		b.StartTimer()
-		if r, _ := sm.Upsert(now, &core.InsertRequest{Events: evs}); !r.Committed {
-			b.Fatal("not committed")
-		}
-	}
-	sm.flushSpatial()
-	b.StopTimer()
-	fencedNow = now
-	b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "events/s")
-	b.ReportMetric(float64(countNotes(b, sm, lastBatch, now))/benchBatch, "notes/event")
+	fencedNow = benchMoves(b, sm, now, func(ev *core.GeoEvent) {
+		ev.EntityID = benchID(r, benchEntities)
+		ev.LatNano, ev.LonNano = benchPoint(r)
+	})
 }
 
 // BenchmarkUpsertBatch10kFencedLocal is BenchmarkUpsertBatch10kFenced
@@ -92,36 +73,45 @@ func BenchmarkUpsertBatch10kFenced(b *testing.B) {
 // of the other benchmark make about 3 notifications an event).
 func BenchmarkUpsertBatch10kFencedLocal(b *testing.B) {
 	sm, now := fenced(b)
-	fencedNow = benchLocalMoves(b, sm, now)
+	fencedNow = benchMoves(b, sm, now, localMoves(sm, now))
 }
 
 // BenchmarkUpsertBatch10kLocal is BenchmarkUpsertBatch10kFencedLocal
 // without fences: the difference is the fence check's cost.
 func BenchmarkUpsertBatch10kLocal(b *testing.B) {
 	sm := loaded(b)
-	benchNow = benchLocalMoves(b, sm, benchNow)
+	benchNow = benchMoves(b, sm, benchNow, localMoves(sm, benchNow))
 }
 
-// benchLocalMoves upserts batches of entities' moves of up to about 50 m
-// into sm from time now on, and returns the time of the last batch.
-func benchLocalMoves(b *testing.B, sm *StateMachine, now uint64) uint64 {
+// localMoves returns a move that takes a random entity of sm up to about
+// 50 m from where it is.
+func localMoves(sm *StateMachine, now uint64) func(*core.GeoEvent) {
 	pos := make([]core.Coordinate, benchEntities+1)
 	for i := 1; i <= benchEntities; i++ {
 		l, _ := sm.GetLatest(now, core.Uint128{Hi: 1, Lo: uint64(i)})
 		pos[i] = core.Coordinate{LatNano: l.Event.LatNano, LonNano: l.Event.LonNano}
 	}
 	r := rand.New(rand.NewPCG(9, 10))
-	var lastBatch uint64
+	return func(ev *core.GeoEvent) {
+		ev.EntityID = benchID(r, benchEntities)
+		p := &pos[ev.EntityID.Lo]
+		p.LatNano = min(max(p.LatNano+r.Int64N(900_001)-450_000, benchLat-benchHalfBox), benchLat+benchHalfBox)
+		p.LonNano = min(max(p.LonNano+r.Int64N(900_001)-450_000, benchLon-benchHalfBox), benchLon+benchHalfBox)
+		ev.LatNano, ev.LonNano = p.LatNano, p.LonNano
+	}
+}
+
+// benchMoves upserts batches of events that move fills in into sm from
+// time now on, as log entries, and returns the time of the last batch. It
+// reports the notifications of the last batch per event.
+func benchMoves(b *testing.B, sm *StateMachine, now uint64, move func(*core.GeoEvent)) uint64 {
+	var lastBatch uint64 // the newest sequence before the last batch
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		evs := make([]core.GeoEvent, benchBatch)
 		for j := range evs {
-			id := benchID(r, benchEntities)
-			p := &pos[id.Lo]
-			p.LatNano = min(max(p.LatNano+r.Int64N(900_001)-450_000, benchLat-benchHalfBox), benchLat+benchHalfBox)
-			p.LonNano = min(max(p.LonNano+r.Int64N(900_001)-450_000, benchLon-benchHalfBox), benchLon+benchHalfBox)
-			evs[j] = core.GeoEvent{EntityID: id, LatNano: p.LatNano, LonNano: p.LonNano}
+			move(&evs[j])
 		}
 		AssignCells(evs)
 		now += 1e6
