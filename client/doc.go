@@ -154,6 +154,15 @@
 // per-event results, if any) together with a *BatchError that says which
 // events were committed.
 //
+// # Fences and the feed
+//
+// PutFence, GetFence, ListFences and DeleteFence manage geofences;
+// ReadFeed reads a page of the feed of their transitions, and Watch
+// follows it: Watcher.Next returns each notification in order, polling
+// while there is none, and goes on across failovers, since every replica
+// holds the same feed. A Watch begun from an earlier Watcher's Last
+// resumes with nothing missed and nothing repeated.
+//
 // # Robustness
 //
 // Nothing the server sends makes the client panic: a frame that is

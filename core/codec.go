@@ -52,6 +52,11 @@ import (
 //	topology, ping
 //	query_bbox            *BBoxQuery          coord min (lat, lon), coord max (lat, lon), group, filter, page
 //	query_nearest         *NearestQuery       coord center, u64 max_distance_mm, group, filter, page
+//	put_fence             *Fence              fence (see Fence's encoder in fences.go)
+//	get_fence,            *FenceName          str name
+//	delete_fence
+//	list_fences           *FenceListRequest   str after, u32 limit
+//	read_feed             *FeedRequest        u64 after, u16 count, count str fences, u8 types, u32 limit
 //
 // Replies (AppendReply / DecodeReply):
 //
@@ -79,6 +84,13 @@ import (
 //	                                          u16 node count, count x (str node_id, str address, str status,
 //	                                          u64 last_contact_ms, u64 lag_ms), id cluster_id
 //	ping                  *PingReply          bool pong, str reason
+//	put_fence             *PutFenceReply      bool created
+//	get_fence             *Fence              fence
+//	list_fences           *FenceList          u32 count, count fences, bool has_more, u32 total
+//	delete_fence          *DeleteFenceReply   bool deleted
+//	read_feed             *FeedPage           u32 count, count x (u64 seq, u8 type, str fence, event,
+//	                                          bool has_prev, coord prev, u64 op_ns), u64 start, u64 next,
+//	                                          bool has_more
 //
 // The Append functions accept the value type or a pointer to it (and, for
 // get_latest_batch, a plain []Uint128 or []LatestResult); the Decode

@@ -15,11 +15,7 @@ import (
 
 // allOps is every valid operation, in code order.
 func allOps() []Operation {
-	var ops []Operation
-	for op := OpInvalid + 1; op.Valid(); op++ {
-		ops = append(ops, op)
-	}
-	return ops
+	return Operations()
 }
 
 // tb is what codeOf needs of *testing.T and *rapid.T.
@@ -157,6 +153,8 @@ func genRequest(t *rapid.T, op Operation) any {
 		return &HistoryQuery{EntityID: genUint128().Draw(t, "id"), SinceNS: rapid.Uint64().Draw(t, "since"), UntilNS: rapid.Uint64().Draw(t, "until"), Page: genPage(t)}
 	case OpStats, OpStatus, OpTopology, OpPing:
 		return nil
+	case OpPutFence, OpGetFence, OpListFences, OpDeleteFence, OpReadFeed:
+		return genFenceRequest(t, op)
 	}
 	panic("no generator for " + op.String())
 }
@@ -229,6 +227,8 @@ func genReply(t *rapid.T, op Operation) any {
 			ClusterID: Uint128{Hi: rapid.Uint64().Draw(t, "cluster_hi"), Lo: rapid.Uint64().Draw(t, "cluster_lo")}}
 	case OpPing:
 		return &PingReply{Pong: rapid.Bool().Draw(t, "pong"), Reason: genBytesString(t, MaxCodecString, "reason")}
+	case OpPutFence, OpGetFence, OpListFences, OpDeleteFence, OpReadFeed:
+		return genFenceReply(t, op)
 	}
 	panic("no generator for " + op.String())
 }
@@ -335,6 +335,8 @@ func TestDecodedTypes(t *testing.T) {
 		OpGetLatest: &Uint128{}, OpGetLatestBatch: &IDList{}, OpQueryLatest: &LatestQuery{},
 		OpEntityHistory: &HistoryQuery{}, OpStats: nil, OpStatus: nil, OpTopology: nil, OpPing: nil,
 		OpQueryBBox: &BBoxQuery{}, OpQueryNearest: &NearestQuery{},
+		OpPutFence: &Fence{}, OpGetFence: &FenceName{}, OpListFences: &FenceListRequest{}, OpDeleteFence: &FenceName{},
+		OpReadFeed: &FeedRequest{},
 	}
 	replies := map[Operation]any{
 		OpInsert: &InsertReply{}, OpUpsert: &InsertReply{}, OpDeleteEntities: &DeleteReply{},
@@ -343,7 +345,8 @@ func TestDecodedTypes(t *testing.T) {
 		OpGetLatest: &LatestResult{}, OpGetLatestBatch: &LatestResults{}, OpQueryLatest: &QueryResult{},
 		OpQueryBBox: &QueryResult{}, OpQueryNearest: &QueryResult{},
 		OpEntityHistory: &QueryResult{}, OpStats: &Stats{}, OpStatus: &StatusReply{}, OpTopology: &TopologyReply{},
-		OpPing: &PingReply{},
+		OpPing: &PingReply{}, OpPutFence: &PutFenceReply{}, OpGetFence: &Fence{}, OpListFences: &FenceList{},
+		OpDeleteFence: &DeleteFenceReply{}, OpReadFeed: &FeedPage{},
 	}
 	for _, op := range allOps() {
 		b, err := AppendRequest(nil, op, reqs[op])
@@ -626,7 +629,7 @@ func sampleRequests() map[Operation]any {
 	ev := GeoEvent{EntityID: id, LatNano: 38_110_000_000, LonNano: 13_360_000_000, TTLSeconds: 60, HeadingCdeg: 9000}
 	page := Page{Limit: 10, Cursor: "AQEAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}
 	ids := IDList{id, {Lo: 3}}
-	return map[Operation]any{
+	return withFenceSamples(fenceSampleRequests(), map[Operation]any{
 		OpInsert: &InsertRequest{Events: []GeoEvent{ev, ev}}, OpUpsert: &InsertRequest{Events: []GeoEvent{ev}},
 		OpDeleteEntities: &DeleteRequest{EntityIDs: []Uint128{id}},
 		OpTTLSet:         &TTLSetRequest{EntityID: id, TTLSeconds: 60}, OpTTLExtend: &TTLExtendRequest{EntityID: id, ExtendBySeconds: 5},
@@ -641,14 +644,14 @@ func sampleRequests() map[Operation]any {
 		OpQueryBBox: &BBoxQuery{MinLatNano: 1, MinLonNano: 179_000_000_000, MaxLatNano: 2, MaxLonNano: -179_000_000_000,
 			Group: GroupFilter{Set: true, ID: 3}, Filter: Filter{SinceNS: 4, FlagsAll: 1, FlagsAny: 6}, Page: page},
 		OpQueryNearest: &NearestQuery{Center: Coordinate{1, 2}, MaxDistanceMM: 5000, Filter: Filter{FlagsAll: 2}, Page: Page{Limit: 10}},
-	}
+	})
 }
 
 func sampleReplies() map[Operation]any {
 	ev := GeoEvent{EntityID: Uint128{Lo: 9}, TimestampNS: 1_700_000_000_000_000_000, CellID: 0x1234567890abcdef, LatNano: -5}
 	qr := &QueryResult{Events: []GeoEvent{ev, ev}, HasMore: true, Cursor: "AQEAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}
 	latest := LatestResults{{Event: ev, Found: true}, {}}
-	return map[Operation]any{
+	return withFenceSamples(fenceSampleReplies(), map[Operation]any{
 		OpInsert: &InsertReply{Committed: true, Results: []EventResult{{Index: 0, TimestampNS: 5}, {Index: 1, Code: 9}}},
 		OpUpsert: &InsertReply{Results: []EventResult{{Updated: true}}}, OpDeleteEntities: &DeleteReply{Deleted: 1, NotFound: 2},
 		OpTTLSet: &TTLSetReply{ExpiresAtNS: 9}, OpTTLExtend: &TTLExtendReply{PreviousExpiresAtNS: 1, NewExpiresAtNS: 2},
@@ -664,7 +667,7 @@ func sampleReplies() map[Operation]any {
 			{"replica-2", "10.0.0.3:3001", "unknown", Unknown, Unknown},
 		}, ClusterID: Uint128{Hi: 1, Lo: 2}},
 		OpPing: &PingReply{Pong: false, Reason: "no quorum"},
-	}
+	})
 }
 
 func addCodecSeeds(f *testing.F, samples map[Operation]any, enc appendFunc) {

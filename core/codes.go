@@ -50,6 +50,7 @@ var (
 	NoTTLSet           = CodeInfo{106, "NO_TTL_SET", 400, false}    // spec
 	InvalidTimeRange   = CodeInfo{107, "INVALID_TIME_RANGE", 400, false}
 	InvalidArgument    = CodeInfo{108, "INVALID_ARGUMENT", 400, false}
+	InvalidFence       = CodeInfo{120, "INVALID_FENCE", 400, false} // a fence's name, shape kind or report types
 
 	// State, 200-299. Codes 201-205 and 212 are ours: the session protocol
 	// of the binary client and backpressure.
@@ -71,10 +72,13 @@ var (
 	ReshardingInProgress = CodeInfo{222, "RESHARDING_IN_PROGRESS", 503, true}  // spec
 	InvalidShardCount    = CodeInfo{223, "INVALID_SHARD_COUNT", 400, false}    // spec
 	ShardMigrationFailed = CodeInfo{224, "SHARD_MIGRATION_FAILED", 500, false} // spec
+	FenceNotFound        = CodeInfo{240, "FENCE_NOT_FOUND", 404, false}
+	FeedTrimmed          = CodeInfo{241, "FEED_TRIMMED", 400, false} // the feed no longer holds notifications after the requested sequence
 
 	// Resource limits, 300-399.
 	BatchTooLarge       = CodeInfo{300, "BATCH_TOO_LARGE", 400, false}        // spec
 	QueryResultTooLarge = CodeInfo{300, "QUERY_RESULT_TOO_LARGE", 400, false} // spec
+	TooManyFences       = CodeInfo{340, "TOO_MANY_FENCES", 400, false}
 
 	// Security boundary, 400-499: reserved by the spec for external layers.
 	EncryptionKeyUnavailable     = CodeInfo{410, "ENCRYPTION_KEY_UNAVAILABLE", 503, true}      // spec
@@ -97,12 +101,12 @@ var Codes = []CodeInfo{
 	AltitudeOutOfRange, VelocityOutOfRange, HeadingOutOfRange, TimestampInFuture, ReservedBytesNotZero,
 	RequestMismatch,
 	InvalidCoordinates, InvalidEntityID, InvalidRadius, EmptyRequest, PolygonTooComplex,
-	InvalidPolygon, InvalidCursor, InvalidEvent, NoTTLSet, InvalidTimeRange, InvalidArgument,
+	InvalidPolygon, InvalidCursor, InvalidEvent, NoTTLSet, InvalidTimeRange, InvalidArgument, InvalidFence,
 	SessionExpired, RequestInFlight, StaleRequest, WrongCluster, SessionLimit,
 	ClusterUnavailable, ClusterBusy, FollowerReadOnly, StaleFollower, PrimaryUnreachable, ReplicationTimeout,
 	ConflictDetected, GeoShardMismatch, NotShardLeader, ShardUnavailable, ReshardingInProgress,
-	InvalidShardCount, ShardMigrationFailed,
-	BatchTooLarge, QueryResultTooLarge,
+	InvalidShardCount, ShardMigrationFailed, FenceNotFound, FeedTrimmed,
+	BatchTooLarge, QueryResultTooLarge, TooManyFences,
 	EncryptionKeyUnavailable, DecryptionFailed, EncryptionNotEnabled, KeyRotationInProgress,
 	UnsupportedEncryptionVersion,
 	InternalError, Corruption,

@@ -385,6 +385,8 @@ var opTable = [...]OpCodec{
 	OpGetLatestBatch: GetLatestBatch, OpQueryLatest: QueryLatest, OpEntityHistory: EntityHistory,
 	OpStats: StatsOp, OpStatus: Status, OpTopology: Topology, OpPing: Ping,
 	OpQueryBBox: QueryBBox, OpQueryNearest: QueryNearest,
+	OpPutFence: PutFence, OpGetFence: GetFence, OpListFences: ListFences, OpDeleteFence: DeleteFence,
+	OpReadFeed: ReadFeed,
 }
 
 func encNone(e encoder, _ *None) encoder               { return e }
@@ -427,14 +429,7 @@ func decInsertRep(d decoder) (*InsertReply, decoder) {
 }
 
 func encPolygonReq(e encoder, r *PolygonQuery) encoder {
-	e.ring(r.Vertices, "vertices")
-	if len(r.Holes) > maxU16Count {
-		e.fail(PolygonTooComplex, "%d holes; the encoding carries at most %d", len(r.Holes), maxU16Count)
-	}
-	e.u16(uint16(len(r.Holes)))
-	for _, h := range r.Holes {
-		e.ring(h, "hole")
-	}
+	e.polygon(r.Vertices, r.Holes)
 	e.group(r.Group)
 	e.page(r.Page)
 	if !r.Filter.IsZero() || r.Edges != EdgesGeodesic {
@@ -445,13 +440,8 @@ func encPolygonReq(e encoder, r *PolygonQuery) encoder {
 }
 
 func decPolygonReq(d decoder) (*PolygonQuery, decoder) {
-	q := &PolygonQuery{Vertices: d.ring("vertices")}
-	if n := d.count16(2, "holes"); n > 0 {
-		q.Holes = make([][]Coordinate, n)
-		for i := range q.Holes {
-			q.Holes[i] = d.ring("hole")
-		}
-	}
+	q := &PolygonQuery{}
+	q.Vertices, q.Holes = d.polygon()
 	q.Group = d.group()
 	q.Page = d.page()
 	if d.err == nil && len(d.b) > 0 {
@@ -645,3 +635,16 @@ func opWrites(op Operation) bool { return opTable[op].writes() }
 
 func (o *Op[Req, Rep]) name() string { return o.Name }
 func (o *Op[Req, Rep]) writes() bool { return o.Writes }
+
+// Operations returns every operation of the table in code order. Codes
+// need not be contiguous: a loop to the first invalid code would miss
+// the operations after a gap.
+func Operations() []Operation {
+	var ops []Operation
+	for op := range opTable {
+		if opTable[op] != nil {
+			ops = append(ops, Operation(op))
+		}
+	}
+	return ops
+}

@@ -26,6 +26,8 @@
 //	GET    /stats, /status, /topology, /ping, /openapi.json
 //	GET    /healthz, /readyz            liveness and readiness probes
 //	GET    /metrics                     Prometheus's text format
+//	PUT    /fences/{name}               define or replace a fence (GET and DELETE it too; GET /fences lists)
+//	GET    /feed                        fence transitions: Server-Sent Events, or with wait_ms a long-poll page
 //
 // # Forms
 //

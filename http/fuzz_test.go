@@ -17,6 +17,7 @@ var fuzzRoutes = []struct {
 	{"POST", "/ttl/set", true}, {"POST", "/ttl/extend", true}, {"POST", "/ttl/clear", true},
 	{"GET", "/entity/", false}, {"GET", "/entity/history", false},
 	{"POST", "/query/bbox", false}, {"POST", "/query/nearest", false},
+	{"PUT", "/fences/f", true}, {"GET", "/fences/", false}, {"GET", "/feed?wait_ms=0&", false},
 }
 
 // FuzzRequests sends arbitrary bodies (and path segments) to every
@@ -45,6 +46,10 @@ func FuzzRequests(f *testing.F) {
 		`{"events":[{"entity_id":"` + id + `","lat_nano":1,"lon_nano":2,"entity_id":"1"}]}`,
 		`{"events":[{"entity_id":"` + id + `","lat":38.1155,"lon":-1e-9},{"entity_id":"42","lat":1,"lat_nano":1,"lon":0}]}`,
 		`{"events":[{"entity_id":"` + id + `","lat_nano":1,"lon_nano":2,"timestamp_ns":1795815268}]}`,
+		`{"shape":"circle","center":{"lat_nano":1,"lon_nano":2},"radius_mm":5000,"report":["enter","inside"]}`,
+		`{"shape":"bbox","min":{"lat_nano":1,"lon_nano":2},"max":{"lat_nano":0,"lon_nano":3},"group_id":7}`,
+		`{"shape":"polygon","vertices":[{"lat":0,"lon":0},{"lat":1,"lon":0},{"lat":1,"lon":1}],"report":["sideways"]}`,
+		`after=5&fences=a,b&types=enter,exit&limit=3`, `types=&fences=a%2Cb`,
 	} {
 		for i := range fuzzRoutes {
 			f.Add(uint8(i), []byte(s))

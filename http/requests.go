@@ -680,41 +680,11 @@ func ringShape(d *doc, r int32, path string) *failure {
 }
 
 func parseRing(d *doc, r int32, path string, fm form) ([]core.Coordinate, *failure) {
-	names := vertexB
-	if fm == formA {
-		names = vertexA
-	}
 	ring := make([]core.Coordinate, 0, d.nodes[r].n)
 	for j, v := range d.elems(r) {
-		p := index(path, j)
-		if d.nodes[v].kind != kObject {
-			return nil, d.wrongType(v, p, "a coordinate object")
-		}
-		var c core.Coordinate
-		var hasLat, hasLon bool
-		var f *failure
-		d.members(v, func(k, x int32) bool {
-			name := d.keyName(k)
-			switch {
-			case name == names[0] && !d.isNull(x):
-				hasLat = true
-				c.LatNano, f = coordinate(d, x, join(p, name), fm, core.MaxLatNano)
-			case name == names[1] && !d.isNull(x):
-				hasLon = true
-				c.LonNano, f = coordinate(d, x, join(p, name), fm, core.MaxLonNano)
-			case name == names[0] || name == names[1]:
-			default:
-				f = unknownField(d, k, p, strings.Join(names, ", "))
-			}
-			return f == nil
-		})
-		switch {
-		case f != nil:
+		c, f := parsePoint(d, v, index(path, j), fm)
+		if f != nil {
 			return nil, f
-		case !hasLat:
-			return nil, required(join(p, names[0]))
-		case !hasLon:
-			return nil, required(join(p, names[1]))
 		}
 		ring = append(ring, c)
 	}

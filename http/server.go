@@ -89,6 +89,7 @@ type Gateway struct {
 	cors    corsPolicy
 	budget  *byteBudget // of request body bytes in flight
 	metrics *gatewayMetrics
+	streams streamsEnd // closed when the server shuts down: feed.go
 }
 
 // endpoint is one path of the API and its handler for each method it takes.
@@ -161,9 +162,14 @@ func New(cfg Config) (*Gateway, error) {
 	add("GET", "/metrics", g.metricsPage)
 	add("GET", "/healthz", g.healthz)
 	add("GET", "/readyz", g.readyz)
+	add("PUT", "/fences/{name}", g.putFence)
+	add("GET", "/fences/{name}", g.getFence)
+	add("DELETE", "/fences/{name}", g.deleteFence)
+	add("GET", "/fences", g.listFences)
+	add("GET", "/feed", g.feed)
 	for _, path := range paths {
 		e := byPath[path]
-		for _, m := range []string{"GET", "POST", "DELETE"} {
+		for _, m := range []string{"GET", "POST", "PUT", "DELETE"} {
 			if e.byMethod[m] != nil {
 				g.metrics.add(e, m)
 				if e.allow != "" {
@@ -176,7 +182,8 @@ func New(cfg Config) (*Gateway, error) {
 			}
 		}
 		g.mux.HandleFunc(path, func(w stdhttp.ResponseWriter, r *stdhttp.Request) {
-			g.serveEndpoint(&call{g: g, w: w, r: r, pathID: r.PathValue("entity_id")}, e)
+			// A path has at most one wildcard: {entity_id} or a fence's {name}.
+			g.serveEndpoint(&call{g: g, w: w, r: r, pathID: r.PathValue("entity_id") + r.PathValue("name")}, e)
 		})
 	}
 	g.mux.HandleFunc("/", func(w stdhttp.ResponseWriter, r *stdhttp.Request) {
@@ -357,7 +364,7 @@ type call struct {
 	r      *stdhttp.Request
 	form   form // the response's form
 	ctx    context.Context
-	pathID string // the path's {entity_id}
+	pathID string // the path's {entity_id} or {name}
 	// From the request's headers: the first Content-Type and how many
 	// there are, the Origin (one) and Access-Control-Request-Method.
 	contentType  string

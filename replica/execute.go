@@ -49,6 +49,11 @@ var executors = [...]executor{
 		}
 		return &core.PingReply{Pong: true}, nil
 	}),
+	core.OpPutFence:    sm(core.PutFence, (*statemachine.StateMachine).PutFence),
+	core.OpGetFence:    sm(core.GetFence, (*statemachine.StateMachine).GetFence),
+	core.OpListFences:  sm(core.ListFences, (*statemachine.StateMachine).ListFences),
+	core.OpDeleteFence: sm(core.DeleteFence, (*statemachine.StateMachine).DeleteFence),
+	core.OpReadFeed:    sm(core.ReadFeed, (*statemachine.StateMachine).ReadFeed),
 }
 
 // executor runs one operation with a request as core.DecodeRequest gives

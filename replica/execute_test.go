@@ -9,7 +9,7 @@ import (
 // TestEveryOperationExecutes: every operation of core's table has its
 // executor, and an executor refuses a request of another type.
 func TestEveryOperationExecutes(t *testing.T) {
-	for op := core.OpInvalid + 1; op.Valid(); op++ {
+	for _, op := range core.Operations() {
 		if int(op) >= len(executors) || executors[op] == nil {
 			t.Errorf("%s has no executor", op)
 		}

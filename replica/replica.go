@@ -752,6 +752,7 @@ func (r *Replica) apply(le core.LogEntry) error {
 		if err != nil {
 			return fmt.Errorf("applying log entry %d: %w", le.Index, err)
 		}
+		r.sm.BeginEntry(le.Index, e.timestamp) // fence notifications' sequences derive from the index
 		reply, opErr := r.execute(e.op, e.timestamp, req)
 		if e.session == 0 && e.op == core.OpCleanupExpired && opErr == nil {
 			r.cleanupBacklog = reply.(*core.CleanupReply).Scanned >= core.DefaultCleanupLimit

@@ -3,6 +3,7 @@ package sim
 import (
 	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/geoevent/geoevent/core"
 	"github.com/geoevent/geoevent/statemachine"
@@ -56,12 +57,18 @@ func allowedCode(op *opRec, c core.Code) bool {
 		return c == core.EntityNotFound.Code
 	case core.OpTTLExtend:
 		return c == core.EntityNotFound.Code || c == core.NoTTLSet.Code
+	case core.OpGetFence, core.OpDeleteFence:
+		return c == core.FenceNotFound.Code
 	}
 	return false
 }
 
-// checkReplies checks each reply on its own: codes, shapes, orders, limits.
+// checkReplies checks each reply on its own: codes, shapes, orders, limits;
+// and the feed's pages against each other (checkFeed).
 func (w *world) checkReplies() string {
+	if msg := w.checkFeed(); msg != "" {
+		return msg
+	}
 	for _, op := range w.hist.ops {
 		if op.status != stDone {
 			continue
@@ -122,6 +129,8 @@ func (w *world) checkReply(op *opRec) string {
 		}
 	case *core.QueryResult:
 		return w.checkQueryResult(op, r)
+	case *core.FeedPage:
+		return checkFeedPage(op.req.(*core.FeedRequest), r)
 	case *core.TopologyReply:
 		if r.ReplicaCount != uint32(len(w.nodes)) || len(r.Nodes) != len(w.nodes) {
 			return "the topology does not list the cluster"
@@ -304,4 +313,84 @@ func (w *world) checkObserved() string {
 		}
 	}
 	return ""
+}
+
+// checkFeedPage checks one page of the feed: growing sequences after the
+// request's, within its limit and filter, below the page's next.
+func checkFeedPage(q *core.FeedRequest, r *core.FeedPage) string {
+	limit := int(q.Limit)
+	if limit == 0 {
+		limit = core.DefaultFeedLimit
+	}
+	if len(r.Notifications) > limit {
+		return fmt.Sprintf("%d notifications for a limit of %d", len(r.Notifications), limit)
+	}
+	last := q.After
+	for i, n := range r.Notifications {
+		switch {
+		case n.Seq <= last:
+			return fmt.Sprintf("notification %d has sequence %d after %d", i, n.Seq, last)
+		case len(q.Fences) > 0 && !slices.Contains(q.Fences, n.Fence):
+			return fmt.Sprintf("notification %d is of fence %s, outside the filter", i, n.Fence)
+		case n.Type < core.NotifyEnter || n.Type > core.NotifyInside:
+			return fmt.Sprintf("notification %d has type %d", i, n.Type)
+		}
+		last = n.Seq
+	}
+	if r.Next < last {
+		return fmt.Sprintf("next %d is below the last sequence %d", r.Next, last)
+	}
+	return ""
+}
+
+// checkFeed checks the feed as a consumer following it across crashes and
+// failovers sees it: every page, from whichever replica answered, agrees
+// with every other on what each sequence holds (no replica's feed differs
+// or loses a committed notification), and a page of the whole feed
+// (after 0, no filter) that began after another ended holds that one's
+// notifications as its prefix, as far as its limit reaches: nothing
+// committed goes missing, appears twice or moves.
+func (w *world) checkFeed() string {
+	bySeq := map[uint64]core.Notification{}
+	var whole []*opRec // unfiltered pages from the start, in call order
+	for _, op := range w.hist.ops {
+		r, ok := op.reply.(*core.FeedPage)
+		if op.status != stDone || op.code != 0 || !ok {
+			continue
+		}
+		for _, n := range r.Notifications {
+			if prev, seen := bySeq[n.Seq]; seen && prev != n {
+				return fmt.Sprintf("feed: %s: sequence %d holds %+v, another page had %+v", opName(op), n.Seq, n, prev)
+			}
+			bySeq[n.Seq] = n
+		}
+		if q := op.req.(*core.FeedRequest); q.After == 0 && len(q.Fences) == 0 && q.Types == 0 {
+			whole = append(whole, op)
+		}
+	}
+	for _, a := range whole {
+		ra := a.reply.(*core.FeedPage).Notifications
+		for _, b := range whole {
+			if b.call < a.ret {
+				continue
+			}
+			rb := b.reply.(*core.FeedPage).Notifications
+			for i := range min(len(ra), len(rb)) {
+				if ra[i].Seq != rb[i].Seq {
+					return fmt.Sprintf("feed: %s, after %s, has sequence %d at %d where that had %d", opName(b), opName(a), rb[i].Seq, i, ra[i].Seq)
+				}
+			}
+			if len(rb) < len(ra) && len(rb) < feedLimit(b) {
+				return fmt.Sprintf("feed: %s, after %s, has %d notifications, fewer than its %d", opName(b), opName(a), len(rb), len(ra))
+			}
+		}
+	}
+	return ""
+}
+
+func feedLimit(op *opRec) int {
+	if l := int(op.req.(*core.FeedRequest).Limit); l > 0 {
+		return l
+	}
+	return core.DefaultFeedLimit
 }

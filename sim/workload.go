@@ -2,6 +2,7 @@ package sim
 
 import (
 	"cmp"
+	"fmt"
 	"github.com/geoevent/geoevent/core"
 )
 
@@ -39,6 +40,7 @@ var opWeights = []opWeight{
 	{core.OpGetLatestBatch, 6}, {core.OpQueryLatest, 4}, {core.OpEntityHistory, 10},
 	{core.OpStats, 2}, {core.OpStatus, 1}, {core.OpTopology, 1}, {core.OpPing, 1},
 	{core.OpQueryBBox, 3}, {core.OpQueryNearest, 3},
+	{core.OpPutFence, 2}, {core.OpGetFence, 1}, {core.OpListFences, 1}, {core.OpDeleteFence, 1}, {core.OpReadFeed, 2},
 }
 
 func newWorkload(w *world) *workload {
@@ -208,8 +210,45 @@ func (wl *workload) build(c *client, kind core.Operation) *opRec {
 			q.Limit = 1 + uint32(r.IntN(3))
 		}
 		op.req, op.entities = q, []core.Uint128{id}
+	case core.OpPutFence, core.OpGetFence, core.OpListFences, core.OpDeleteFence, core.OpReadFeed:
+		op.req = wl.fenceRequest(kind)
 	}
 	return op
+}
+
+// fenceRequest builds a fence or feed operation: fences f0-f3 over the
+// workload's area, so that moves cross them.
+func (wl *workload) fenceRequest(kind core.Operation) any {
+	r := wl.w.rng
+	name := fmt.Sprintf("f%d", r.IntN(4))
+	switch kind {
+	case core.OpPutFence:
+		lat, lon := wl.point()
+		h, v := 1_000_000+r.Int64N(8_000_000), 1_000_000+r.Int64N(8_000_000)
+		f := &core.Fence{Name: name, Report: core.NotifyMask(r.IntN(8)) << 1}
+		if r.IntN(4) == 0 {
+			f.Group = core.GroupFilter{Set: true, ID: 1 + uint64(r.IntN(2))}
+		}
+		switch r.IntN(3) {
+		case 0:
+			f.Shape, f.Vertices = core.FencePolygon, rect(lat, lon, h, v, r.IntN(2) == 0)
+		case 1:
+			f.Shape, f.Center, f.RadiusMM = core.FenceCircle, core.Coordinate{LatNano: lat, LonNano: lon}, 100_000+r.Uint64N(1_000_000)
+		default:
+			f.Shape = core.FenceBBox
+			f.Min, f.Max = core.Coordinate{LatNano: lat - v, LonNano: lon - h}, core.Coordinate{LatNano: lat + v, LonNano: lon + h}
+		}
+		return f
+	case core.OpGetFence, core.OpDeleteFence:
+		return &core.FenceName{Name: name}
+	case core.OpListFences:
+		return &core.FenceListRequest{Limit: uint32(r.IntN(3))}
+	}
+	q := &core.FeedRequest{Limit: uint32(r.IntN(20))}
+	if r.IntN(3) == 0 {
+		q.Fences = []string{name}
+	}
+	return q
 }
 
 func (wl *workload) filterAndPage(g *core.GroupFilter, p *core.Page) {

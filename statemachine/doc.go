@@ -94,8 +94,17 @@
 //     judgement it completed, or the end of the last range of cells it
 //     finished (a nearest page that ends at its budget: the radius of
 //     the last cap it completed, after every entity within it).
+//   - Fences (fences.go) are state: every change of an entity's latest
+//     position, and its removal, is judged against the fences whose S2
+//     covering holds its leaf cell (an event that only adds to an
+//     entity's history changes nothing), and each transition (enter,
+//     exit, inside) goes into the feed (feed.go) with a sequence derived
+//     from the log index the replica passes to BeginEntry. Fences and the
+//     feed are in snapshots and the digest.
 //
 // The leader fills each event's CellID with [AssignCells] (or, on encoded
 // records, [AssignRecordCells]) before the operation enters the log;
-// applying never recomputes geometry.
+// applying never recomputes a cell. Fences are the one place applying
+// judges geometry: with geom's point tests, which give every replica of
+// a build the same answer (fences.go).
 package statemachine

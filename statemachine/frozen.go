@@ -13,6 +13,7 @@ import (
 type Frozen struct {
 	owner    *StateMachine
 	view     storeView
+	watch    watchView // fences and feed: watchsnap.go
 	released bool
 }
 
@@ -29,7 +30,7 @@ func (sm *StateMachine) Freeze() *Frozen {
 	v.chunks = slices.Clone(v.chunks)
 	v.fulls = slices.Clone(v.fulls)
 	v.hists = slices.Clone(v.hists)
-	return &Frozen{owner: sm, view: v}
+	return &Frozen{owner: sm, view: v, watch: sm.watchView()}
 }
 
 // Release ends f's use; releasing it twice, or a view of another state
@@ -50,9 +51,9 @@ func (sm *StateMachine) Release(f *Frozen) {
 // StateMachine.WriteSnapshot would have written when Freeze was called.
 // The snapshot goes straight into dst, with no copy through a writer: a
 // caller that sizes dst for it moves each byte once.
-func (f *Frozen) AppendSnapshot(dst []byte) []byte { return appendSnapshot(dst, &f.view) }
+func (f *Frozen) AppendSnapshot(dst []byte) []byte { return appendSnapshot(dst, &f.view, &f.watch) }
 
 // WriteSnapshot writes the snapshot of the frozen state to w, as
 // AppendSnapshot appends it, in pieces of 32 KiB or more (w needs no
 // buffer of its own) and without holding the whole in memory.
-func (f *Frozen) WriteSnapshot(w io.Writer) error { return writeSnapshot(w, &f.view) }
+func (f *Frozen) WriteSnapshot(w io.Writer) error { return writeSnapshot(w, &f.view, &f.watch) }

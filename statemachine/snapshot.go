@@ -15,7 +15,7 @@ import (
 	"github.com/geoevent/geoevent/core"
 )
 
-// Snapshot format, version 2. Integers are little-endian.
+// Snapshot format, version 3. Integers are little-endian.
 //
 //	offset size field
 //	     0    8 magic "GEOSNAP2"
@@ -25,6 +25,7 @@ import (
 //	       1-10 expiresAt, uvarint (0 = never)
 //	       1-5  event count K >= 1, uvarint
 //	            K packed events, ascending timestamp; the last is the latest
+//	then        the fences and the feed (watchsnap.go)
 //	then      4 CRC-32C (Castagnoli) of every byte before it
 //
 // A packed event is the event's 128-byte record (core.GeoEvent.PutRecord)
@@ -52,7 +53,11 @@ import (
 // large state. Digest hashes the canonical form, the same encoding with the
 // entities in ascending id order, which depends only on the state and not
 // on the order it was built in. ReadSnapshot reads either.
-const snapshotMagic = "GEOSNAP2"
+const snapshotMagic = "GEOSNAP3"
+
+// snapshotMagicV2 is version 2: version 3 without the fences and feed
+// section. It is read as a state without fences.
+const snapshotMagicV2 = "GEOSNAP2"
 
 // snapshotMagicV1 marks the version this one replaced, which is refused
 // by name.
@@ -62,15 +67,15 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // WriteSnapshot encodes the whole state to w.
 func (sm *StateMachine) WriteSnapshot(w io.Writer) error {
-	v := sm.liveView()
-	return writeSnapshot(w, &v)
+	v, wv := sm.liveView(), sm.watchView()
+	return writeSnapshot(w, &v, &wv)
 }
 
 // writeSnapshot writes v's entities in storage order, with the checksum.
 // encode hands w pieces of 32 KiB or more, so w needs no buffer of its own.
-func writeSnapshot(w io.Writer, v *storeView) error {
+func writeSnapshot(w io.Writer, v *storeView, wv *watchView) error {
 	crc := crc32.New(castagnoli)
-	if err := v.encode(io.MultiWriter(w, crc), nil); err != nil {
+	if err := v.encode(io.MultiWriter(w, crc), nil, wv); err != nil {
 		return err
 	}
 	var sum [4]byte
@@ -80,9 +85,9 @@ func writeSnapshot(w io.Writer, v *storeView) error {
 }
 
 // appendSnapshot appends what writeSnapshot writes to dst.
-func appendSnapshot(dst []byte, v *storeView) []byte {
+func appendSnapshot(dst []byte, v *storeView, wv *watchView) []byte {
 	start := len(dst)
-	dst = v.appendEncoding(dst, nil, nil)
+	dst = v.appendEncoding(dst, nil, nil, wv)
 	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
 
@@ -96,8 +101,8 @@ func (sm *StateMachine) Digest() [32]byte {
 		slots[i], _ = sm.ids.get(id)
 	}
 	h := sha256.New()
-	v := sm.liveView()
-	_ = v.encode(h, slots) // writes to a hash cannot fail
+	v, wv := sm.liveView(), sm.watchView()
+	_ = v.encode(h, slots, &wv) // writes to a hash cannot fail
 	var d [32]byte
 	h.Sum(d[:0])
 	return d
@@ -106,12 +111,12 @@ func (sm *StateMachine) Digest() [32]byte {
 // encode writes the snapshot without its checksum: the entities of slots
 // in that order (the canonical order: ascending ids), or with slots nil
 // every entity in storage order. It hands w pieces of 32 KiB or more.
-func (v *storeView) encode(w io.Writer, slots []uint32) error {
+func (v *storeView) encode(w io.Writer, slots []uint32, wv *watchView) error {
 	var err error
 	buf := v.appendEncoding(make([]byte, 0, 1<<16), slots, func(b []byte) bool {
 		_, err = w.Write(b)
 		return err == nil
-	})
+	}, wv)
 	if err != nil {
 		return err
 	}
@@ -124,7 +129,7 @@ func (v *storeView) encode(w io.Writer, slots []uint32) error {
 // appended reach 32 KiB, it hands them to flush and starts dst again from
 // empty; it stops early when flush returns false. It returns what it has
 // not handed to flush.
-func (v *storeView) appendEncoding(dst []byte, slots []uint32, flush func([]byte) bool) []byte {
+func (v *storeView) appendEncoding(dst []byte, slots []uint32, flush func([]byte) bool, wv *watchView) []byte {
 	n := v.entities
 	if slots != nil {
 		n = len(slots)
@@ -166,6 +171,7 @@ func (v *storeView) appendEncoding(dst []byte, slots []uint32, flush func([]byte
 			}
 		}
 	}
+	buf, _ = wv.appendWatch(buf, flush)
 	return buf
 }
 
@@ -176,8 +182,9 @@ func (v *storeView) appendEncoding(dst []byte, slots []uint32, flush func([]byte
 func ReadSnapshot(r io.Reader) (*StateMachine, error) {
 	d := snapshotReader{r: bufio.NewReaderSize(r, 1<<16), crc: crc32.New(castagnoli)}
 	sm := New()
-	switch string(d.bytes(8)) {
-	case snapshotMagic:
+	magic := string(d.bytes(8))
+	switch magic {
+	case snapshotMagic, snapshotMagicV2:
 	case snapshotMagicV1:
 		return nil, d.fail("snapshot format version 1 (GEOSNAP1) is no longer read: this version writes version 2")
 	default:
@@ -238,6 +245,11 @@ func ReadSnapshot(r io.Reader) (*StateMachine, error) {
 		sm.restoreEntity(&prev, older, expiresAt)
 	}
 	sm.flushSpatial()
+	if magic == snapshotMagic && d.err == nil {
+		if err := d.readWatch(sm); err != nil {
+			return nil, err
+		}
+	}
 	want := d.crc.Sum32()
 	got := d.u32Raw()
 	if d.err != nil {

@@ -75,6 +75,8 @@ type StateMachine struct {
 	lastScanWork int
 	// scanWork is the work of every such page so far (ScanWork).
 	scanWork uint64
+
+	watch watchState // fences and the feed: fences.go, feed.go
 }
 
 // SetMaxScanWork bounds each radius, polygon and latest page to n units of
@@ -342,6 +344,7 @@ func (sm *StateMachine) reindexOlder(slot uint32, id core.Uint128, was, now uint
 // create stores a new entity whose only event is ev.
 func (sm *StateMachine) create(ev *core.GeoEvent) {
 	slot := sm.store.alloc()
+	sm.fencesMoved(nil, ev)
 	e, x := sm.store.write(slot, hasExt(ev))
 	setLatest(e, x, ev)
 	sm.ids.put(ev.EntityID, slot)
@@ -361,6 +364,7 @@ func (sm *StateMachine) remove(slot uint32) uint64 {
 	sm.deferSpatial = false
 	defer func() { sm.deferSpatial = true }()
 	n := sm.store.eventCount(slot)
+	sm.fencesGone(slot)
 	sm.unindexLatest(slot, e)
 	sm.setExpiry(slot, e, 0)
 	if h := sm.store.older(slot); h != nil {

@@ -261,6 +261,7 @@ func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, replaceLatest bool) 
 // one, moving its index keys and resetting its expiry from ev's TTL. e and
 // x come from store.write.
 func (sm *StateMachine) replaceLatest(slot uint32, e *entity, x *entityExt, ev *core.GeoEvent) {
+	sm.fencesMoved(e, ev)
 	sm.unindexLatest(slot, e)
 	setLatest(e, x, ev)
 	sm.indexLatest(slot, e)

@@ -221,18 +221,7 @@ func TestFailover(t *testing.T) {
 		t.Skip("starts real processes")
 	}
 	const clusterText = "9a3f2c1e-0000-4000-8000-00000000fa11"
-	cluster, err := core.ParseUUID(clusterText)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
-	replicas := make([]*proc, 3)
-	for i := range replicas {
-		dir := filepath.Join(t.TempDir(), fmt.Sprint("replica-", i))
-		run(t, nil, "replica", "format", "--cluster", clusterText, "--replica", fmt.Sprint(i), "--replica-count", "3", "--data", dir)
-		replicas[i] = start(t, "replica", "start", "--data", dir, "--addresses", strings.Join(addrs, ","))
-	}
-	findLeader(t, cluster, addrs, 20*time.Second)
+	cluster, addrs, replicas := startThree(t, clusterText)
 
 	f := start(t, "failover", "--addresses", strings.Join(addrs, ","), "--cluster", clusterText, "--duration", "6s")
 	m := f.expect(t, progressRE, 15*time.Second) // it writes

@@ -1,0 +1,159 @@
+package examples_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/geoevent/geoevent/client"
+	"github.com/geoevent/geoevent/core"
+)
+
+// TestWatchAcrossFailover: three `replica start` processes, a fence, a
+// writer moving an entity in and out of it, and a Watch following the
+// feed. The leader is killed with SIGKILL mid-stream; the watch goes on
+// through the new leader and, at the end, holds exactly the feed the
+// cluster holds: every notification once, in sequence order.
+func TestWatchAcrossFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	cluster, addrs, replicas := startThree(t, "9a3f2c1e-0000-4000-8000-00000000fa12")
+	opts := client.Options{Cluster: cluster, RequestTimeout: 2 * time.Second, BaseBackoff: 20 * time.Millisecond}
+	c, err := client.New(addrs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	zone := &core.Fence{Name: "zone", Shape: core.FenceBBox,
+		Min: core.Coordinate{LatNano: 0, LonNano: 0}, Max: core.Coordinate{LatNano: 1_000_000_000, LonNano: 1_000_000_000}}
+	for { // the cluster may still be settling its first leader
+		if _, err := c.PutFence(ctx, zone); err == nil {
+			break
+		} else if ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// The watcher has its own client, as a subscriber elsewhere would.
+	wc, err := client.New(addrs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wc.Close()
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	var mu sync.Mutex
+	var got []core.Notification
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		w := wc.Watch(wctx, 0, client.WatchFilter{})
+		for {
+			n, err := w.Next()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			got = append(got, n)
+			mu.Unlock()
+		}
+	}()
+
+	var acked atomic.Int64
+	write := func(i int) {
+		lat := int64(500_000_000)
+		if i%2 == 1 {
+			lat = 2_000_000_000 // out of the zone: each write is an enter or an exit
+		}
+		if _, err := c.Upsert(ctx, []core.GeoEvent{{EntityID: core.Uint128{Lo: 1}, LatNano: lat, LonNano: 500_000_000}}); err == nil {
+			acked.Add(1)
+		}
+	}
+	i := 0
+	for ; i < 100; i++ {
+		write(i)
+	}
+	waitWatched := func(n int) int { // until the watch holds n notifications, or 20 s
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			mu.Lock()
+			have := len(got)
+			mu.Unlock()
+			if have >= n || time.Now().After(deadline) {
+				return have
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if have := waitWatched(50); have < 50 {
+		t.Fatalf("the watch has %d notifications of the first 100 writes", have)
+	}
+	leader := findLeader(t, cluster, addrs, 5*time.Second)
+	if err := replicas[leader].cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed the leader, replica %d, after %d acknowledged writes", leader, acked.Load())
+	for ; i < 200; i++ {
+		write(i)
+	}
+
+	// The cluster's feed, read whole from whichever replica leads now.
+	var feed []core.Notification
+	for after := uint64(0); ; {
+		p, err := c.ReadFeed(ctx, &core.FeedRequest{After: after, Limit: core.MaxFeedLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		feed = append(feed, p.Notifications...)
+		after = p.Next
+		if !p.HasMore {
+			break
+		}
+	}
+	if int64(len(feed)) < acked.Load() {
+		t.Fatalf("the feed holds %d notifications for %d acknowledged writes", len(feed), acked.Load())
+	}
+	waitWatched(len(feed))
+	wcancel()
+	<-watched
+	if len(got) != len(feed) {
+		t.Fatalf("the watch has %d notifications, the feed %d", len(got), len(feed))
+	}
+	for k := range feed {
+		if got[k] != feed[k] {
+			t.Fatalf("notification %d: watched %+v, the feed has %+v", k, got[k], feed[k])
+		}
+		if k > 0 && feed[k].Seq <= feed[k-1].Seq {
+			t.Fatalf("sequence %d after %d", feed[k].Seq, feed[k-1].Seq)
+		}
+	}
+	t.Logf("%d writes acknowledged, %d notifications, all watched once across the failover", acked.Load(), len(feed))
+}
+
+// startThree formats and starts three `replica start` processes of the
+// cluster on free local addresses, and waits for a leader.
+func startThree(t *testing.T, clusterText string) (core.Uint128, []string, []*proc) {
+	t.Helper()
+	cluster, err := core.ParseUUID(clusterText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	replicas := make([]*proc, 3)
+	for i := range replicas {
+		dir := filepath.Join(t.TempDir(), fmt.Sprint("replica-", i))
+		run(t, nil, "replica", "format", "--cluster", clusterText, "--replica", fmt.Sprint(i), "--replica-count", "3", "--data", dir)
+		replicas[i] = start(t, "replica", "start", "--data", dir, "--addresses", strings.Join(addrs, ","))
+	}
+	findLeader(t, cluster, addrs, 20*time.Second)
+	return cluster, addrs, replicas
+}

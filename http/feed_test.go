@@ -1,0 +1,156 @@
+package http_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	stdhttp "net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/geoevent/geoevent/core"
+	ghttp "github.com/geoevent/geoevent/http"
+)
+
+// TestFencesAndFeed defines fences over HTTP, moves entities through them
+// and reads the transitions back: as a long-poll page, as Server-Sent
+// Events, and resumed by Last-Event-ID.
+func TestFencesAndFeed(t *testing.T) {
+	e := newEnv(t)
+	box := map[string]any{"shape": "bbox",
+		"min": map[string]any{"lat_nano": 0, "lon_nano": 0}, "max": map[string]any{"lat_nano": 1_000_000_000, "lon_nano": 1_000_000_000},
+		"report": []string{"enter", "exit"}}
+	r := e.req("PUT", "/fences/depot", box)
+	expectOK(t, r, "put depot")
+	if str(get(r.body, "created")) != "true" {
+		t.Fatalf("put depot: %s", r.raw)
+	}
+	expectOK(t, e.req("PUT", "/fences/ring", map[string]any{"shape": "circle",
+		"center": map[string]any{"lat_nano": 500_000_000, "lon_nano": 500_000_000}, "radius_mm": 1_000_000}), "put ring")
+	expectOK(t, e.req("PUT", "/fences/tri", map[string]any{"shape": "polygon", "vertices": []map[string]any{
+		{"lat_nano": 0, "lon_nano": 0}, {"lat_nano": 0, "lon_nano": 2_000_000_000}, {"lat_nano": 2_000_000_000, "lon_nano": 0}}}), "put tri")
+
+	r = e.req("GET", "/fences/depot", nil)
+	expectOK(t, r, "get depot")
+	if str(get(r.body, "shape")) != `"bbox"` || str(get(r.body, "max", "lat_nano")) != "1000000000" {
+		t.Fatalf("get depot: %s", r.raw)
+	}
+	r = e.req("GET", "/fences?limit=2", nil)
+	if str(get(r.body, "fences", 0, "name")) != `"depot"` || str(get(r.body, "has_more")) != "true" || str(get(r.body, "total")) != "3" {
+		t.Fatalf("list: %s", r.raw)
+	}
+	expectErr(t, e.req("GET", "/fences/nope", nil), "get unknown", "b", 404, core.FenceNotFound.Code, "FENCE_NOT_FOUND")
+	expectErr(t, e.req("PUT", "/fences/x", map[string]any{"shape": "hexagon"}), "bad shape", "b", 400, core.InvalidFence.Code, "INVALID_FENCE")
+	expectErr(t, e.req("PUT", "/fences/x", map[string]any{"shape": "polygon", "vertices": []map[string]any{
+		{"lat_nano": 0, "lon_nano": 0}, {"lat_nano": 0, "lon_nano": 1}}}), "two vertices", "b", 400, core.InvalidPolygon.Code, "INVALID_POLYGON")
+	expectErr(t, e.req("PUT", "/fences/a%20b", box), "bad name", "b", 400, core.InvalidFence.Code, "INVALID_FENCE")
+
+	id := newID()
+	e.insert(ev(id, 500_000_000, 500_000_000))                               // enters depot, ring, tri
+	e.insert(ev(id, 1_500_000_000, 100_000_000))                             // exits depot and ring, stays in tri (not reported)
+	e.req("DELETE", "/entities", map[string]any{"entity_ids": []string{id}}) // exits tri
+
+	r = e.req("GET", "/feed?wait_ms=0", nil)
+	expectOK(t, r, "feed page")
+	want := []string{"enter depot", "enter ring", "enter tri", "exit depot", "exit ring", "exit tri"}
+	var seqs []string
+	for i, w := range want {
+		n := get(r.body, "notifications", i)
+		if got := strings.Trim(str(get(n, "type")), `"`) + " " + strings.Trim(str(get(n, "fence")), `"`); got != w {
+			t.Fatalf("notification %d is %s, want %s: %s", i, got, w, r.raw)
+		}
+		if str(get(n, "entity_id")) != `"`+id+`"` {
+			t.Fatalf("notification %d: %s", i, r.raw)
+		}
+		seqs = append(seqs, strings.Trim(str(get(n, "seq")), `"`))
+	}
+	if n := len(get(r.body, "notifications").([]any)); n != len(want) {
+		t.Fatalf("more notifications than %d: %s", len(want), r.raw)
+	}
+	if get(r.body, "notifications", 0, "previous") != nil || str(get(r.body, "notifications", 3, "previous", "lat_nano")) != "500000000" {
+		t.Fatalf("previous positions: %s", r.raw)
+	}
+	r = e.req("GET", "/feed?wait_ms=0&fences=ring&types=exit", nil)
+	if str(get(r.body, "notifications", 0, "seq")) != `"`+seqs[4]+`"` || len(get(r.body, "notifications").([]any)) != 1 {
+		t.Fatalf("filtered page: %s", r.raw)
+	}
+
+	// A long poll from the end waits for the next notification.
+	done := make(chan resp, 1)
+	go func() {
+		r, _ := tryRequest(e.base, "GET", "/feed?wait_ms=5000&after="+seqs[5], nil)
+		done <- r
+	}()
+	time.Sleep(100 * time.Millisecond)
+	id2 := newID()
+	e.insert(ev(id2, 100_000_000, 100_000_000))
+	r = <-done
+	if str(get(r.body, "notifications", 0, "entity_id")) != `"`+id2+`"` {
+		t.Fatalf("long poll: %s", r.raw)
+	}
+
+	// Server-Sent Events, resumed by Last-Event-ID after the third.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := stdhttp.NewRequestWithContext(ctx, "GET", e.base+"/feed?fences=depot", nil)
+	req.Header.Set("Last-Event-ID", seqs[2])
+	res, err := stdhttp.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	sc := bufio.NewScanner(res.Body)
+	var ids, events []string
+	for len(events) < 2 && sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "data: "); ok && !json.Valid([]byte(v)) {
+			t.Fatalf("data is not JSON: %.200s", line)
+		}
+		if v, ok := strings.CutPrefix(line, "id: "); ok {
+			ids = append(ids, v)
+		}
+		if v, ok := strings.CutPrefix(line, "event: "); ok {
+			events = append(events, v)
+		}
+	}
+	// depot: exit (seqs[3]), then the second entity's enter.
+	if len(ids) != 2 || len(events) != 2 || ids[0] != seqs[3] || events[0] != "exit" || events[1] != "enter" {
+		t.Fatalf("stream: ids %v events %v (want %s first)", ids, events, seqs[3])
+	}
+
+	expectOK(t, e.req("DELETE", "/fences/depot", nil), "delete depot")
+	expectErr(t, e.req("DELETE", "/fences/depot", nil), "delete again", "b", 404, core.FenceNotFound.Code, "FENCE_NOT_FOUND")
+	expectErr(t, e.req("GET", "/feed?wait_ms=0&types=sideways", nil), "bad type", "b", 400, core.InvalidFence.Code, "INVALID_FENCE")
+}
+
+// TestFeedStreamEndsOnShutdown: an open stream does not hold the
+// gateway's Shutdown to its deadline.
+func TestFeedStreamEndsOnShutdown(t *testing.T) {
+	e := newEnv(t)
+	gw := serveGateway(t, ghttp.Config{Backend: e.backend})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := stdhttp.NewRequestWithContext(ctx, "GET", "http://"+gw.Addr().String()+"/feed", nil)
+	res, err := stdhttp.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	start := time.Now()
+	sctx, scancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer scancel()
+	if err := gw.Shutdown(sctx); err != nil {
+		t.Fatalf("shutdown with a stream open: %v after %v", err, time.Since(start))
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("shutdown took %v", d)
+	}
+	if _, err := io.ReadAll(res.Body); err != nil {
+		t.Fatalf("the stream did not end cleanly: %v", err)
+	}
+}
