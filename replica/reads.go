@@ -67,7 +67,12 @@ func (r *Replica) executeRead(to dest, h core.Header, payload []byte) {
 		r.reply(to, h, op, nil, err)
 		return
 	}
-	reply, err := r.execute(op, max(r.clock.RealtimeNS(), r.lastOpTS), req)
+	ts := max(r.clock.RealtimeNS(), r.lastOpTS)
+	if op == core.OpEntityHistory {
+		r.startHistory(to, h, ts, req) // its older events are the store's (history.go)
+		return
+	}
+	reply, err := r.execute(op, ts, req)
 	r.reply(to, h, op, reply, err)
 }
 

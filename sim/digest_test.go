@@ -20,11 +20,11 @@ func TestFixedSeedDigests(t *testing.T) {
 		faults   string
 		digest   string
 	}{
-		{1, 20000, 1, "all", "dde34f8098c965a939acc84d19d57526a5cda902b45056e4237df82964f1387b"},
-		{2, 20000, 3, "all", "9e9cb54ec6f0b2f461966139e54eeedc0891c1772763d863ab157dfff491913d"},
-		{3, 20000, 3, "crash", "4c1ded6a06deea43f8432c82a60fb9dece36b95555667d296bd572413a7754ed"},
-		{4, 20000, 5, "network", "dd2e5ad703270626c1660aa11cdeb645942717e69775931711332dc452aa8940"},
-		{5, 20000, 3, "partition", "d827c3a3ed70937ce6310594b5c2146570f8757c10973d1268ba714ee04e6ac2"},
+		{1, 20000, 1, "all", "4a1b9840e345c3bd3f57e12fad795a508c2945617fdc2a6f0c2947b6aa11a047"},
+		{2, 20000, 3, "all", "e884bf2d1c250f127a9ad649fa618d35cc0339017ab1b02751fdff98a17d42b3"},
+		{3, 20000, 3, "crash", "43c25a59623aa769ee4955e39151efa41134ada76fc4d3a4b05c1597134568c1"},
+		{4, 20000, 5, "network", "8817b72b5ac39199d7be59711286c427acc1955e81bafe9e50d649c38b0b172b"},
+		{5, 20000, 3, "partition", "a8ec4bf3f2775496decdccf8b20ab13cde41e193e45b49d3cc3a641c18413bcf"},
 	} {
 		faults, err := ParseFaults(c.faults)
 		if err != nil {

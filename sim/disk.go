@@ -5,6 +5,7 @@ import (
 
 	"github.com/geoevent/geoevent/core"
 	"github.com/geoevent/geoevent/replica"
+	"github.com/geoevent/geoevent/statemachine"
 )
 
 // disk is the simulated storage of one replica: the storage half of
@@ -59,6 +60,10 @@ type disk struct {
 	// damaged is the index of a log record damaged while the replica is
 	// down (0: none); recovered cuts the log before it.
 	damaged uint64
+
+	// hist is the live history store, volatile: a crash loses it, and
+	// recovery restores the one saved with the snapshot (recovered).
+	hist *statemachine.MemStore
 }
 
 type diskOp struct {
@@ -75,11 +80,12 @@ type pendingSync struct {
 type snapshotFile struct {
 	index, term uint64
 	data        []byte
+	hist        *statemachine.MemStore // the history store saved with it
 	at          int64
 	survives    bool // decided by a crash
 }
 
-func newDisk(n *node) *disk { return &disk{n: n} }
+func newDisk(n *node) *disk { return &disk{n: n, hist: statemachine.NewMemStore()} }
 
 func (d *disk) lastDurable() uint64 {
 	if len(d.log) > 0 {
@@ -140,13 +146,15 @@ func (d *disk) sync() {
 	w.tracef("disk %d sync of %d writes, done at %d", d.n.idx, len(d.pending), at)
 }
 
-func (d *disk) saveSnapshot(index, term uint64, data []byte) {
+// saveSnapshot saves a snapshot and, with it, hist: the history store as
+// it was when the snapshot was asked for.
+func (d *disk) saveSnapshot(index, term uint64, data []byte, hist *statemachine.MemStore) {
 	w := d.n.w
 	at := w.now + 1 + w.rng.Int64N(w.cfg.snapMax)
 	if k := len(d.snaps); k > 0 {
 		at = max(at, d.snaps[k-1].at)
 	}
-	f := &snapshotFile{index: index, term: term, data: data, at: at}
+	f := &snapshotFile{index: index, term: term, data: data, hist: hist, at: at}
 	d.snaps = append(d.snaps, f)
 	d.pending = append(d.pending, diskOp{snap: f})
 	if index > d.volLast {
@@ -383,8 +391,10 @@ func (d *disk) recovered() replica.Recovered {
 			d.n.idx, at, d.hard.Repairing, d.lastDurable(), cut)
 	}
 	rec := replica.Recovered{HardState: d.hard}
+	d.hist = statemachine.NewMemStore()
 	if d.snap != nil {
 		rec.Snapshot, rec.SnapshotIndex, rec.SnapshotTerm = d.snap.data, d.snap.index, d.snap.term
+		d.hist = d.snap.hist.Clone()
 	}
 	rec.Entries = make([]core.LogEntry, len(d.log))
 	for i, e := range d.log {
