@@ -5,7 +5,11 @@ import (
 	"path/filepath"
 	"testing"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
 	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/io/history"
 )
 
 // history reads entity i's whole history (one page of up to 1,000).
@@ -80,5 +84,68 @@ func TestHistorySurvivesRestarts(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, liveHistoryDir)); err != nil {
 		t.Fatalf("no live history store: %v", err)
+	}
+}
+
+// A leader's history travels in its snapshot's history section: a
+// follower's historian installs it, in queue order, and checkpoints it for
+// the snapshot; the follower's store then holds exactly the leader's.
+func TestHistorySectionInstalls(t *testing.T) {
+	lg := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	stopped := make(chan struct{})
+	defer close(stopped)
+	open := func() *historian {
+		dir := t.TempDir()
+		st, err := openHistory(dir, 0, 0, lg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := newHistorian(dir, st, stopped, lg)
+		go h.run()
+		t.Cleanup(func() { h.close(); <-h.exited })
+		return h
+	}
+	leader, follower := open(), open()
+	var writes []core.HistoryWrite
+	var ids []core.Uint128
+	for i := range 5 {
+		ids = append(ids, entity(i))
+		for k := range 3000 { // more than a page of the section's reads
+			ev := event(i)
+			ev.TimestampNS = uint64(1e18) + uint64(k)
+			writes = append(writes, core.HistoryWrite{Kind: core.HistoryPut, EntityID: ev.EntityID, TS: ev.TimestampNS, Event: ev})
+		}
+	}
+	leader.push(histOp{kind: histWrite, index: 1, writes: writes})
+	view := make(chan *history.View, 1)
+	leader.push(histOp{kind: histView, view: view})
+	v := <-view
+	data, err := appendSection([]byte("state"), v, ids)
+	v.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, events, ok, err := core.SplitHistory(data)
+	if !ok || err != nil || string(state) != "state" || len(events) != len(writes) {
+		t.Fatalf("section: ok %v, %v, state %q, %d events", ok, err, state, len(events))
+	}
+	// Something the follower held before goes.
+	follower.push(histOp{kind: histWrite, index: 1, writes: []core.HistoryWrite{{Kind: core.HistoryPut, EntityID: entity(9), TS: 5, Event: core.GeoEvent{EntityID: entity(9), TimestampNS: 5}}}})
+	done := make(chan error, 1)
+	follower.push(histOp{kind: histInstall, index: 7, events: events, result: done})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(follower.dir, checkpointDir(7))); err != nil {
+		t.Fatalf("no checkpoint for the installed snapshot: %v", err)
+	}
+	// The historians are idle now: their stores may be read here.
+	a, err := leader.store.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := follower.store.Digest()
+	if err != nil || a != b || follower.store.Applied() != 7 {
+		t.Fatalf("the follower's store differs from the leader's (%v), applied %d", err, follower.store.Applied())
 	}
 }
