@@ -455,7 +455,11 @@ func (r *Replica) snapshotDue() bool {
 // cache). Twice the state's size, and 256 MiB at least, measured the same
 // as four times in 8-10 s ingest runs (which take one snapshot either
 // way), and recovery, which replays the log between snapshots, takes half
-// as long. Storage keeps the log since the
+// as long. Since older events moved to the history store, a snapshot holds
+// the entities' latest events alone and a checkpoint of the store: a fleet
+// whose histories grow takes one every 64 MiB of log (SnapshotMinBytes),
+// so that a restart replays at most that (a 10,000-entity track load
+// replayed 1.57 M events, 157 entries, in 7 s with 256 MiB). Storage keeps the log since the
 // snapshot before the newest: up to four times the state's records. The
 // log in memory stays small: applied entries give up their Data
 // (readback.go).

@@ -31,13 +31,14 @@ type Config struct {
 
 	// A snapshot is taken once the log applied since the last one holds
 	// more bytes than max(SnapshotMinBytes, snapshotLogRatio times the
-	// state's events at the last one as 128-byte records
-	// (StateMachine.RecordBytes), about what the log took to write them):
-	// the work of snapshotting then stays proportional to the work of
-	// writing, about half of it. (Snapshots pack their records, to about
+	// state's entities at the last one as 128-byte records
+	// (StateMachine.RecordBytes): what a snapshot holds, older events being
+	// the history store's, which is checkpointed beside it): the work of
+	// snapshotting then stays proportional to the work of writing, about
+	// half of it. (Snapshots pack their records, to about
 	// half that size for sparse ones.) SnapshotEvery, when set, takes one
 	// every that many entries instead (for tests).
-	SnapshotMinBytes uint64 // default 256 MiB
+	SnapshotMinBytes uint64 // default 64 MiB
 	SnapshotEvery    uint64
 
 	// MaxApplyEntries bounds the committed entries one input applies
@@ -83,7 +84,7 @@ func (c *Config) setDefaults() {
 		c.ShedBatch = 4096
 	}
 	if c.SnapshotMinBytes == 0 {
-		c.SnapshotMinBytes = 256 << 20
+		c.SnapshotMinBytes = 64 << 20
 	}
 	if c.CleanupEveryNS == 0 {
 		c.CleanupEveryNS = 1_000_000_000

@@ -380,10 +380,11 @@ func (sm *StateMachine) remove(slot uint32) uint64 {
 	return n
 }
 
-// RecordBytes is the size of every stored event as a 128-byte record:
-// about what the log took to write them, and what a snapshot would take
-// if it did not pack them.
-func (sm *StateMachine) RecordBytes() uint64 { return sm.events * core.RecordSize }
+// RecordBytes is the size of the entities' latest events as 128-byte
+// records: about what a snapshot of the state holds before packing (older
+// events are the history store's, beside it), and what the log took to
+// write them.
+func (sm *StateMachine) RecordBytes() uint64 { return uint64(sm.ids.len()) * core.RecordSize }
 
 // Stats counts the entities visible at t and their events. An older event
 // that has expired counts until cleanup removes it: counting those would
