@@ -1,6 +1,9 @@
 package core
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"slices"
+)
 
 // History on disk. An entity's latest event lives in the state machine's
 // memory; every event it has stored, the latest included, lives in the
@@ -193,4 +196,96 @@ func SplitHistory(data []byte) (state []byte, events []GeoEvent, ok bool, err er
 		events = append(events, ev)
 	}
 	return state, events, true, nil
+}
+
+// HistoryReader is a consistent view of a history store: io/history's
+// View, or statemachine's MemStore.
+type HistoryReader interface {
+	// Get returns the event of id at ts.
+	Get(id Uint128, ts uint64) (ev GeoEvent, found bool, err error)
+	// Range answers r, appending to dst: more is set when r's limit
+	// stopped it before the range's end.
+	Range(r HistoryRange, dst []GeoEvent) (events []GeoEvent, more bool, err error)
+}
+
+// AnswerHistoryReads answers reads from v (HistoryAnswer says how).
+func AnswerHistoryReads(v HistoryReader, reads []HistoryRead) []HistoryAnswer {
+	out := make([]HistoryAnswer, len(reads))
+	for i, rd := range reads {
+		a := &out[i]
+		switch rd.Kind {
+		case HistoryGet:
+			a.Event, a.Found, a.Err = v.Get(rd.EntityID, rd.TS)
+		case HistoryScan:
+			*a = scanOlder(v, rd)
+		case HistoryRangeRead:
+			a.Events, a.More, a.Err = v.Range(rd.Range, nil)
+		default:
+			a.Err = Errorf(InternalError, "unknown history read kind %d", rd.Kind)
+		}
+	}
+	return out
+}
+
+// scanPage is how many events a scan reads a step.
+const scanPage = 4096
+
+// scanOlder answers a HistoryScan by reading the entity's events below Below.
+func scanOlder(v HistoryReader, rd HistoryRead) HistoryAnswer {
+	var a HistoryAnswer
+	if rd.Below == 0 {
+		return a
+	}
+	r := HistoryRange{EntityID: rd.EntityID, SinceNS: 0, UntilNS: rd.Below - 1, Limit: scanPage}
+	buf := make([]GeoEvent, 0, scanPage)
+	for {
+		evs, more, err := v.Range(r, buf[:0])
+		if err != nil {
+			return HistoryAnswer{Err: err}
+		}
+		for i := range evs {
+			d := RemovalDue(&evs[i])
+			a.SoonestDue = SoonerDue(a.SoonestDue, d)
+			if HistoryExpiredAt(&evs[i], rd.TS) {
+				a.Expired++
+			} else {
+				a.NextDue = SoonerDue(a.NextDue, d)
+			}
+		}
+		if !more || len(evs) == 0 {
+			return a
+		}
+		last := evs[len(evs)-1].TimestampNS
+		if last >= r.UntilNS {
+			return a
+		}
+		r.SinceNS = last + 1
+		buf = evs
+	}
+}
+
+// AppendHistorySection appends the history section of a snapshot
+// (IO.EncodeSnapshot) to state: the events of ids (the snapshot's
+// entities, which every event of the store belongs to) from v. It sorts
+// ids.
+func AppendHistorySection(state []byte, v HistoryReader, ids []Uint128) ([]byte, error) {
+	slices.SortFunc(ids, Uint128.Compare)
+	w := NewHistorySection(state)
+	for _, id := range ids {
+		r := HistoryRange{EntityID: id, UntilNS: ^uint64(0), Limit: scanPage}
+		for {
+			evs, more, err := v.Range(r, nil)
+			if err != nil {
+				return nil, err
+			}
+			for i := range evs {
+				w.Add(&evs[i])
+			}
+			if !more || len(evs) == 0 || evs[len(evs)-1].TimestampNS == ^uint64(0) {
+				break
+			}
+			r.SinceNS = evs[len(evs)-1].TimestampNS + 1
+		}
+	}
+	return w.Finish(), nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -173,7 +172,7 @@ func (h *historian) do(op *histOp) {
 		}
 	case histRead:
 		v := h.store.View()
-		answers := answerReads(v, op.reads)
+		answers := core.AnswerHistoryReads(v, op.reads)
 		v.Close()
 		h.report(histCompletion{token: op.token, answers: answers})
 	case histView:
@@ -262,85 +261,4 @@ func syncDirPath(dir string) error {
 	}
 	defer f.Close()
 	return f.Sync()
-}
-
-// answerReads answers reads from v.
-func answerReads(v *history.View, reads []core.HistoryRead) []core.HistoryAnswer {
-	out := make([]core.HistoryAnswer, len(reads))
-	for i, rd := range reads {
-		a := &out[i]
-		switch rd.Kind {
-		case core.HistoryGet:
-			a.Event, a.Found, a.Err = v.Get(rd.EntityID, rd.TS)
-		case core.HistoryScan:
-			*a = scanOlder(v, rd)
-		case core.HistoryRangeRead:
-			a.Events, a.More, a.Err = v.Range(rd.Range, nil)
-		default:
-			a.Err = core.Errorf(core.InternalError, "unknown history read kind %d", rd.Kind)
-		}
-	}
-	return out
-}
-
-// scanPage is how many events a scan reads a step.
-const scanPage = 4096
-
-// scanOlder answers a HistoryScan by reading the entity's events below Below.
-func scanOlder(v *history.View, rd core.HistoryRead) core.HistoryAnswer {
-	var a core.HistoryAnswer
-	if rd.Below == 0 {
-		return a
-	}
-	r := core.HistoryRange{EntityID: rd.EntityID, SinceNS: 0, UntilNS: rd.Below - 1, Limit: scanPage}
-	buf := make([]core.GeoEvent, 0, scanPage)
-	for {
-		evs, more, err := v.Range(r, buf[:0])
-		if err != nil {
-			return core.HistoryAnswer{Err: err}
-		}
-		for i := range evs {
-			d := core.RemovalDue(&evs[i])
-			a.SoonestDue = core.SoonerDue(a.SoonestDue, d)
-			if core.HistoryExpiredAt(&evs[i], rd.TS) {
-				a.Expired++
-			} else {
-				a.NextDue = core.SoonerDue(a.NextDue, d)
-			}
-		}
-		if !more || len(evs) == 0 {
-			return a
-		}
-		last := evs[len(evs)-1].TimestampNS
-		if last >= r.UntilNS {
-			return a
-		}
-		r.SinceNS = last + 1
-		buf = evs
-	}
-}
-
-// appendSection appends the history section of a snapshot (core.IO's
-// EncodeSnapshot) to state: the events of ids (the snapshot's entities,
-// which every event of the store belongs to) from v.
-func appendSection(state []byte, v *history.View, ids []core.Uint128) ([]byte, error) {
-	slices.SortFunc(ids, core.Uint128.Compare)
-	w := core.NewHistorySection(state)
-	for _, id := range ids {
-		r := core.HistoryRange{EntityID: id, UntilNS: ^uint64(0), Limit: scanPage}
-		for {
-			evs, more, err := v.Range(r, nil)
-			if err != nil {
-				return nil, err
-			}
-			for i := range evs {
-				w.Add(&evs[i])
-			}
-			if !more || len(evs) == 0 || evs[len(evs)-1].TimestampNS == ^uint64(0) {
-				break
-			}
-			r.SinceNS = evs[len(evs)-1].TimestampNS + 1
-		}
-	}
-	return w.Finish(), nil
 }

@@ -120,7 +120,7 @@ func TestHistorySectionInstalls(t *testing.T) {
 	view := make(chan *history.View, 1)
 	leader.push(histOp{kind: histView, view: view})
 	v := <-view
-	data, err := appendSection([]byte("state"), v, ids)
+	data, err := core.AppendHistorySection([]byte("state"), v, ids)
 	v.Close()
 	if err != nil {
 		t.Fatal(err)

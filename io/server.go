@@ -809,7 +809,7 @@ func (rio replicaIO) EncodeSnapshot(index uint64, encode func() []byte, entities
 				err = errors.New("the history store failed")
 				return
 			}
-			data, err = appendSection(state, v, ids)
+			data, err = core.AppendHistorySection(state, v, ids)
 			v.Close()
 		case <-s.loopDone:
 			err = errors.New("stopped")

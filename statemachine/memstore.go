@@ -82,58 +82,41 @@ func (s *MemStore) Digest() [32]byte {
 	return d
 }
 
+// Answer answers reads (core.AnswerHistoryReads).
 func (s *MemStore) Answer(reads []core.HistoryRead) []core.HistoryAnswer {
-	out := make([]core.HistoryAnswer, len(reads))
-	for i, rd := range reads {
-		a := &out[i]
-		switch rd.Kind {
-		case core.HistoryGet:
-			a.Event, a.Found = s.events[rd.EntityID][rd.TS]
-		case core.HistoryScan:
-			for _, ev := range s.events[rd.EntityID] {
-				if ev.TimestampNS >= rd.Below {
-					continue
-				}
-				d := core.RemovalDue(&ev)
-				a.SoonestDue = core.SoonerDue(a.SoonestDue, d)
-				if core.HistoryExpiredAt(&ev, rd.TS) {
-					a.Expired++
-				} else {
-					a.NextDue = core.SoonerDue(a.NextDue, d)
-				}
-			}
-		case core.HistoryRangeRead:
-			r := rd.Range
-			for _, ev := range s.Events(r.EntityID) {
-				if ev.TimestampNS < r.SinceNS || ev.TimestampNS > r.UntilNS {
-					continue
-				}
-				if r.ExpiredAt != 0 && core.HistoryExpiredAt(&ev, r.ExpiredAt) {
-					continue
-				}
-				if len(a.Events) == r.Limit {
-					a.More = true
-					break
-				}
-				a.Events = append(a.Events, ev)
-			}
-		default:
-			a.Err = core.Errorf(core.InternalError, "unknown history read kind %d", rd.Kind)
+	return core.AnswerHistoryReads(s, reads)
+}
+
+// Get returns the event of id at ts (core.HistoryReader).
+func (s *MemStore) Get(id core.Uint128, ts uint64) (core.GeoEvent, bool, error) {
+	ev, ok := s.events[id][ts]
+	return ev, ok, nil
+}
+
+// Range answers r, appending to dst (core.HistoryReader).
+func (s *MemStore) Range(r core.HistoryRange, dst []core.GeoEvent) ([]core.GeoEvent, bool, error) {
+	n := len(dst)
+	for _, ev := range s.Events(r.EntityID) {
+		if ev.TimestampNS < r.SinceNS || ev.TimestampNS > r.UntilNS {
+			continue
 		}
+		if r.ExpiredAt != 0 && core.HistoryExpiredAt(&ev, r.ExpiredAt) {
+			continue
+		}
+		if len(dst)-n == r.Limit {
+			return dst, true, nil
+		}
+		dst = append(dst, ev)
 	}
-	return out
+	return dst, false, nil
 }
 
 // AppendSection appends, after a snapshot's state, the store's events as a
-// history section (core.NewHistorySection): what IO.EncodeSnapshot appends.
+// history section (core.AppendHistorySection): what IO.EncodeSnapshot
+// appends.
 func (s *MemStore) AppendSection(state []byte) []byte {
-	w := core.NewHistorySection(state)
-	for _, id := range slices.SortedFunc(maps.Keys(s.events), core.Uint128.Compare) {
-		for _, ev := range s.Events(id) {
-			w.Add(&ev)
-		}
-	}
-	return w.Finish()
+	b, _ := core.AppendHistorySection(state, s, slices.Collect(maps.Keys(s.events))) // a MemStore's reads do not fail
+	return b
 }
 
 // Install makes s hold exactly events (a history section's: see
