@@ -52,7 +52,7 @@ func (w *world) noteDigest(n *node, why string) {
 	n.noted, n.notedAt = true, applied
 	// The state's digest and the history store's: the store has every
 	// write of the entries applied (WriteHistory applies at once).
-	sm, hist := n.r.Digest(), n.disk.hist.Digest()
+	sm, hist := n.r.Digest(), n.disk.hist.digest()
 	d := sha256.Sum256(append(sm[:], hist[:]...))
 	if w.mutateDigest != nil {
 		d = w.mutateDigest(n, applied, d)

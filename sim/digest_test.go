@@ -20,11 +20,11 @@ func TestFixedSeedDigests(t *testing.T) {
 		faults   string
 		digest   string
 	}{
-		{1, 20000, 1, "all", "4a1b9840e345c3bd3f57e12fad795a508c2945617fdc2a6f0c2947b6aa11a047"},
-		{2, 20000, 3, "all", "e884bf2d1c250f127a9ad649fa618d35cc0339017ab1b02751fdff98a17d42b3"},
-		{3, 20000, 3, "crash", "43c25a59623aa769ee4955e39151efa41134ada76fc4d3a4b05c1597134568c1"},
-		{4, 20000, 5, "network", "8817b72b5ac39199d7be59711286c427acc1955e81bafe9e50d649c38b0b172b"},
-		{5, 20000, 3, "partition", "a8ec4bf3f2775496decdccf8b20ab13cde41e193e45b49d3cc3a641c18413bcf"},
+		{1, 20000, 1, "all", "6a47b595609af3dc4242f6ccf9c7a05e9eb2e767781bf8021a3f3906fb3096c1"},
+		{2, 20000, 3, "all", "a500a2008b7abbac1bb3efdfb7c68d67cfcb124271a19ee8ee80a4a0d02f6f03"},
+		{3, 20000, 3, "crash", "7c5a1991131959e7e30c57c71120a9965800bb29b623f22f173f7772b2206676"},
+		{4, 20000, 5, "network", "56216f26067e8e6c1890c0d03820a8d6591ab04dafac174e84f6491b3a939c03"},
+		{5, 20000, 3, "partition", "37b7302f14b2ef46b584a70517ab5913cd381acb20ead1ff58338c276a3dc537"},
 	} {
 		faults, err := ParseFaults(c.faults)
 		if err != nil {

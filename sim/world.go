@@ -144,20 +144,21 @@ func (io nodeIO) SaveSnapshot(index, term uint64, data []byte) {
 		n.w.fail("replica %d installs a snapshot at index %d without a sound history section (%v)", n.idx, index, err)
 		return
 	}
-	n.disk.hist.Install(events)
-	n.disk.saveSnapshot(index, term, data, n.disk.hist.Clone())
+	n.disk.saveSnapshot(index, term, data, n.disk.hist.install(index, events))
 }
 
 // WriteHistory applies the writes to the live store at once: in the order
 // of the calls, as core.IO asks.
-func (io nodeIO) WriteHistory(_ uint64, writes []core.HistoryWrite) { io.n.disk.hist.Apply(writes) }
+func (io nodeIO) WriteHistory(index uint64, writes []core.HistoryWrite) {
+	io.n.disk.hist.apply(index, writes)
+}
 
 // ReadHistory answers from the store as it is now (the replica's later
 // writes must not show in it) after a random latency, as ReadLog.
 func (io nodeIO) ReadHistory(token uint64, reads []core.HistoryRead) {
 	n := io.n
 	w := n.w
-	answers := n.disk.hist.Answer(reads)
+	answers := n.disk.hist.answer(reads)
 	at := w.now + w.cfg.syncMin + w.rng.Int64N(w.cfg.syncMax-w.cfg.syncMin+1)
 	w.tracef("disk %d history read %d (%d reads), done at %d", n.idx, token, len(reads), at)
 	w.schedule(at, &event{kind: evBeside, node: n, epoch: n.epoch, beside: func(r *replica.Replica) { r.HistoryRead(token, answers) }})
@@ -181,10 +182,16 @@ func (io nodeIO) ReadLog(from, to uint64, maxBytes int) {
 // EncodeSnapshot completes after a random latency, as a snapshot save
 // does. The encoding runs then, so the replica's writes in between must
 // not show in it (the state machine keeps the frozen state for it).
-func (io nodeIO) EncodeSnapshot(index uint64, encode func() []byte, _ func() []core.Uint128) {
-	io.n.snapNote = true           // the state it encodes is the state now: note its digest
-	hist := io.n.disk.hist.Clone() // the history store as it is now
-	io.beside("encodes", index, func(r *replica.Replica) { r.SnapshotEncoded(index, hist.AppendSection(encode())) })
+func (io nodeIO) EncodeSnapshot(index uint64, encode func() []byte, entities func() []core.Uint128) {
+	io.n.snapNote = true                        // the state it encodes is the state now: note its digest
+	events := io.n.disk.hist.events(entities()) // the history store as it is now
+	io.beside("encodes", index, func(r *replica.Replica) {
+		w := core.NewHistorySection(encode())
+		for i := range events {
+			w.Add(&events[i])
+		}
+		r.SnapshotEncoded(index, w.Finish())
+	})
 }
 
 // WriteSnapshot is EncodeSnapshot whose bytes go to the disk as a
@@ -198,8 +205,8 @@ func (io nodeIO) WriteSnapshot(index, term uint64, encode func(w stdio.Writer) e
 		n.w.fail("replica %d wrote a snapshot at index %d beyond its log's last appended entry %d", n.idx, index, n.disk.volLast)
 		return
 	}
-	n.snapNote = true                 // the state it encodes is the state now: note its digest
-	checkpoint := n.disk.hist.Clone() // the history store as it is now, saved with it
+	n.snapNote = true                      // the state it encodes is the state now: note its digest
+	checkpoint := n.disk.hist.checkpoint() // the history store as it is now, saved with it
 	io.beside("writes", index, func(*replica.Replica) {
 		var b bytes.Buffer
 		if err := encode(&b); err != nil {
