@@ -78,7 +78,7 @@ type historyTarget interface {
 }
 
 func (b binaryTarget) history(ctx context.Context, id core.Uint128, span time.Duration) (int, error) {
-	q := core.HistoryQuery{EntityID: id, Page: core.Page{Limit: core.MaxQueryLimit}}
+	q := core.HistoryQuery{EntityID: id, Page: core.Page{Limit: historyPage}}
 	if span > 0 {
 		l, err := b.c.GetLatest(ctx, id)
 		if err != nil || !l.Found {
@@ -373,3 +373,6 @@ func (c *rawConn) readResponse() (int, error) {
 	}
 	return status, nil
 }
+
+// historyPage is the events a --op history page asks for.
+const historyPage = 1_000
