@@ -1,6 +1,8 @@
 package replica
 
 import (
+	"encoding/binary"
+
 	"github.com/geoevent/geoevent/core"
 	"github.com/geoevent/geoevent/statemachine"
 )
@@ -57,8 +59,8 @@ func (r *Replica) needsReads(le core.LogEntry) bool {
 	var reads []core.HistoryRead
 	switch e.op {
 	case core.OpInsert, core.OpUpsert:
-		if hs.provided == le.Index {
-			return false
+		if hs.provided == le.Index || !clientTimestamps(e.payload) {
+			return false // fresh timestamps read nothing: skip decoding the batch twice
 		}
 		b, err := core.DecodeBatch(e.op, e.payload, r.batchEvents)
 		if err != nil {
@@ -171,4 +173,20 @@ func (r *Replica) finishPage(p pendingPage, answers []core.HistoryAnswer) {
 	}
 	res, err := r.sm.FinishHistory(p.page, answers[0].Events)
 	r.reply(p.to, p.h, core.OpEntityHistory, &res, err)
+}
+
+// clientTimestamps reports whether a batch's payload may hold an event
+// with a timestamp of its own: false only when its records (a record's
+// timestamp is its bytes 48 to 55) show none.
+func clientTimestamps(payload []byte) bool {
+	recs, n, ok := core.EventRecords(payload)
+	if !ok {
+		return true // decoded to find out
+	}
+	for i := range n {
+		if binary.LittleEndian.Uint64(recs[i*core.RecordSize+48:]) != 0 {
+			return true
+		}
+	}
+	return false
 }
