@@ -52,12 +52,11 @@ func TestValueDecoderRejects(t *testing.T) {
 		"trailing":    append(append([]byte(nil), good...), 0),
 		"non-minimal": {1, 0x80, 0x00},
 	}
-	// A heading of 65536 does not fit its field.
+	// A heading (the last field) of 65536 does not fit its field.
 	big := e
-	big.Flags = 0
+	big.HeadingCdeg = 0
 	v := appendValue(nil, &big)
-	v = v[:len(v)-1-3] // drop heading (3 bytes) and flags (1 byte)
-	v = append(v, 0x80, 0x80, 0x04, 0)
+	v = append(v[:len(v)-1], 0x80, 0x80, 0x04)
 	bad["heading range"] = v
 	for name, b := range bad {
 		var got core.GeoEvent

@@ -11,10 +11,12 @@
 //     that start with 'm' are metadata; "m/applied" holds the index of the
 //     last Apply.
 //   - Value: a version byte (1), then every field of the event but the
-//     key's, in a fixed order: the 128-bit ids as two varints each, the
-//     cell id as 8 big-endian bytes, signed fields as zig-zag varints, the
-//     others as varints. Each value has one encoding (minimal varints);
-//     the decoder rejects anything else with an error. Pebble compresses
+//     key's, in a fixed order chosen for block compression: the fields an
+//     entity rarely changes (the 128-bit ids as two varints each, group,
+//     TTL, flags), the cell id, latitude and longitude as 8 big-endian
+//     bytes each, then altitude (zig-zag), velocity, accuracy and heading
+//     as varints. Each value has one encoding (minimal varints); the
+//     decoder rejects anything else with an error. Pebble compresses
 //     blocks (snappy in L0, zstd below).
 //   - One write-ahead log: pebble's WAL is off, the Raft log is the only
 //     one. Apply writes an entry's history writes and the entry's index in
@@ -33,9 +35,12 @@
 //     never answered from but reported as a *CorruptionError.
 //   - Erasure: HistoryDeleteEntity is a range deletion; the store then
 //     compacts that key range in the background so that the entity's
-//     bytes leave the store's files. Close waits for those compactions.
-//     The bytes are gone from the directory once the compaction has run
-//     and no View taken before the deletion was open while it ran
-//     (a snapshot keeps what it sees); checkpoints taken before the
-//     deletion keep them until the caller removes them.
+//     events leave the store's files. Guaranteed when Close returns (it
+//     waits for those compactions, and pebble deletes the replaced tables
+//     before it closes), provided no View taken before the deletion was
+//     open while the compaction ran (a snapshot keeps what it sees);
+//     usually moments after the Apply. Not covered: checkpoints taken
+//     before the deletion (they keep their tables until the caller
+//     removes them), and the entity's id, which may stay in the MANIFEST
+//     as the bound of a table until pebble rewrites the MANIFEST.
 package history

@@ -3,6 +3,7 @@ package history
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -156,9 +157,15 @@ func filesContain(t *testing.T, dir string, pattern []byte) []string {
 }
 
 // After HistoryDeleteEntity and Close, no file of the store holds the
-// erased entity's values. Blocks are stored uncompressed so that a value's
-// bytes are visible in the files.
+// erased entities' values, whether one is erased or a burst of them. Blocks are stored
+// uncompressed so that a value's bytes are visible in the files.
 func TestErasureLeavesNoBytes(t *testing.T) {
+	for _, erased := range []int{1, 20} {
+		t.Run(fmt.Sprint(erased), func(t *testing.T) { testErasure(t, erased) })
+	}
+}
+
+func testErasure(t *testing.T, erased int) {
 	dir := t.TempDir()
 	o := Options{CacheBytes: 1 << 20, uncompressed: true}
 	s, err := Open(vfs.Default, dir, o)
@@ -167,30 +174,41 @@ func TestErasureLeavesNoBytes(t *testing.T) {
 	}
 	secret := core.Uint128{Hi: 0x5ec7e75ec7e75ec7, Lo: 0x0123456789abcdef}
 	pattern := appendValue(nil, &core.GeoEvent{UserData: secret})[3 : 3+16] // inside UserData's varints
-	gone, kept := core.Uint128{Lo: 7}, core.Uint128{Lo: 8}
+	// Erased entities are 100, 102, ...; kept ones 101, 103, ... lie
+	// between them.
+	gone := func(k int) core.Uint128 { return core.Uint128{Lo: uint64(100 + 2*k)} }
+	kept := func(k int) core.Uint128 { return core.Uint128{Lo: uint64(101 + 2*k)} }
+	const perRound, rounds = 100, 4
 	index := uint64(0)
-	for round := 0; round < 4; round++ {
-		var ws []core.HistoryWrite
-		for i := 0; i < 500; i++ {
-			ts := uint64(round*500+i) * 1e9
-			e := core.GeoEvent{EntityID: gone, TimestampNS: ts, UserData: secret, LatNano: int64(i)}
-			k := core.GeoEvent{EntityID: kept, TimestampNS: ts, LatNano: int64(i)}
-			ws = append(ws, put(e), put(k))
-		}
-		index++
-		if err := s.Apply(index, ws); err != nil {
-			t.Fatal(err)
-		}
-		// Each round in its own table, so that the entity spans several.
-		if err := s.db.Flush(); err != nil {
-			t.Fatal(err)
+	// Each pair of entities in tables of its own, one a round, so that an
+	// entity spans several tables and the pairs lie in different ones.
+	for k := 0; k < erased; k++ {
+		for round := 0; round < rounds; round++ {
+			var ws []core.HistoryWrite
+			for i := 0; i < perRound; i++ {
+				ts := uint64(round*perRound+i) * 1e9
+				ws = append(ws,
+					put(core.GeoEvent{EntityID: gone(k), TimestampNS: ts, UserData: secret, LatNano: int64(i)}),
+					put(core.GeoEvent{EntityID: kept(k), TimestampNS: ts, LatNano: int64(i)}))
+			}
+			index++
+			if err := s.Apply(index, ws); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.db.Flush(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if hits := filesContain(t, dir, pattern); len(hits) == 0 {
 		t.Fatal("the pattern is in no file before the erasure: the test cannot see it")
 	}
+	var ws []core.HistoryWrite
+	for k := 0; k < erased; k++ {
+		ws = append(ws, core.HistoryWrite{Kind: core.HistoryDeleteEntity, EntityID: gone(k)})
+	}
 	index++
-	if err := s.Apply(index, []core.HistoryWrite{{Kind: core.HistoryDeleteEntity, EntityID: gone}}); err != nil {
+	if err := s.Apply(index, ws); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -206,11 +224,16 @@ func TestErasureLeavesNoBytes(t *testing.T) {
 	defer s.Close()
 	v := s.View()
 	defer v.Close()
-	if got, _ := mustRange(t, v, core.HistoryRange{EntityID: kept, UntilNS: 1 << 62, Limit: 5000}); len(got) != 2000 {
-		t.Fatalf("kept entity has %d events, want 2000", len(got))
+	all := func(id core.Uint128) core.HistoryRange {
+		return core.HistoryRange{EntityID: id, UntilNS: 1 << 62, Limit: 5000}
 	}
-	if got, _ := mustRange(t, v, core.HistoryRange{EntityID: gone, UntilNS: 1 << 62, Limit: 5000}); len(got) != 0 {
-		t.Fatalf("erased entity has %d events", len(got))
+	for k := 0; k < erased; k++ {
+		if got, _ := mustRange(t, v, all(kept(k))); len(got) != perRound*rounds {
+			t.Fatalf("kept entity %v has %d events, want %d", kept(k), len(got), perRound*rounds)
+		}
+		if got, _ := mustRange(t, v, all(gone(k))); len(got) != 0 {
+			t.Fatalf("erased entity %v has %d events", gone(k), len(got))
+		}
 	}
 }
 
@@ -287,5 +310,119 @@ func TestCorruptBlockIsReported(t *testing.T) {
 	}
 	if _, err := s.Digest(); !errors.As(err, new(*CorruptionError)) {
 		t.Fatalf("digest over a damaged block: %v", err)
+	}
+}
+
+// A View read on another goroutine while Apply goes on sees its state.
+func TestViewWhileApplying(t *testing.T) {
+	s := mustOpen(t, vfs.NewMem(), "db")
+	defer s.Close()
+	if err := s.Apply(1, []core.HistoryWrite{put(ev(1, 1)), put(ev(1, 2))}); err != nil {
+		t.Fatal(err)
+	}
+	v := s.View()
+	done := make(chan error)
+	go func() {
+		defer v.Close()
+		for i := 0; i < 200; i++ {
+			got, _, err := v.Range(core.HistoryRange{EntityID: core.Uint128{Lo: 1}, UntilNS: 1 << 62, Limit: 1000}, nil)
+			if err != nil {
+				done <- err
+				return
+			}
+			if !slices.Equal(got, []core.GeoEvent{ev(1, 1), ev(1, 2)}) {
+				done <- fmt.Errorf("read %d: %d events", i, len(got))
+				return
+			}
+		}
+		done <- nil
+	}()
+	for i := uint64(2); i < 200; i++ {
+		if err := s.Apply(i, []core.HistoryWrite{put(ev(1, i+1)), {Kind: core.HistoryDeleteEvent, EntityID: core.Uint128{Lo: 1}, TS: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestClosedAndExistingDirs(t *testing.T) {
+	s := mustOpen(t, vfs.NewMem(), "db")
+	if _, err := s.Checkpoint("ckpt"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Checkpoint("ckpt"); err == nil {
+		t.Fatal("checkpoint into an existing directory")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply(1, []core.HistoryWrite{put(ev(1, 1))}); err == nil {
+		t.Fatal("apply after close")
+	}
+	if _, err := s.Checkpoint("ckpt2"); err == nil {
+		t.Fatal("checkpoint after close")
+	}
+}
+
+// Restore on a real directory links the checkpoint's tables and copies the
+// rest, so that the restored store, written and compacted, leaves the
+// checkpoint as it was.
+func TestRestoreLeavesCheckpointIntact(t *testing.T) {
+	root := t.TempDir()
+	live, ckpt, restored := filepath.Join(root, "live"), filepath.Join(root, "ckpt"), filepath.Join(root, "restored")
+	s, err := Open(vfs.Default, live, Options{CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(1); i <= 3; i++ {
+		if err := s.Apply(i, []core.HistoryWrite{put(ev(1, i)), put(ev(2, i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at, err := s.Checkpoint(ckpt)
+	if err != nil || at != 3 {
+		t.Fatalf("checkpoint at %d: %v", at, err)
+	}
+	want, err := s.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply(4, []core.HistoryWrite{put(ev(3, 4))}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; round < 2; round++ {
+		if err := Restore(vfs.Default, ckpt, restored); err != nil {
+			t.Fatal(err)
+		}
+		ssts, _ := filepath.Glob(filepath.Join(restored, "*.sst"))
+		if len(ssts) == 0 {
+			t.Fatal("no tables restored")
+		}
+		for _, p := range ssts {
+			a, errA := os.Stat(p)
+			b, errB := os.Stat(filepath.Join(ckpt, filepath.Base(p)))
+			if errA != nil || errB != nil || !os.SameFile(a, b) {
+				t.Fatalf("%s is not a link to the checkpoint's table", p)
+			}
+		}
+		r, err := Open(vfs.Default, restored, Options{CacheBytes: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := r.Digest(); err != nil || got != want || r.Applied() != 3 {
+			t.Fatalf("restored store at %d differs from the checkpoint: %v", r.Applied(), err)
+		}
+		// Write, erase and compact in the restored store.
+		if err := r.Apply(5, []core.HistoryWrite{put(ev(4, 5)), {Kind: core.HistoryDeleteEntity, EntityID: core.Uint128{Lo: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
