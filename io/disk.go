@@ -43,21 +43,20 @@ type diskOp struct {
 }
 
 // awaitHistory waits for the history checkpoint of op, a snapshot; an
-// error, or the server stopping first, fails the snapshot.
+// error fails the snapshot. It waits even while the server stops: the
+// historian, closed only once the disk goroutine has exited, answers every
+// checkpoint queued before (a snapshot asked for just before a Close is
+// written, as before history moved to disk).
 func (d *disk) awaitHistory(op *diskOp) error {
 	if op.history == nil {
 		return nil
 	}
-	select {
-	case err := <-op.history:
-		op.history = nil
-		if err != nil {
-			return fmt.Errorf("the history of the snapshot at index %d: %w", op.index, err)
-		}
-		return nil
-	case <-d.stopped:
-		return errors.New("stopped before the snapshot's history was checkpointed")
+	err := <-op.history
+	op.history = nil
+	if err != nil {
+		return fmt.Errorf("the history of the snapshot at index %d: %w", op.index, err)
 	}
+	return nil
 }
 
 // syncFollows reports whether ops holds a Sync with only appends and hard

@@ -812,6 +812,11 @@ func (rio replicaIO) EncodeSnapshot(index uint64, encode func() []byte, entities
 			data, err = core.AppendHistorySection(state, v, ids)
 			v.Close()
 		case <-s.loopDone:
+			// The historian, which runs until after the disk goroutine,
+			// still hands the view over: release it.
+			if v, ok := <-view; ok {
+				v.Close()
+			}
 			err = errors.New("stopped")
 		}
 	}, func() {
