@@ -102,10 +102,21 @@ type IO interface {
 	// the next AppendLog starts at index+1. It is
 	// answered by a SnapshotSaved input. data is not modified afterwards
 	// and may be kept without copying.
+	//
+	// The replica calls it only to install a leader's snapshot, whose data
+	// ends in the history section that EncodeSnapshot appended
+	// (SplitHistory): storage makes that the history store's content, in
+	// queue order (the writes and reads queued before see the store as it
+	// was), and the history saved with the snapshot.
 	SaveSnapshot(index, term uint64, data []byte)
 
 	// WriteSnapshot saves, as SaveSnapshot(index, term, data) does, the
-	// bytes encode writes, without holding them in memory: it runs encode
+	// bytes encode writes, and with them the history store as it is at
+	// the call, in queue order (every write of the entries up to index was
+	// queued before, none after): a checkpoint of it, durable with the
+	// snapshot. A snapshot is durable only when both are; recovery restores
+	// the history saved with the snapshot it restores, and replays the log
+	// above it. WriteSnapshot does so without holding the bytes in memory: it runs encode
 	// away from the replica (it reads a frozen copy of the state, never
 	// the replica's own), writing into storage. It is answered by a
 	// SnapshotSaved input carrying index once the snapshot is durable.
@@ -118,9 +129,30 @@ type IO interface {
 
 	// EncodeSnapshot runs encode away from the replica (it reads a frozen
 	// copy of the state, never the replica's own) and answers with a
-	// SnapshotEncoded input carrying index and the bytes encode returned.
-	// A replica that restarts before the answer never gets it.
-	EncodeSnapshot(index uint64, encode func() []byte)
+	// SnapshotEncoded input carrying index and the bytes encode returned,
+	// followed by the history store's events as they are at the call, in
+	// queue order, as a history section (NewHistorySection): a snapshot
+	// for a follower, which installs it whole (SaveSnapshot). entities,
+	// which runs away from the replica too, lists the ids of the state's
+	// entities, which every event of the store belongs to. A replica
+	// that restarts before the answer never gets it.
+	EncodeSnapshot(index uint64, encode func() []byte, entities func() []Uint128)
+
+	// WriteHistory queues writes to the history store (core/history.go),
+	// those that applying the log entry at index made, to be applied in
+	// order after those queued before. They are durable only once a
+	// snapshot at or after index is (WriteSnapshot); until then the log
+	// holds them. The writes are not modified afterwards and may be kept
+	// without copying.
+	WriteHistory(index uint64, writes []HistoryWrite)
+
+	// ReadHistory queues reads of the history store, answered by one
+	// HistoryRead input carrying token and one answer a read, in order. The
+	// answers see exactly the writes queued before the call, however late
+	// they arrive (a snapshot of the store taken in queue order). A
+	// replica that restarts before the answer never gets it. The reads
+	// are not modified afterwards and may be kept without copying.
+	ReadHistory(token uint64, reads []HistoryRead)
 
 	// DecodeSnapshot runs decode away from the replica (it builds a state
 	// from the bytes of a snapshot, touching nothing of the replica's) and

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	stdio "io"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +36,27 @@ type diskOp struct {
 	to          uint64                     // opRead: the last index to read
 	maxBytes    int                        // opRead
 	merged      int                        // opSync: the earlier Syncs its fsync answers too
+	// opSnapshot: the outcome of the history store's checkpoint for the
+	// snapshot (historian), which the snapshot's file waits for: a
+	// snapshot on disk has its history.
+	history chan error
+}
+
+// awaitHistory waits for the history checkpoint of op, a snapshot; an
+// error fails the snapshot. It waits even while the server stops: the
+// historian, closed only once the disk goroutine has exited, answers every
+// checkpoint queued before (a snapshot asked for just before a Close is
+// written, as before history moved to disk).
+func (d *disk) awaitHistory(op *diskOp) error {
+	if op.history == nil {
+		return nil
+	}
+	err := <-op.history
+	op.history = nil
+	if err != nil {
+		return fmt.Errorf("the history of the snapshot at index %d: %w", op.index, err)
+	}
+	return nil
 }
 
 // syncFollows reports whether ops holds a Sync with only appends and hard
@@ -117,10 +137,7 @@ type disk struct {
 	// appended again before anything else once there is space.
 	unsynced []core.LogEntry
 
-	mu     sync.Mutex
-	ops    []diskOp
-	closed bool
-	wake   chan struct{} // capacity 1: "ops changed"
+	queue opQueue[diskOp]
 
 	done    chan completion // to the loop
 	stopped chan struct{}   // closed when the loop has exited: completions are dropped
@@ -146,7 +163,7 @@ func newDisk(dir string, log *store.Log, lastSnap uint64, stopped chan struct{},
 	return &disk{
 		dir: dir, log: log, lastSnap: lastSnap, stopped: stopped, logger: logger,
 		waitLeading: spaceWaitLeading, waitFollowing: spaceWaitFollowing,
-		wake:   make(chan struct{}, 1),
+		queue:  newOpQueue[diskOp](),
 		done:   make(chan completion, 16),
 		exited: make(chan struct{}),
 		snaps:  make(chan diskOp, 4),
@@ -162,6 +179,10 @@ func (d *disk) writeSnapshots() {
 	for op := range d.snaps {
 		start := time.Now()
 		var size int64
+		if err := d.awaitHistory(&op); err != nil {
+			d.report(completion{err: err})
+			continue
+		}
 		err := d.untilSpace("writing a snapshot", func() (err error) {
 			size, err = store.SaveSnapshot(d.dir, op.index, op.term, op.encode)
 			return err
@@ -181,29 +202,11 @@ func (d *disk) writeSnapshots() {
 }
 
 // push queues op. It never blocks; after close it drops op.
-func (d *disk) push(op diskOp) {
-	d.mu.Lock()
-	if !d.closed {
-		d.ops = append(d.ops, op)
-	}
-	d.mu.Unlock()
-	select {
-	case d.wake <- struct{}{}:
-	default:
-	}
-}
+func (d *disk) push(op diskOp) { d.queue.push(op) }
 
 // close makes run finish the requests queued so far, close the log and
 // return.
-func (d *disk) close() {
-	d.mu.Lock()
-	d.closed = true
-	d.mu.Unlock()
-	select {
-	case d.wake <- struct{}{}:
-	default:
-	}
-}
+func (d *disk) close() { d.queue.close() }
 
 func (d *disk) report(c completion) {
 	select {
@@ -219,16 +222,9 @@ func (d *disk) run() {
 	var batch []diskOp
 	failed := false
 	for {
-		d.mu.Lock()
-		batch, d.ops = d.ops, batch[:0]
-		closed := d.closed
-		d.mu.Unlock()
-		if len(batch) == 0 {
-			if closed {
-				break
-			}
-			<-d.wake
-			continue
+		var done bool
+		if batch, done = d.queue.take(batch); done {
+			break
 		}
 		merged := 0 // Syncs of this batch answered by a later one's fsync
 		for i := range batch {
@@ -383,6 +379,9 @@ func (d *disk) do(op *diskOp) error {
 			d.snaps <- *op // written beside the log; opSnapshotWritten follows
 			return nil
 		}
+		if err := d.awaitHistory(op); err != nil {
+			return err
+		}
 		_, err := store.SaveSnapshot(d.dir, op.index, op.term, op.encode)
 		if err != nil {
 			return err
@@ -420,6 +419,11 @@ func (d *disk) do(op *diskOp) error {
 			d.lastSnap = op.index
 			if err := d.log.CompactBefore(fallback + 1); err != nil {
 				return err
+			}
+			// The history checkpoints of the snapshots before the
+			// fallback go with them.
+			if err := removeCheckpointsBefore(d.dir, fallback); err != nil {
+				d.logger.Warn("cannot remove old history checkpoints", zap.Error(err))
 			}
 		}
 		d.report(completion{snapshot: true, index: op.index})

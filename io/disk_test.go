@@ -380,25 +380,13 @@ func TestRecoveryRefusesAnEmptiedLogWithoutItsSnapshot(t *testing.T) {
 	}
 }
 
-// copyDataDir copies the files of the data directory dir into a new one.
+// copyDataDir copies the data directory dir (its files, and its history
+// store's directories) into a new one.
 func copyDataDir(t *testing.T, dir string) string {
 	t.Helper()
 	dst := filepath.Join(t.TempDir(), "data")
-	if err := os.Mkdir(dst, 0o755); err != nil {
+	if err := os.CopyFS(dst, os.DirFS(dir)); err != nil {
 		t.Fatal(err)
-	}
-	des, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, de := range des {
-		b, err := os.ReadFile(filepath.Join(dir, de.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, de.Name()), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
 	return dst
 }

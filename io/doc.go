@@ -36,6 +36,19 @@
 //     stops the server as any other failed write, and any failed fsync,
 //     does: the state of the files is then unknown and only a restart
 //     (recovery) may go on.
+//   - The historian (historian.go) owns the history store (package
+//     history, in DIR/history): it applies WriteHistory batches in the
+//     order the replica queued them, answers ReadHistory from a view taken
+//     in that order (reported to the loop as HistoryRead), checkpoints the
+//     store into DIR/snapshot-N.history when the replica asks for the
+//     snapshot at N (the snapshot writer writes the snapshot's file only
+//     once the checkpoint is made, so a snapshot on disk has its history;
+//     checkpoints go with their snapshots), and installs the history of a
+//     leader's snapshot on a follower. At start, the store is restored from
+//     the recovered snapshot's checkpoint (empty without a snapshot); the
+//     log above it is then replayed. A failed write to the store stops the
+//     server; a read that finds a damaged block answers an error, which
+//     stops the replica when it was applying an entry.
 //   - A snapshot encoder (one goroutine per EncodeSnapshot) encodes the
 //     frozen view of the state the replica hands it, while the loop goes
 //     on, and reports SnapshotEncoded back to the loop. A decoder (one

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/io/history"
 	"github.com/geoevent/geoevent/io/store"
 	"github.com/geoevent/geoevent/replica"
 )
@@ -79,6 +80,9 @@ type Options struct {
 	// Metrics, when set, receives the server's metrics (see Health and
 	// docs/operations.md); one server per set.
 	Metrics *metrics.Set
+	// HistoryCacheBytes is the history store's block cache (0: package
+	// history's default).
+	HistoryCacheBytes int64
 }
 
 func (o *Options) setDefaults() {
@@ -135,6 +139,7 @@ type Server struct {
 	ln    net.Listener
 	clock *Clock
 	disk  *disk
+	hist  *historian       // the history store's goroutine
 	r     *replica.Replica // owned by the loop once Run has started
 
 	events chan netEvent
@@ -260,6 +265,16 @@ func openLocked(dir string, lock *DirLock, opts Options) (s *Server, err error) 
 	}
 	s.budget.drained = s.relieve
 	s.disk = newDisk(dir, log, rec.SnapshotIndex, s.loopDone, s.log)
+	hst, err := openHistory(dir, rec.SnapshotIndex, opts.HistoryCacheBytes, lg)
+	if err != nil {
+		return nil, err
+	}
+	s.hist = newHistorian(dir, hst, s.loopDone, s.log)
+	defer func() {
+		if err != nil {
+			hst.Close()
+		}
+	}()
 	s.disk.inCluster = info.ReplicaCount > 1 // others go on without it: it stops after a while out of space
 	s.peers = s.newPeers()
 	if opts.Metrics != nil {
@@ -282,6 +297,7 @@ func openLocked(dir string, lock *DirLock, opts Options) (s *Server, err error) 
 		s.replay.to, s.replay.entries = rec.Entries[n-1].Index, n
 	}
 	go s.disk.run()
+	go s.hist.run()
 	lg.Info("listening", zap.String("cluster", info.Cluster.String()), zap.Stringer("address", ln.Addr()),
 		zap.Uint32("replica_count", info.ReplicaCount), zap.String("data", dir),
 		zap.Int("processors", runtime.GOMAXPROCS(0))) // GOMAXPROCS: see the README's "Running the server next to its clients"
@@ -534,6 +550,12 @@ func (s *Server) loop(ctx context.Context) error {
 				default:
 					s.r.Synced(c.index, c.syncs)
 				}
+			case c := <-s.hist.done:
+				if c.err != nil {
+					s.log.Error("the history store failed; stopping (restart to recover)", zap.Error(c.err))
+					return fmt.Errorf("history store: %w", c.err)
+				}
+				s.r.HistoryRead(c.token, c.answers)
 			case answer := <-s.besideDone:
 				answer()
 			case p := <-s.peerLost:
@@ -715,6 +737,8 @@ func (s *Server) shutdown() {
 	s.wg.Wait()
 	s.disk.close()
 	<-s.disk.exited
+	s.hist.close()
+	<-s.hist.exited
 	if err := s.disk.closeErr; err != nil {
 		s.log.Error("closing the log", zap.Error(err))
 		s.downErr = fmt.Errorf("close the log: %w", err)
@@ -819,21 +843,76 @@ func (s *Server) beside(what string, index uint64, work func(), answer func()) {
 	}()
 }
 
-func (rio replicaIO) EncodeSnapshot(index uint64, encode func() []byte) {
+// EncodeSnapshot encodes the state beside the loop and appends the
+// history store's events from a view taken in queue order.
+func (rio replicaIO) EncodeSnapshot(index uint64, encode func() []byte, entities func() []core.Uint128) {
+	s := rio.s
+	view := make(chan *history.View, 1)
+	s.hist.push(histOp{kind: histView, view: view})
 	var data []byte
-	rio.s.beside(snapshotEncoded, index, func() { data = encode() }, func() { rio.s.r.SnapshotEncoded(index, data) })
+	var err error
+	s.beside(snapshotEncoded, index, func() {
+		state, ids := encode(), entities()
+		select {
+		case v, ok := <-view:
+			if !ok {
+				err = errors.New("the history store failed")
+				return
+			}
+			data, err = core.AppendHistorySection(state, v, ids)
+			v.Close()
+		case <-s.loopDone:
+			// The historian, which runs until after the disk goroutine,
+			// still hands the view over: release it.
+			if v, ok := <-view; ok {
+				v.Close()
+			}
+			err = errors.New("stopped")
+		}
+	}, func() {
+		if err != nil {
+			s.log.Warn("cannot list the history for a follower's snapshot; it waits for the next", zap.Uint64("index", index), zap.Error(err))
+			return
+		}
+		s.r.SnapshotEncoded(index, data)
+	})
+}
+
+// WriteHistory queues the writes to the history store.
+func (rio replicaIO) WriteHistory(index uint64, writes []core.HistoryWrite) {
+	rio.s.hist.push(histOp{kind: histWrite, index: index, writes: writes})
+}
+
+// ReadHistory queues the reads; the historian answers from a view taken
+// in queue order.
+func (rio replicaIO) ReadHistory(token uint64, reads []core.HistoryRead) {
+	rio.s.hist.push(histOp{kind: histRead, token: token, reads: reads})
 }
 
 func (rio replicaIO) DecodeSnapshot(index uint64, decode func()) {
 	rio.s.beside(snapshotDecoded, index, decode, func() { rio.s.r.SnapshotDecoded(index) })
 }
 
+// SaveSnapshot installs a leader's snapshot: its history section becomes
+// the history store (in queue order), checkpointed before the snapshot's
+// file is written.
 func (rio replicaIO) SaveSnapshot(index, term uint64, data []byte) {
-	rio.s.disk.push(diskOp{kind: opSnapshot, index: index, term: term, encode: writeBytes(data)})
+	s := rio.s
+	done := make(chan error, 1)
+	if _, events, ok, err := core.SplitHistory(data); !ok || err != nil {
+		done <- fmt.Errorf("the leader's snapshot at index %d carries no sound history (%v)", index, err)
+	} else {
+		s.hist.push(histOp{kind: histInstall, index: index, events: events, result: done})
+	}
+	s.disk.push(diskOp{kind: opSnapshot, index: index, term: term, encode: writeBytes(data), history: done})
 }
 
 // WriteSnapshot is SaveSnapshot with its bytes encoded by the snapshot
-// writer as it writes them (see disk).
+// writer as it writes them (see disk), and the history store checkpointed
+// in queue order now, before the snapshot's file is written.
 func (rio replicaIO) WriteSnapshot(index, term uint64, encode func(w stdio.Writer) error) {
-	rio.s.disk.push(diskOp{kind: opSnapshot, index: index, term: term, encode: encode})
+	s := rio.s
+	done := make(chan error, 1)
+	s.hist.push(histOp{kind: histCheckpoint, index: index, result: done})
+	s.disk.push(diskOp{kind: opSnapshot, index: index, term: term, encode: encode, history: done})
 }

@@ -27,10 +27,13 @@ var executors = [...]executor{
 	core.OpGetLatestBatch: sm(core.GetLatestBatch, func(sm *statemachine.StateMachine, ts uint64, ids *core.IDList) (core.LatestResults, error) {
 		return sm.GetLatestBatch(ts, *ids)
 	}),
-	core.OpQueryLatest:   sm(core.QueryLatest, (*statemachine.StateMachine).QueryLatest),
-	core.OpEntityHistory: sm(core.EntityHistory, (*statemachine.StateMachine).History),
-	core.OpQueryBBox:     sm(core.QueryBBox, (*statemachine.StateMachine).QueryBBox),
-	core.OpQueryNearest:  sm(core.QueryNearest, (*statemachine.StateMachine).QueryNearest),
+	core.OpQueryLatest: sm(core.QueryLatest, (*statemachine.StateMachine).QueryLatest),
+	core.OpEntityHistory: run(core.EntityHistory, func(*Replica, uint64, *core.HistoryQuery) (*core.QueryResult, error) {
+		// A read, run by startHistory (history.go), never from the log.
+		return nil, core.Errorf(core.InternalError, "a history query is not applied from the log")
+	}),
+	core.OpQueryBBox:    sm(core.QueryBBox, (*statemachine.StateMachine).QueryBBox),
+	core.OpQueryNearest: sm(core.QueryNearest, (*statemachine.StateMachine).QueryNearest),
 	core.OpStats: run(core.StatsOp, func(r *Replica, ts uint64, _ *core.None) (*core.Stats, error) {
 		st := r.sm.Stats(ts)
 		st.ReplicationLagMS = r.replicationLagMS()

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/statemachine"
 )
 
 // memIO is an in-memory core.IO: a log whose entries become durable only
@@ -32,6 +33,29 @@ type memIO struct {
 	// snapBeyondLog names a WriteSnapshot at an index not yet appended
 	// (core.IO forbids it: the snapshot would replace the log).
 	snapBeyondLog string
+	// The history store: live, and as saved with the snapshot (restored
+	// by a crash).
+	hist, snapHist *statemachine.MemStore
+	histReads      int // ReadHistory calls
+}
+
+// WriteHistory applies the writes to the live store at once: in the order
+// of the calls, as core.IO asks.
+func (m *memIO) WriteHistory(_ uint64, writes []core.HistoryWrite) { m.history().Apply(writes) }
+
+// ReadHistory answers from the store as it is now, and queues the answer
+// as ReadLog does.
+func (m *memIO) ReadHistory(token uint64, reads []core.HistoryRead) {
+	m.histReads++
+	answers := m.history().Answer(reads)
+	m.beside = append(m.beside, func(r *Replica) { r.HistoryRead(token, answers) })
+}
+
+func (m *memIO) history() *statemachine.MemStore {
+	if m.hist == nil {
+		m.hist = statemachine.NewMemStore()
+	}
+	return m.hist
 }
 
 // lastAppended is the index of the last entry appended, synced or not (or
@@ -95,9 +119,10 @@ func (m *memIO) ReadLog(from, to uint64, maxBytes int) {
 }
 
 // EncodeSnapshot queues the encoding; settle and the cluster's step run it.
-func (m *memIO) EncodeSnapshot(index uint64, encode func() []byte) {
+func (m *memIO) EncodeSnapshot(index uint64, encode func() []byte, _ func() []core.Uint128) {
 	m.encodes++
-	m.beside = append(m.beside, func(r *Replica) { r.SnapshotEncoded(index, encode()) })
+	hist := m.history().Clone() // the store as it is at the call
+	m.beside = append(m.beside, func(r *Replica) { r.SnapshotEncoded(index, hist.AppendSection(encode())) })
 }
 
 // WriteSnapshot queues the encoding, which saves the snapshot and reports
@@ -107,12 +132,14 @@ func (m *memIO) WriteSnapshot(index, term uint64, encode func(w io.Writer) error
 	if last := m.lastAppended(); index > last && m.snapBeyondLog == "" {
 		m.snapBeyondLog = fmt.Sprintf("WriteSnapshot at index %d, beyond the log's last appended entry %d", index, last)
 	}
+	checkpoint := m.history().Clone() // the store as it is at the call
 	m.beside = append(m.beside, func(r *Replica) {
 		var b bytes.Buffer
 		if err := encode(&b); err != nil {
 			panic(fmt.Sprintf("encoding the snapshot at index %d: %v", index, err))
 		}
-		m.SaveSnapshot(index, term, b.Bytes())
+		m.saveSnapshot(index, term, b.Bytes())
+		m.snapHist = checkpoint
 		r.SnapshotSaved(index)
 	})
 }
@@ -134,7 +161,17 @@ func (m *memIO) completeBeside(r *Replica) bool {
 	return done
 }
 
+// SaveSnapshot installs a leader's snapshot: its history section becomes
+// the store, live and saved.
 func (m *memIO) SaveSnapshot(index, term uint64, data []byte) {
+	if _, events, ok, err := core.SplitHistory(data); ok && err == nil {
+		m.history().Install(events)
+		m.snapHist = m.hist.Clone()
+	}
+	m.saveSnapshot(index, term, data)
+}
+
+func (m *memIO) saveSnapshot(index, term uint64, data []byte) {
 	m.snapshot, m.snapIndex, m.snapTerm = slices.Clone(data), index, term
 	// Storage discards the log before the snapshot.
 	n := 0
@@ -162,6 +199,10 @@ func (m *memIO) completeSync() uint64 {
 func (m *memIO) crash() Recovered {
 	m.written, m.pendingHard, m.syncs, m.beside = nil, nil, 0, nil
 	m.sent = map[core.ConnID][][]byte{}
+	m.hist = nil
+	if m.snapHist != nil {
+		m.hist = m.snapHist.Clone()
+	}
 	return Recovered{
 		HardState: m.hard, Snapshot: m.snapshot, SnapshotIndex: m.snapIndex, SnapshotTerm: m.snapTerm,
 		Entries: slices.Clone(m.durable),

@@ -276,10 +276,14 @@ func (r *Replica) applyCommitted() {
 			r.warmWrites()
 		}
 		le := r.entryAt(r.applied + 1)
+		if r.needsReads(le) {
+			break // HistoryRead applies on (history.go)
+		}
 		if err := r.apply(le); err != nil {
 			r.failed = err
 			return
 		}
+		r.takeWrites(le.Index)
 		n, size = n+1, size+len(le.Data)
 	}
 	r.dropData()
@@ -394,7 +398,7 @@ func (r *Replica) beginSnapshot() {
 	frozen := r.freeze().frozen
 	r.io.EncodeSnapshot(r.applied, func() []byte {
 		return frozen.AppendSnapshot(append(make([]byte, 0, size), prefix...))
-	})
+	}, frozen.EntityIDs)
 }
 
 // freeze starts a snapshot of the state at the applied index.
@@ -418,8 +422,9 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 // SnapshotEncoded is IO's answer to EncodeSnapshot: the bytes of the
-// snapshot at index, which storage then saves. The log in memory is
-// compacted up to it.
+// snapshot at index, with the history store's events (core.IO), for the
+// followers that need it. The log in memory is compacted up to it (storage
+// keeps its own until a snapshot it saved covers it: the periodic ones).
 func (r *Replica) SnapshotEncoded(index uint64, data []byte) {
 	e := r.encoding
 	if r.failed != nil || e == nil || e.index != index || e.toStorage {
@@ -430,7 +435,6 @@ func (r *Replica) SnapshotEncoded(index uint64, data []byte) {
 	r.sm.Release(e.frozen)
 	r.encoding = nil
 	r.lastSnapBytes = uint64(len(data))
-	r.io.SaveSnapshot(e.index, e.term, data)
 	r.compactTo(r.keepFrom(e.index))
 	r.sendWaitingSnapshots(e.index, e.term, data)
 }
@@ -451,7 +455,11 @@ func (r *Replica) snapshotDue() bool {
 // cache). Twice the state's size, and 256 MiB at least, measured the same
 // as four times in 8-10 s ingest runs (which take one snapshot either
 // way), and recovery, which replays the log between snapshots, takes half
-// as long. Storage keeps the log since the
+// as long. Since older events moved to the history store, a snapshot holds
+// the entities' latest events alone and a checkpoint of the store: a fleet
+// whose histories grow takes one every 64 MiB of log (SnapshotMinBytes),
+// so that a restart replays at most that (a 10,000-entity track load
+// replayed 1.57 M events, 157 entries, in 7 s with 256 MiB). Storage keeps the log since the
 // snapshot before the newest: up to four times the state's records. The
 // log in memory stays small: applied entries give up their Data
 // (readback.go).

@@ -89,7 +89,12 @@ func (r *Replica) executeRead(rd *pendingRead) {
 			return
 		}
 	}
-	reply, err := r.execute(op, max(r.clock.RealtimeNS(), r.lastOpTS), req)
+	ts := max(r.clock.RealtimeNS(), r.lastOpTS)
+	if op == core.OpEntityHistory {
+		r.startHistory(rd.to, rd.h, ts, req) // its older events are the store's (history.go)
+		return
+	}
+	reply, err := r.execute(op, ts, req)
 	r.reply(rd.to, rd.h, op, reply, err)
 }
 

@@ -31,13 +31,14 @@ type Config struct {
 
 	// A snapshot is taken once the log applied since the last one holds
 	// more bytes than max(SnapshotMinBytes, snapshotLogRatio times the
-	// state's events at the last one as 128-byte records
-	// (StateMachine.RecordBytes), about what the log took to write them):
-	// the work of snapshotting then stays proportional to the work of
-	// writing, about half of it. (Snapshots pack their records, to about
+	// state's entities at the last one as 128-byte records
+	// (StateMachine.RecordBytes): what a snapshot holds, older events being
+	// the history store's, which is checkpointed beside it): the work of
+	// snapshotting then stays proportional to the work of writing, about
+	// half of it. (Snapshots pack their records, to about
 	// half that size for sparse ones.) SnapshotEvery, when set, takes one
 	// every that many entries instead (for tests).
-	SnapshotMinBytes uint64 // default 256 MiB
+	SnapshotMinBytes uint64 // default 64 MiB
 	SnapshotEvery    uint64
 
 	// MaxApplyEntries bounds the committed entries one input applies
@@ -83,7 +84,7 @@ func (c *Config) setDefaults() {
 		c.ShedBatch = 4096
 	}
 	if c.SnapshotMinBytes == 0 {
-		c.SnapshotMinBytes = 256 << 20
+		c.SnapshotMinBytes = 64 << 20
 	}
 	if c.CleanupEveryNS == 0 {
 		c.CleanupEveryNS = 1_000_000_000
@@ -163,6 +164,7 @@ type Replica struct {
 	// it from the entries it applies, so a new leader goes on at once.
 	cleanupBacklog bool
 	reads          readState     // linearizable reads (reads.go)
+	hist           historyState  // the history store's requests (history.go)
 	snapshot       *outSnapshot  // the snapshot followers are being sent
 	rb             readBack      // dropped entries read back (readback.go)
 	lastAppend     encodedAppend // see sendPeer
@@ -305,11 +307,12 @@ func (r *Replica) Err() error { return r.failed }
 
 // Backlog reports whether committed entries wait to be applied because the
 // inputs that committed them each applied only their part
-// (Config.MaxApplyEntries), or reads wait to run (reads.go). The driver
+// (Config.MaxApplyEntries), and not for the history store (history.go), or
+// reads wait to run (reads.go). The driver
 // then calls ApplyMore, taking the other inputs that are ready first or in
 // turn.
 func (r *Replica) Backlog() bool {
-	return r.failed == nil && (r.applied < r.commit || len(r.reads.ready) > 0)
+	return r.failed == nil && ((r.applied < r.commit && r.hist.waitIndex == 0) || len(r.reads.ready) > 0)
 }
 
 // ApplyMore is the input that applies the next part of the backlog: the
@@ -812,6 +815,10 @@ type decodedState struct {
 // decode decodes b (see stateMagic). It reads nothing of any replica, so
 // it may run beside the event loop.
 func (s *decodedState) decode(b []byte, maxSessions int) error {
+	b, _, _, err := core.SplitHistory(b) // the history section is storage's to install
+	if err != nil {
+		return err
+	}
 	version := 0
 	if len(b) >= 16 {
 		switch string(b[:8]) {
@@ -841,5 +848,6 @@ func (s *decodedState) decode(b []byte, maxSessions int) error {
 func (r *Replica) takeState(s *decodedState) {
 	r.lastOpTS, r.sessions, r.sm = s.lastOpTS, s.sessions, s.sm
 	r.sm.SetMaxScanWork(r.cfg.MaxScanWork)
+	r.resetHistory()
 	r.encoding = nil // a snapshot of the state replaced is of no use
 }

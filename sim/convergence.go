@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"strings"
 
@@ -49,7 +50,10 @@ func (w *world) noteDigest(n *node, why string) {
 		return
 	}
 	n.noted, n.notedAt = true, applied
-	d := n.r.Digest()
+	// The state's digest and the history store's: the store has every
+	// write of the entries applied (WriteHistory applies at once).
+	sm, hist := n.r.Digest(), n.disk.hist.digest()
+	d := sha256.Sum256(append(sm[:], hist[:]...))
 	if w.mutateDigest != nil {
 		d = w.mutateDigest(n, applied, d)
 	}

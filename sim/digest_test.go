@@ -20,11 +20,11 @@ func TestFixedSeedDigests(t *testing.T) {
 		faults   string
 		digest   string
 	}{
-		{1, 20000, 1, "all", "4dce8e029513ec171df1d01128841b7a706a511baa82f271e12cd85b73bdfe4b"},
-		{2, 20000, 3, "all", "86b2e977d133f019736e8307b65e95aade203b130b0629e7138f0469434e5546"},
-		{3, 20000, 3, "crash", "e0651aff29e11d630731f96fd92a2b7dee7b5483b67575c118c3cb4128c30c37"},
-		{4, 20000, 5, "network", "3416125161fba6edbb12e653d754f60c25bbbcbb28c0482e643cb01883d1569d"},
-		{5, 20000, 3, "partition", "83f1cb7564c139c6cde5256f5491f19e5f13e2f1dba8323afc73e597c7edfeaf"},
+		{1, 20000, 1, "all", "359e2546f1c7971ff764c3823302378c46a996fa2d810ad321ec7356cd5e56f5"},
+		{2, 20000, 3, "all", "28ecffd42d2f4b95b085f4c0a9d9414e594a80c91b75dde460068949750974b5"},
+		{3, 20000, 3, "crash", "c1be2e1e1372c73ea5d84152864b9f1f2f3b6cdce85283354e26db4438935843"},
+		{4, 20000, 5, "network", "52fc8935ab2c515bae7d65e05d1fb4eb1b1b180e0760907c6dc46c786a998e09"},
+		{5, 20000, 3, "partition", "6f62f3f7b301d2bf21e757f9c6256d5545a06157b4346bd390f12109a9d3bab8"},
 	} {
 		faults, err := ParseFaults(c.faults)
 		if err != nil {

@@ -59,6 +59,11 @@ type disk struct {
 	// damaged is the index of a log record damaged while the replica is
 	// down (0: none); recovered cuts the log before it.
 	damaged uint64
+
+	// hist is the history store: a crash keeps what its filesystem synced,
+	// and recovery restores the checkpoint saved with the snapshot
+	// (recovered).
+	hist *histStore
 }
 
 type diskOp struct {
@@ -75,11 +80,12 @@ type pendingSync struct {
 type snapshotFile struct {
 	index, term uint64
 	data        []byte
+	hist        string // the history store's checkpoint saved with it
 	at          int64
 	survives    bool // decided by a crash
 }
 
-func newDisk(n *node) *disk { return &disk{n: n} }
+func newDisk(n *node) *disk { return &disk{n: n, hist: newHistStore(n)} }
 
 func (d *disk) lastDurable() uint64 {
 	if len(d.log) > 0 {
@@ -140,13 +146,15 @@ func (d *disk) sync() {
 	w.tracef("disk %d sync of %d writes, done at %d", d.n.idx, len(d.pending), at)
 }
 
-func (d *disk) saveSnapshot(index, term uint64, data []byte) {
+// saveSnapshot saves a snapshot and, with it, hist: the checkpoint of the
+// history store as it was when the snapshot was asked for.
+func (d *disk) saveSnapshot(index, term uint64, data []byte, hist string) {
 	w := d.n.w
 	at := w.now + 1 + w.rng.Int64N(w.cfg.snapMax)
 	if k := len(d.snaps); k > 0 {
 		at = max(at, d.snaps[k-1].at)
 	}
-	f := &snapshotFile{index: index, term: term, data: data, at: at}
+	f := &snapshotFile{index: index, term: term, data: data, hist: hist, at: at}
 	d.snaps = append(d.snaps, f)
 	d.pending = append(d.pending, diskOp{snap: f})
 	if index > d.volLast {
@@ -271,7 +279,11 @@ func (d *disk) completeSnapshot() uint64 {
 
 func (d *disk) installSnapshot(f *snapshotFile) {
 	if d.snap != nil && f.index <= d.snap.index {
+		d.hist.remove(f.hist)
 		return
+	}
+	if d.snap != nil {
+		d.hist.remove(d.snap.hist)
 	}
 	d.snap = f
 	n := 0
@@ -303,6 +315,7 @@ func (d *disk) crash() {
 	for _, f := range d.snaps {
 		f.survives = w.rng.IntN(2) == 0
 	}
+	d.hist.crash()
 	kept := 0
 	for _, op := range d.pending {
 		switch {
@@ -325,6 +338,11 @@ func (d *disk) crash() {
 				// and they were written after it.
 				keep = 0
 			}
+		}
+	}
+	for _, f := range d.snaps {
+		if !f.survives {
+			d.hist.remove(f.hist) // its snapshot was never written
 		}
 	}
 	if d.lastDurable() < d.reportedDurable && !w.opts.BugForgetSyncedOnCrash {
@@ -383,9 +401,12 @@ func (d *disk) recovered() replica.Recovered {
 			d.n.idx, at, d.hard.Repairing, d.lastDurable(), cut)
 	}
 	rec := replica.Recovered{HardState: d.hard}
+	from := ""
 	if d.snap != nil {
 		rec.Snapshot, rec.SnapshotIndex, rec.SnapshotTerm = d.snap.data, d.snap.index, d.snap.term
+		from = d.snap.hist
 	}
+	d.hist.recover(from)
 	rec.Entries = make([]core.LogEntry, len(d.log))
 	for i, e := range d.log {
 		rec.Entries[i] = core.LogEntry{Index: e.Index, Term: e.Term, Data: slices.Clone(e.Data)}

@@ -105,6 +105,15 @@
 // saves the bytes as a SaveSnapshot made at that moment; DecodeSnapshot
 // likewise, so that a follower takes other inputs while it decodes its
 // leader's snapshot.
+// The history store (historystore.go) is production's, package
+// io/history, over pebble's crashable memory filesystem, one per replica:
+// WriteHistory applies at once; ReadHistory is answered from the store as
+// it is at the call, after a Sync's latency; WriteSnapshot checkpoints the
+// store at the call and the snapshot keeps the checkpoint, so that the
+// snapshot recovered restores its history, the log above it replayed;
+// EncodeSnapshot lists the store's events at the call, and SaveSnapshot
+// installs them. A crash keeps only what the filesystem synced. Digests
+// hash the state machine's digest with the store's.
 // ReadLog reads what the disk holds when it is called (the durable log
 // with the queued appends over it) and answers after a Sync's latency;
 // with faults that include crashes it may find the record damaged and

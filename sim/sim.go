@@ -60,6 +60,9 @@ func (w *world) result() Result {
 			w.tracef("FAILURE %s", w.failure)
 		}
 	}
+	for _, n := range w.nodes {
+		n.disk.hist.close() // its goroutines end with it
+	}
 	res := Result{Seed: seed, Ticks: w.ticks, Replicas: w.cfg.replicas, Faults: w.cfg.faults, Failure: w.failure, Digest: w.digest()}
 	res.Stats = Stats{Ops: len(w.hist.ops), Crashes: w.crashes, Drops: w.drops, Config: w.cfg.String(), Unchecked: w.unchecked,
 		Partitions: w.partitionsCut, LeaderChanges: w.leaderChanges, PeerFrames: w.peerSent, PeerLost: w.peerLost, PeerPeak: w.peerPeak, DigestNotes: w.digestNotes,

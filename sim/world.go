@@ -133,9 +133,35 @@ func (io nodeIO) SendPeer(to uint32, frame ...[]byte) {
 func (io nodeIO) AppendLog(entries []core.LogEntry) { io.n.disk.appendLog(entries) }
 func (io nodeIO) SaveHardState(hs core.HardState)   { io.n.disk.saveHardState(hs) }
 func (io nodeIO) Sync()                             { io.n.disk.sync() }
+
+// SaveSnapshot installs a leader's snapshot: its history section becomes
+// the history store, live and saved with it.
 func (io nodeIO) SaveSnapshot(index, term uint64, data []byte) {
-	io.n.snapNote = true
-	io.n.disk.saveSnapshot(index, term, data)
+	n := io.n
+	n.snapNote = true
+	_, events, ok, err := core.SplitHistory(data)
+	if !ok || err != nil {
+		n.w.fail("replica %d installs a snapshot at index %d without a sound history section (%v)", n.idx, index, err)
+		return
+	}
+	n.disk.saveSnapshot(index, term, data, n.disk.hist.install(index, events))
+}
+
+// WriteHistory applies the writes to the live store at once: in the order
+// of the calls, as core.IO asks.
+func (io nodeIO) WriteHistory(index uint64, writes []core.HistoryWrite) {
+	io.n.disk.hist.apply(index, writes)
+}
+
+// ReadHistory answers from the store as it is now (the replica's later
+// writes must not show in it) after a random latency, as ReadLog.
+func (io nodeIO) ReadHistory(token uint64, reads []core.HistoryRead) {
+	n := io.n
+	w := n.w
+	answers := n.disk.hist.answer(reads)
+	at := w.now + w.cfg.syncMin + w.rng.Int64N(w.cfg.syncMax-w.cfg.syncMin+1)
+	w.tracef("disk %d history read %d (%d reads), done at %d", n.idx, token, len(reads), at)
+	w.schedule(at, &event{kind: evBeside, node: n, epoch: n.epoch, beside: func(r *replica.Replica) { r.HistoryRead(token, answers) }})
 }
 
 // ReadLog reads what the disk holds now (the replica's later writes must
@@ -156,9 +182,16 @@ func (io nodeIO) ReadLog(from, to uint64, maxBytes int) {
 // EncodeSnapshot completes after a random latency, as a snapshot save
 // does. The encoding runs then, so the replica's writes in between must
 // not show in it (the state machine keeps the frozen state for it).
-func (io nodeIO) EncodeSnapshot(index uint64, encode func() []byte) {
-	io.n.snapNote = true // the state it encodes is the state now: note its digest
-	io.beside("encodes", index, func(r *replica.Replica) { r.SnapshotEncoded(index, encode()) })
+func (io nodeIO) EncodeSnapshot(index uint64, encode func() []byte, entities func() []core.Uint128) {
+	io.n.snapNote = true                        // the state it encodes is the state now: note its digest
+	events := io.n.disk.hist.events(entities()) // the history store as it is now
+	io.beside("encodes", index, func(r *replica.Replica) {
+		w := core.NewHistorySection(encode())
+		for i := range events {
+			w.Add(&events[i])
+		}
+		r.SnapshotEncoded(index, w.Finish())
+	})
 }
 
 // WriteSnapshot is EncodeSnapshot whose bytes go to the disk as a
@@ -172,14 +205,15 @@ func (io nodeIO) WriteSnapshot(index, term uint64, encode func(w stdio.Writer) e
 		n.w.fail("replica %d wrote a snapshot at index %d beyond its log's last appended entry %d", n.idx, index, n.disk.volLast)
 		return
 	}
-	n.snapNote = true // the state it encodes is the state now: note its digest
+	n.snapNote = true                      // the state it encodes is the state now: note its digest
+	checkpoint := n.disk.hist.checkpoint() // the history store as it is now, saved with it
 	io.beside("writes", index, func(*replica.Replica) {
 		var b bytes.Buffer
 		if err := encode(&b); err != nil {
 			n.w.fail("replica %d could not encode its snapshot at index %d: %v", n.idx, index, err)
 			return
 		}
-		n.disk.saveSnapshot(index, term, b.Bytes())
+		n.disk.saveSnapshot(index, term, b.Bytes(), checkpoint)
 	})
 }
 

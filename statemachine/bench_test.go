@@ -58,7 +58,7 @@ var (
 // and shared by the read benchmarks.
 func loaded(b *testing.B) *StateMachine {
 	benchOnce.Do(func() {
-		benchSM, benchNow = New(), epoch
+		benchSM, benchNow = newBench(), epoch
 		insertBench(benchSM, rand.New(rand.NewPCG(1, 2)), &benchNow, nil)
 	})
 	return benchSM
@@ -70,7 +70,7 @@ func loaded(b *testing.B) *StateMachine {
 // chunks (store.go). Built once, for the queries' ...Velocity benchmarks.
 func loadedWithVelocity() (*StateMachine, uint64) {
 	velocityOnce.Do(func() {
-		velocitySM, velocityNow = New(), epoch
+		velocitySM, velocityNow = newBench(), epoch
 		insertBench(velocitySM, rand.New(rand.NewPCG(1, 2)), &velocityNow, func(evs []core.GeoEvent) {
 			for i := range evs {
 				evs[i].VelocityMMS, evs[i].HeadingCdeg = uint32(1+i%30_000), uint16(i%36_000)
@@ -98,7 +98,7 @@ func insertBench(sm *StateMachine, r *rand.Rand, now *uint64, dress func([]core.
 
 func BenchmarkInsertBatch10k(b *testing.B) {
 	r := rand.New(rand.NewPCG(3, 4))
-	sm := New()
+	sm := newBench()
 	now := uint64(epoch)
 	next := 1
 	// Preload to the benchmark's state size, then time further batches of new entities.
@@ -307,7 +307,7 @@ var (
 func moved(b *testing.B) *StateMachine {
 	movedOnce.Do(func() {
 		r := rand.New(rand.NewPCG(3, 4))
-		movedSM, movedNow = New(), epoch
+		movedSM, movedNow = newBench(), epoch
 		insertBench(movedSM, r, &movedNow, nil)
 		order := r.Perm(benchEntities)
 		for k := 0; k < benchEntities; k += benchBatch {
@@ -387,7 +387,7 @@ func BenchmarkMemoryPerEntity(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		r := rand.New(rand.NewPCG(13, 14))
-		sm := New()
+		sm := newBench()
 		now := uint64(epoch)
 		for first := 1; first <= benchEntities; first += benchBatch {
 			now += 1e6

@@ -79,10 +79,12 @@ func TestDeterminism(t *testing.T) {
 				if err := b.WriteSnapshot(&buf); err != nil {
 					t.Fatal(err)
 				}
+				store := b.sync
 				var err error
 				if b, err = ReadSnapshot(&buf); err != nil {
 					t.Fatal(err)
 				}
+				b.Attach(store) // the store restored from its checkpoint
 			}
 			if a.Digest() != b.Digest() {
 				t.Fatalf("op %d: digests differ", i)

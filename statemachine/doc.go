@@ -24,7 +24,7 @@
 //     expiry index holds one (expiresAt, entity id) per entity with a
 //     finite expiry; the older-due index one (soonest removal due of its
 //     older events, entity id) per entity with an older event that has a
-//     TTL (history.go keeps that soonest due). The time index holds one live key (latest.TimestampNS,
+//     TTL (history.go keeps a bound of that soonest due). The time index holds one live key (latest.TimestampNS,
 //     entity id) per entity, and stale keys: an entity's old key is left in
 //     place when its latest event changes or it is removed, readers skip
 //     keys that no longer match their slot's entity, and a sweep that goes
@@ -41,8 +41,17 @@
 //     snapshot lists entities in slot order (cheap to write), so two
 //     replicas' snapshots of one state may differ byte for byte, but they
 //     restore to the same state and digest.
+//   - Older events are in the history store, on disk (core/history.go):
+//     applying an operation produces the writes it makes there
+//     (TakeHistoryWrites), and an operation whose outcome depends on a
+//     stored older event gets the store's answers first (WriteNeeds,
+//     CleanupNeeds, Provide), so applying stays a function of the state,
+//     the operation and those answers. A history page is finished from the
+//     store's events (HistoryStart, FinishHistory). Memory keeps, per
+//     entity, facts of its older events (history.go): their count, a bound
+//     of the oldest timestamp, a bound of the soonest removal due.
 //   - An entity keeps what every index and query reads in 64 bytes; the
-//     other fields of its latest event and its older events live in an
+//     other fields of its latest event and its older events' facts live in an
 //     ext beside it, which takes memory only in chunks of entities where
 //     one needs it (store.go). The zero ext is an event without those
 //     fields and no older events.
@@ -82,8 +91,7 @@
 //     removes it. Cleanup takes entities soonest due first, an entity being
 //     due at the sooner of its own expiry and its older events' removal
 //     dues: an older event's expiry plus a sixteenth of its TTL, so that a
-//     long history loses its expired events in batches (history.go,
-//     removalDue). Taking an entity removes all its expired events. Stats
+//     long history loses its expired events in batches (core.RemovalDue). Taking an entity removes all its expired events. Stats
 //     count an expired older event until cleanup removes it.
 //   - Radius, polygon and bbox results are ordered by (leaf cell id,
 //     entity id), nearest results by (distance, entity id), latest results

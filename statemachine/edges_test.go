@@ -417,3 +417,32 @@ func TestQueriesShareResultMemory(t *testing.T) {
 		t.Fatalf("an empty history page holds %d events, want nil", len(h.Events))
 	}
 }
+
+// TestUpsertAfterReplacingTheLatest: an upsert batch whose first event,
+// without a timestamp, replaces the entity's latest event, and whose second
+// names the replaced event's timestamp: the second finds no event there
+// (the store's answer, as of before the batch, found the old latest) and
+// adds one. The simulator found this (seed 2012, 5 replicas).
+func TestUpsertAfterReplacingTheLatest(t *testing.T) {
+	sm := New()
+	evs := batch(1)
+	evs[0].TimestampNS = epoch - 10
+	sm.Insert(epoch, &core.InsertRequest{Events: evs})
+	evs[0].TimestampNS = epoch - 5
+	sm.Insert(epoch, &core.InsertRequest{Events: evs})
+
+	fresh, again := evs[0], evs[0]
+	fresh.TimestampNS = 0
+	again.LatNano++
+	r, _ := sm.Upsert(epoch+1, &core.InsertRequest{Events: []core.GeoEvent{fresh, again}})
+	if !r.Committed || !r.Results[0].Updated || r.Results[1].Updated {
+		t.Fatalf("upsert [fresh, the replaced latest's timestamp]: %+v, want updated then added", r)
+	}
+	h, _ := sm.History(epoch+1, &core.HistoryQuery{EntityID: evs[0].EntityID})
+	if len(h.Events) != 3 || h.Events[0].TimestampNS != epoch-10 || h.Events[1].TimestampNS != epoch-5 || h.Events[1].LatNano != again.LatNano {
+		t.Fatalf("history after the upsert: %+v, want epoch-10, epoch-5 (the new event), then the fresh one", h.Events)
+	}
+	if s := sm.Stats(epoch + 1); s.EventCount != 3 {
+		t.Fatalf("%d events, want 3", s.EventCount)
+	}
+}

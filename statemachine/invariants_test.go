@@ -56,18 +56,22 @@ func (sm *StateMachine) checkInvariants() error {
 		latest := sm.store.event(slot)
 		older := sm.store.older(slot)
 		n := older.len()
-		if older != nil {
-			if err := older.check(); err != nil {
-				return fmt.Errorf("entity %v: %v", id, err)
-			}
+		if older != nil && n == 0 {
+			return fmt.Errorf("entity %v: empty older facts kept", id)
 		}
-		for i := range n {
-			next := &latest
-			if i+1 < n {
-				next = older.at(i + 1)
+		if rs, ok := sm.sync.(*MemStore); ok {
+			// The store holds the latest event and n older ones; first
+			// and due are bounds of theirs (see older).
+			evs := rs.Events(id)
+			if len(evs) != n+1 || evs[n] != latest {
+				return fmt.Errorf("entity %v: the store holds %d events, memory %d older and its latest", id, len(evs), n)
 			}
-			if older.at(i).TimestampNS >= next.TimestampNS || older.at(i).EntityID != id {
-				return fmt.Errorf("entity %v: events out of order", id)
+			var due uint64
+			for i := range n {
+				due = core.SoonerDue(due, core.RemovalDue(&evs[i]))
+			}
+			if n > 0 && (older.first > evs[0].TimestampNS || (due != 0 && (older.due == 0 || older.due > due))) {
+				return fmt.Errorf("entity %v: facts %+v, the store's events say first %d, due %d", id, *older, evs[0].TimestampNS, due)
 			}
 		}
 		events += uint64(n) + 1
@@ -83,9 +87,9 @@ func (sm *StateMachine) checkInvariants() error {
 		if v, ok := sm.expiry.Get(expiryKey(e)); (e.expiresAt != 0) != ok || (ok && v != slot) {
 			return fmt.Errorf("entity %v: expiry key wrong", id)
 		}
-		if older != nil && older.soonest.due != 0 {
+		if older != nil && older.due != 0 {
 			olderKeys++
-			if v, ok := sm.olderDue.Get(btree.Key{A: older.soonest.due, ID: id}); !ok || v != slot {
+			if v, ok := sm.olderDue.Get(btree.Key{A: older.due, ID: id}); !ok || v != slot {
 				return fmt.Errorf("entity %v: older-due key missing", id)
 			}
 		}
@@ -227,51 +231,4 @@ func TestStaleTimeKeysBounded(t *testing.T) {
 	if sm.staleTime != 0 {
 		t.Fatalf("%d stale time keys left after deleting %d of %d entities", sm.staleTime, n-sm.ids.len(), n)
 	}
-}
-
-// check verifies the shape of a history (see history): a small slice of at
-// most histBlockLen events, or blocks beyond; without ends every block full
-// but the last, with them one count per block, each block holding 1 to
-// histBlockLen events, the last count n; nothing empty.
-func (h *history) check() error {
-	switch {
-	case h.n == 0:
-		return fmt.Errorf("an empty history is kept")
-	case h.blocks == nil && (len(h.small) != h.n || h.ends != nil):
-		return fmt.Errorf("small holds %d events, n %d, ends %v", len(h.small), h.n, h.ends)
-	case h.blocks == nil && h.n > histBlockLen:
-		return fmt.Errorf("small holds %d events, over a block", h.n)
-	case h.blocks != nil && (h.small != nil || h.n <= histBlockLen):
-		return fmt.Errorf("blocks for %d events, small %d", h.n, len(h.small))
-	case h.blocks != nil && h.ends == nil && len(h.blocks) != (h.n+histBlockLen-1)/histBlockLen:
-		return fmt.Errorf("%d blocks for %d events", len(h.blocks), h.n)
-	case h.ends != nil && (len(h.ends) != len(h.blocks) || len(h.ends) == 0 || h.ends[len(h.ends)-1] != h.n):
-		return fmt.Errorf("counts %v for %d blocks and %d events", h.ends, len(h.blocks), h.n)
-	}
-	for b := range h.ends {
-		if size := h.ends[b] - h.start(b); size < 1 || size > histBlockLen {
-			return fmt.Errorf("block %d holds %d events", b, size)
-		}
-	}
-	if h.blocks == nil {
-		if s := soonestIn(h.small); h.soonest != s {
-			return fmt.Errorf("soonest expiries %+v, events say %+v", h.soonest, s)
-		}
-		return nil
-	}
-	if len(h.blockSoonest) != len(h.blocks) {
-		return fmt.Errorf("%d soonest expiries for %d blocks", len(h.blockSoonest), len(h.blocks))
-	}
-	var all expiries
-	for b := range h.blocks {
-		s := soonestIn(h.blocks[b][:h.size(b)])
-		if h.blockSoonest[b] != s {
-			return fmt.Errorf("block %d: soonest expiries %+v, events say %+v", b, h.blockSoonest[b], s)
-		}
-		all = all.and(s)
-	}
-	if h.soonest != all {
-		return fmt.Errorf("soonest expiries %+v, blocks say %+v", h.soonest, all)
-	}
-	return nil
 }

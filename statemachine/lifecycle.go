@@ -8,6 +8,9 @@ import "github.com/geoevent/geoevent/core"
 // as deleted, then as not found. Any zero id fails the request before
 // anything is erased.
 func (sm *StateMachine) DeleteEntities(opTS uint64, req *core.DeleteRequest) (core.DeleteReply, error) {
+	if sm.sync != nil {
+		defer sm.syncWrites()
+	}
 	if err := checkIDList(req.EntityIDs); err != nil {
 		return core.DeleteReply{}, err
 	}
@@ -113,20 +116,30 @@ func (sm *StateMachine) Expired(t uint64) bool {
 
 // CleanupExpired removes what has expired at opTS: entities, and older
 // events of entities that have not. An entity is due at the sooner of its
-// expiry and its older events' removal dues (removalDue: an older event's
-// expiry plus a sixteenth of its TTL). It takes the entities due at or
+// expiry and its older events' removal dues (core.RemovalDue: an older
+// event's expiry plus a sixteenth of its TTL). It takes the entities due at or
 // before opTS, soonest (then lowest entity id) first, at most MaxEntries
 // of them (0 = the default 10,000): an entity that has expired is removed
 // with all its events, of any other every older event that has expired at
 // opTS is. Scanned counts the entities taken; Removed counts the events
 // removed.
+//
+// Memory keeps a lower bound of each entity's older events' removal due
+// (see older); the scans provided (CleanupNeeds) give the exact one, and
+// an entity found not yet due is only moved in the older-due index, not
+// taken. An entity without its scan ends the cleanup there (the caller
+// asks CleanupNeeds until it needs nothing, so that does not happen).
 func (sm *StateMachine) CleanupExpired(opTS uint64, req *core.CleanupRequest) (core.CleanupReply, error) {
-	budget := req.MaxEntries
-	switch {
-	case budget == 0:
-		budget = core.DefaultCleanupLimit
-	case budget > core.MaxCleanupLimit:
-		return core.CleanupReply{}, core.Errorf(core.InvalidArgument, "max_entries %d exceeds %d", budget, core.MaxCleanupLimit)
+	if sm.sync != nil {
+		for reads := sm.CleanupNeeds(opTS, req, nil); len(reads) > 0; reads = sm.CleanupNeeds(opTS, req, nil) {
+			sm.syncProvide(reads)
+		}
+		defer sm.syncWrites()
+	}
+	defer sm.endOperation()
+	budget, err := cleanupBudget(req)
+	if err != nil {
+		return core.CleanupReply{}, err
 	}
 	var reply core.CleanupReply
 	for reply.Scanned < budget {
@@ -137,16 +150,56 @@ func (sm *StateMachine) CleanupExpired(opTS uint64, req *core.CleanupRequest) (c
 		if !ok || k.A > opTS {
 			break
 		}
-		reply.Scanned++
-		if e := sm.store.at(slot); !e.visible(opTS) {
+		e := sm.store.at(slot)
+		if !e.visible(opTS) {
+			reply.Scanned++
 			reply.Removed += uint32(sm.remove(slot))
 			continue
 		}
-		removed, was, now := sm.store.dropExpiredOlder(slot, opTS)
-		sm.reindexOlder(slot, k.ID, was, now)
+		a, ok := sm.hio.scans[k.ID]
+		if !ok || a.Err != nil {
+			break
+		}
+		_, x := sm.store.write(slot, true)
+		h := sm.store.olderFor(x)
+		if a.SoonestDue == 0 || a.SoonestDue > opTS {
+			sm.reindexOlder(slot, k.ID, h.due, a.SoonestDue)
+			h.due = a.SoonestDue
+			continue
+		}
+		reply.Scanned++
+		removed := min(a.Expired, h.n)
+		sm.reindexOlder(slot, k.ID, h.due, a.NextDue)
+		h.due = a.NextDue
+		h.n -= removed
+		if h.n == 0 {
+			sm.store.dropOlder(x)
+		}
+		if removed > 0 {
+			sm.histDelete(core.HistoryDeleteExpired, k.ID, opTS)
+			var latest core.GeoEvent
+			fillEvent(&latest, e, x)
+			if expiredAt(&latest, opTS) {
+				// The store's copy of the latest event went with the
+				// older ones (its own TTL has passed; the entity's
+				// expiry, which /ttl/* may have moved, has not).
+				sm.histPut(&latest)
+			}
+		}
 		sm.events -= uint64(removed)
 		reply.Removed += uint32(removed)
 	}
 	sm.sweepTime()
 	return reply, nil
+}
+
+// cleanupBudget returns the entities a cleanup takes at most.
+func cleanupBudget(req *core.CleanupRequest) (uint32, error) {
+	switch {
+	case req.MaxEntries == 0:
+		return core.DefaultCleanupLimit, nil
+	case req.MaxEntries > core.MaxCleanupLimit:
+		return 0, core.Errorf(core.InvalidArgument, "max_entries %d exceeds %d", req.MaxEntries, core.MaxCleanupLimit)
+	}
+	return req.MaxEntries, nil
 }

@@ -667,70 +667,103 @@ func (sm *StateMachine) keepPage(events []core.GeoEvent) []core.GeoEvent {
 	return events
 }
 
-// History lists one entity's visible events with SinceNS <= timestamp <=
+// HistoryStart lists one entity's visible events with SinceNS <= timestamp <=
 // UntilNS (UntilNS 0 = no bound), oldest first. An unknown or expired entity
-// has an empty history. Its result's Events are the state machine's
-// memory, as QueryRadius's: they hold until the next QueryRadius,
-// QueryPolygon, QueryLatest or History.
-func (sm *StateMachine) History(opTS uint64, q *core.HistoryQuery) (core.QueryResult, error) {
+// has an empty history.
+//
+// Its older events are in the history store, so a history page takes two
+// steps. HistoryStart answers what memory settles (a bad request, an unknown
+// entity, a range that holds only the latest event) with done set;
+// otherwise it returns the page to finish (HistoryPage), whose Range the
+// caller has the store answer, at this place in the log, before
+// FinishHistory builds the result. A done result's Events are the state
+// machine's memory, as QueryRadius's: they hold until the next QueryRadius,
+// QueryPolygon, QueryLatest or history page.
+func (sm *StateMachine) HistoryStart(opTS uint64, q *core.HistoryQuery) (res core.QueryResult, page HistoryPage, done bool, err error) {
 	if q.EntityID.IsZero() {
-		return core.QueryResult{}, core.Errorf(core.InvalidEntityID, "entity_id is zero")
+		return res, page, true, core.Errorf(core.InvalidEntityID, "entity_id is zero")
 	}
 	until := q.UntilNS
 	if until == 0 {
 		until = ^uint64(0)
 	}
 	if q.SinceNS > until {
-		return core.QueryResult{}, core.Errorf(core.InvalidTimeRange, "since_ns %d is after until_ns %d", q.SinceNS, q.UntilNS)
+		return res, page, true, core.Errorf(core.InvalidTimeRange, "since_ns %d is after until_ns %d", q.SinceNS, q.UntilNS)
 	}
 	limit, err := pageLimit(q.Limit)
 	if err != nil {
-		return core.QueryResult{}, err
+		return res, page, true, err
 	}
 	after, hasAfter, err := decodeCursor(q.Cursor, kindHistory)
 	if err != nil {
-		return core.QueryResult{}, err
+		return res, page, true, err
 	}
 	if hasAfter && after.ID != q.EntityID {
-		return core.QueryResult{}, core.Errorf(core.InvalidCursor, "the cursor belongs to another entity")
+		return res, page, true, core.Errorf(core.InvalidCursor, "the cursor belongs to another entity")
 	}
-	var res core.QueryResult
 	slot, e, ok := sm.lookup(q.EntityID, opTS)
 	if !ok {
-		return res, nil
+		return res, page, true, nil
 	}
 	from := q.SinceNS
 	if hasAfter {
 		if after.A == ^uint64(0) {
-			return res, nil
+			return res, page, true, nil
 		}
 		from = max(from, after.A+1)
 	}
-	older := sm.store.older(slot)
-	i, _ := find(e, older, from)
-	n := older.len() + 1
-	latest := sm.store.event(slot)
-	events := sm.pageMemory(min(limit, n-i))
-	for ; i < n; i++ {
-		ev := &latest
-		if i < n-1 {
-			ev = older.at(i)
-		}
-		if ev.TimestampNS < from {
-			continue // only the latest can lie below from: find stops at it
-		}
-		if ev.TimestampNS > until {
+	page = HistoryPage{limit: limit}
+	if from <= e.ts && e.ts <= until {
+		page.latest, page.hasLatest = sm.store.event(slot), true
+	}
+	h := sm.store.older(slot)
+	if h.len() == 0 || from >= e.ts || until < h.first {
+		res, err = sm.FinishHistory(page, nil)
+		return res, page, true, err
+	}
+	page.Range = core.HistoryRange{
+		EntityID:  q.EntityID,
+		SinceNS:   max(from, h.first),
+		UntilNS:   min(until, e.ts-1),
+		ExpiredAt: opTS,
+		Limit:     limit + 1,
+	}
+	return res, page, false, nil
+}
+
+// HistoryPage is a history page waiting for the store's events (see
+// HistoryStart).
+type HistoryPage struct {
+	// Range is what the store is to answer: the entity's older events of
+	// the page, and one more when there are.
+	Range     core.HistoryRange
+	limit     int
+	latest    core.GeoEvent
+	hasLatest bool
+}
+
+// FinishHistory builds the result of a history page from the store's
+// answer to its Range: older, oldest first, expired ones already left out.
+// The result's Events are the state machine's memory (see HistoryStart).
+func (sm *StateMachine) FinishHistory(page HistoryPage, older []core.GeoEvent) (core.QueryResult, error) {
+	var res core.QueryResult
+	events := sm.pageMemory(min(page.limit, len(older)+1))
+	for i := range older {
+		if len(events) == page.limit {
 			break
 		}
-		if i < n-1 && expiredAt(ev, opTS) {
-			continue
+		events = append(events, older[i])
+	}
+	n := len(older)
+	if page.hasLatest {
+		n++
+		if len(events) < page.limit {
+			events = append(events, page.latest)
 		}
-		if len(events) == limit {
-			res.HasMore = true
-			res.Cursor = encodeCursor(kindHistory, btree.Key{A: events[limit-1].TimestampNS, ID: q.EntityID})
-			break
-		}
-		events = append(events, *ev)
+	}
+	if n > page.limit {
+		res.HasMore = true
+		res.Cursor = encodeCursor(kindHistory, btree.Key{A: events[page.limit-1].TimestampNS, ID: events[0].EntityID})
 	}
 	res.Events = sm.keepPage(events)
 	return res, nil

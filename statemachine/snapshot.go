@@ -18,15 +18,24 @@ import (
 // Snapshot format, version 3. Integers are little-endian.
 //
 //	offset size field
-//	     0    8 magic "GEOSNAP2"
+//	     0    8 magic "GEOSNAP3"
 //	     8    8 lastTS: the largest timestamp assigned so far
 //	    16    8 entity count N
 //	then N entities, each id once, each:
 //	       1-10 expiresAt, uvarint (0 = never)
-//	       1-5  event count K >= 1, uvarint
-//	            K packed events, ascending timestamp; the last is the latest
+//	       1-5  older event count K, uvarint
+//	       1-10 K > 0 only: first, uvarint: at most the oldest older
+//	            event's timestamp, below the latest's
+//	       1-10 K > 0 only: due, uvarint: at most the soonest removal due
+//	            of the older events (0: none)
+//	            the latest event, packed
 //	then        the fences and the feed (watchsnap.go)
 //	then      4 CRC-32C (Castagnoli) of every byte before it
+//
+// A snapshot holds memory's state alone: an entity's older events are in
+// the history store, whose checkpoint is saved beside the snapshot (see
+// core/history.go), and memory keeps only facts of them (see older). Its
+// size does not grow with history.
 //
 // A packed event is the event's 128-byte record (core.GeoEvent.PutRecord)
 // without its zero words:
@@ -38,15 +47,8 @@ import (
 // Records are sparse: the last 20 bytes are reserved zeros, and most
 // fleets leave several fields zero (correlation id, user data, altitude,
 // velocity, TTL...). A record of id, timestamp, cell, position and group
-// packs into 58 bytes, and a snapshot of such entities is 2.3 times
-// smaller than in version 1, which stored records whole. The snapshot
-// files that a replica writes as its log grows are that much less work
-// for the disk its log's fsyncs share: three replicas on one machine
-// ingested 0.33 M events/s with version 1 and 0.43 M with version 2 (p99
-// 1.0 s and 0.27 s), and 0.47 M writing no snapshot file at all. A
-// follower that must be sent a snapshot gets it sooner too. There is one
-// encoding of a state: a packed word that is zero, or a varint longer
-// than its shortest form, is corruption.
+// packs into 58 bytes. There is one encoding of a state: a packed word
+// that is zero, or a varint longer than its shortest form, is corruption.
 //
 // WriteSnapshot writes the entities in storage order: one sequential pass,
 // no sort, which keeps the replica's event loop short while it snapshots a
@@ -55,8 +57,8 @@ import (
 // on the order it was built in. ReadSnapshot reads either.
 const snapshotMagic = "GEOSNAP3"
 
-// snapshotMagicV2 is version 2: version 3 without the fences and feed
-// section. It is read as a state without fences.
+// snapshotMagicV2 marks the version that held every event in memory,
+// refused by name, as is version 1 (snapshotMagicV1).
 const snapshotMagicV2 = "GEOSNAP2"
 
 // snapshotMagicV1 marks the version this one replaced, which is refused
@@ -140,10 +142,11 @@ func (v *storeView) appendEncoding(dst []byte, slots []uint32, flush func([]byte
 	put := func(slot uint32) bool {
 		e, x := v.pair(slot)
 		buf = binary.AppendUvarint(buf, e.expiresAt)
-		older := v.older(x)
-		buf = binary.AppendUvarint(buf, uint64(older.len()+1))
-		for i := range older.len() {
-			buf = appendPacked(buf, older.at(i))
+		h := v.older(x)
+		buf = binary.AppendUvarint(buf, uint64(h.len()))
+		if h.len() > 0 {
+			buf = binary.AppendUvarint(buf, h.first)
+			buf = binary.AppendUvarint(buf, h.due)
 		}
 		var latest core.GeoEvent
 		fillEvent(&latest, e, x)
@@ -182,11 +185,12 @@ func (v *storeView) appendEncoding(dst []byte, slots []uint32, flush func([]byte
 func ReadSnapshot(r io.Reader) (*StateMachine, error) {
 	d := snapshotReader{r: bufio.NewReaderSize(r, 1<<16), crc: crc32.New(castagnoli)}
 	sm := New()
-	magic := string(d.bytes(8))
-	switch magic {
-	case snapshotMagic, snapshotMagicV2:
+	switch string(d.bytes(8)) {
+	case snapshotMagic:
+	case snapshotMagicV2:
+		return nil, d.fail("snapshot format version 2 (GEOSNAP2), which held every event in memory, is no longer read: this version writes version 3, whose history is on disk")
 	case snapshotMagicV1:
-		return nil, d.fail("snapshot format version 1 (GEOSNAP1) is no longer read: this version writes version 2")
+		return nil, d.fail("snapshot format version 1 (GEOSNAP1) is no longer read: this version writes version 3")
 	default:
 		return nil, d.fail("not a GeoEvent snapshot (bad magic)")
 	}
@@ -194,58 +198,46 @@ func ReadSnapshot(r io.Reader) (*StateMachine, error) {
 	n := d.u64()
 	// The spatial index is built a sorted run at a time (spatialbatch.go),
 	// not one random key after another.
-	// An entity's older events go straight into its history, a block at a
-	// time past the first 256: no scratch of a long history's size.
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		if len(sm.pendingSpatial) >= restoreSpatialRun {
 			sm.flushSpatial()
 		}
 		expiresAt := d.uvarint()
-		k64 := d.uvarint()
-		if d.err == nil && (k64 == 0 || k64 > 1<<32-1) {
-			return nil, d.fail(fmt.Sprintf("entity %d has %d events", i, k64))
-		}
-		k := uint32(k64)
-		var older history
-		if k > 1 {
-			older.small = make([]core.GeoEvent, 0, min(int(k)-1, histBlockLen))
-		}
-		var first, prev core.GeoEvent
-		for j := uint32(0); j < k && d.err == nil; j++ {
-			ev, err := d.packed()
-			if d.err != nil {
-				break
-			}
-			if err != nil {
-				return nil, err
-			}
-			if c := ev.Validate(); c.Code != 0 || !validLeaf(ev.CellID) {
-				return nil, d.fail(fmt.Sprintf("event %d of entity %d is invalid", j, i))
-			}
-			if j > 0 && (ev.EntityID != first.EntityID || ev.TimestampNS <= prev.TimestampNS) {
-				return nil, d.fail(fmt.Sprintf("events of entity %d are out of order", i))
-			}
-			if ev.TimestampNS > sm.lastTS {
-				return nil, d.fail("an event is newer than the snapshot's last timestamp")
-			}
-			if j == 0 {
-				first = ev
-			}
-			if j+1 < k {
-				older.push(&ev) // the last is the latest
-			}
-			prev = ev
+		k := d.uvarint()
+		var h older
+		if k > 0 {
+			h.first, h.due = d.uvarint(), d.uvarint()
 		}
 		if d.err != nil {
 			break
 		}
-		if _, dup := sm.ids.get(first.EntityID); dup {
+		if k > 1<<40 {
+			return nil, d.fail(fmt.Sprintf("entity %d has %d older events", i, k))
+		}
+		h.n = int(k)
+		ev, err := d.packed()
+		if d.err != nil {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if c := ev.Validate(); c.Code != 0 || !validLeaf(ev.CellID) {
+			return nil, d.fail(fmt.Sprintf("the latest event of entity %d is invalid", i))
+		}
+		if ev.TimestampNS > sm.lastTS {
+			return nil, d.fail("an event is newer than the snapshot's last timestamp")
+		}
+		if k > 0 && h.first >= ev.TimestampNS {
+			return nil, d.fail(fmt.Sprintf("entity %d's older events are not older than its latest", i))
+		}
+		if _, dup := sm.ids.get(ev.EntityID); dup {
 			return nil, d.fail(fmt.Sprintf("entity %d appears twice", i))
 		}
-		sm.restoreEntity(&prev, older, expiresAt)
+		sm.restoreEntity(&ev, h, expiresAt)
 	}
 	sm.flushSpatial()
-	if magic == snapshotMagic && d.err == nil {
+	if d.err == nil {
 		if err := d.readWatch(sm); err != nil {
 			return nil, err
 		}
@@ -269,19 +261,19 @@ func ReadSnapshot(r io.Reader) (*StateMachine, error) {
 const restoreSpatialRun = 1 << 16
 
 // restoreEntity adds an entity read from a snapshot: its latest event and
-// its older events, which it keeps.
-func (sm *StateMachine) restoreEntity(latest *core.GeoEvent, older history, expiresAt uint64) {
+// the facts of its older events.
+func (sm *StateMachine) restoreEntity(latest *core.GeoEvent, h older, expiresAt uint64) {
 	slot := sm.store.alloc()
-	e, x := sm.store.write(slot, hasExt(latest) || older.n > 0)
+	e, x := sm.store.write(slot, hasExt(latest) || h.n > 0)
 	setLatest(e, x, latest)
-	if older.n > 0 {
-		*sm.store.historyFor(x) = older
-		sm.reindexOlder(slot, e.id, 0, older.soonest.due)
+	if h.n > 0 {
+		*sm.store.olderFor(x) = h
+		sm.reindexOlder(slot, e.id, 0, h.due)
 	}
 	sm.ids.put(e.id, slot)
 	sm.indexLatest(slot, e)
 	sm.setExpiry(slot, e, expiresAt)
-	sm.events += uint64(older.n) + 1
+	sm.events += uint64(h.n) + 1
 }
 
 // snapshotReader reads fixed fields, feeding the checksum, and remembers

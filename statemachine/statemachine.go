@@ -32,6 +32,9 @@ type StateMachine struct {
 	sweepDebt int
 	sweepFrom btree.Key
 
+	hio  historyIO // the history store's writes and answers (history.go)
+	sync SyncStore // nil, or a store that answers at once (Attach)
+
 	lastTS uint64 // >= every stored timestamp
 	events uint64 // events stored, visible or expired
 
@@ -182,7 +185,7 @@ type entityExt struct {
 	accuracy    uint32
 	heading     uint16
 	flags       uint16
-	hist        uint32 // 1 + the index of its older events in the store's history table; 0 = none
+	hist        uint32 // 1 + the index of its older events' facts in the store's table; 0 = none
 }
 
 // fillEvent sets ev to the latest event of the entity e, whose ext is x
@@ -209,6 +212,10 @@ func hasExt(ev *core.GeoEvent) bool {
 
 func (e *entity) visible(t uint64) bool { return e.expiresAt == 0 || t < e.expiresAt }
 
+// newSyncStore, when set (by this package's tests), gives every new state
+// machine a SyncStore of its own.
+var newSyncStore func() SyncStore
+
 // New returns an empty state machine.
 func New() *StateMachine {
 	sm := &StateMachine{
@@ -216,6 +223,9 @@ func New() *StateMachine {
 		expiry:       btree.New(),
 		olderDue:     btree.New(),
 		deferSpatial: true, // see spatialbatch.go
+	}
+	if newSyncStore != nil {
+		sm.sync = newSyncStore()
 	}
 	sm.ids = newIDIndex(&sm.store)
 	// The spatial index holds exactly the live key of each entity, so its
@@ -368,18 +378,20 @@ func (sm *StateMachine) remove(slot uint32) uint64 {
 	sm.unindexLatest(slot, e)
 	sm.setExpiry(slot, e, 0)
 	if h := sm.store.older(slot); h != nil {
-		sm.reindexOlder(slot, e.id, h.soonest.due, 0)
+		sm.reindexOlder(slot, e.id, h.due, 0)
 	}
+	sm.histDelete(core.HistoryDeleteEntity, e.id, 0)
 	sm.ids.remove(e.id)
 	sm.events -= n
 	sm.store.release(slot)
 	return n
 }
 
-// RecordBytes is the size of every stored event as a 128-byte record:
-// about what the log took to write them, and what a snapshot would take
-// if it did not pack them.
-func (sm *StateMachine) RecordBytes() uint64 { return sm.events * core.RecordSize }
+// RecordBytes is the size of the entities' latest events as 128-byte
+// records: about what a snapshot of the state holds before packing (older
+// events are the history store's, beside it), and what the log took to
+// write them.
+func (sm *StateMachine) RecordBytes() uint64 { return uint64(sm.ids.len()) * core.RecordSize }
 
 // Stats counts the entities visible at t and their events. An older event
 // that has expired counts until cleanup removes it: counting those would

@@ -538,7 +538,8 @@ func TestStateMachineAgainstModel(t *testing.T) {
 				if restored.Digest() != h.sm.Digest() {
 					t.Fatal("restored state has another digest")
 				}
-				h.sm = restored // go on with the restored one: it must behave the same
+				restored.Attach(h.sm.sync) // the store restored from its checkpoint
+				h.sm = restored            // go on with the restored one: it must behave the same
 				h.sm.flushAt = flushAt
 			},
 		})

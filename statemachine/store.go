@@ -15,9 +15,9 @@ import (
 // it becomes full for good: 64 fullEntity of 128 bytes, each entity beside
 // its ext, so that reading both costs one cache miss (the processor fetches
 // a 128-byte pair of lines together) rather than two. Every entity of a
-// compact chunk has the zero ext. Older events live in a table of
-// histories (history.go), one per entity that has any, whose entries are
-// reused LIFO too.
+// compact chunk has the zero ext. What memory keeps of older
+// events (their facts: history.go; the events are in the history store)
+// lives in a table, one entry per entity that has any, reused LIFO too.
 //
 // Invariants: for each chunk c, exactly one of chunks[c] and fulls[c] is
 // set, and bit c of isFull says which (fulls[c]).
@@ -28,7 +28,7 @@ import (
 // go stale.
 //
 // Copy-on-write, for snapshots encoded away from the state machine's owner
-// (see Frozen). Freeze lends the view the chunks and the histories as they
+// (see Frozen). Freeze lends the view the chunks as they
 // are; the store then never writes what it lent:
 //
 //   - A chunk is held by the newest unreleased view when copiedAt[c] <
@@ -40,12 +40,8 @@ import (
 //     between operations, so such a pointer stays good for a whole
 //     operation.
 //   - While a view is out, writes may copy every chunk once: up to twice
-//     the entities' memory until Release (older events are copied only
-//     when written in place, which appends never do).
-//   - The view has its own copy of the table of histories. While any view
-//     is unreleased, a history is written in place only past its length
-//     (see history): appends are, replacing or inserting an older event
-//     copies what it changes first.
+//     the entities' memory until Release.
+//   - The view has its own copy of the table of older events' facts.
 type entityStore struct {
 	chunks   []*[chunkSize]entity     // compact chunks; nil for a full one
 	fulls    []*[chunkSize]fullEntity // full chunks; nil for a compact one
@@ -54,7 +50,7 @@ type entityStore struct {
 	n        uint32                   // slots ever handed out
 	free     []uint32
 
-	hists    []history
+	hists    []older
 	histFree []uint32
 
 	gen       uint64 // incremented by every Freeze
@@ -230,85 +226,38 @@ func (s *entityStore) release(slot uint32) {
 	s.free = append(s.free, slot)
 }
 
-// older returns the older events of the entity in slot, for reading only;
-// nil when it has none.
-func (s *entityStore) older(slot uint32) *history {
+// older returns the facts of the older events of the entity in slot, for
+// reading only; nil when it has none.
+func (s *entityStore) older(slot uint32) *older {
 	if x := s.ext(slot); x != nil && x.hist != 0 {
 		return &s.hists[x.hist-1]
 	}
 	return nil
 }
 
-// pushOlder appends ev to the older events of the entity whose ext is x
-// (from write). It returns the soonest removal due of its older events
-// before and after (see removalDue), as setOlder and insertOlder do.
-func (s *entityStore) pushOlder(x *entityExt, ev *core.GeoEvent) (was, now uint64) {
-	h := s.historyFor(x)
-	was = h.soonest.due
-	h.push(ev)
-	return was, h.soonest.due
-}
-
-// historyFor returns the history of the entity whose ext is x (from
-// write), giving it an empty one first if it has none.
-func (s *entityStore) historyFor(x *entityExt) *history {
+// olderFor returns the facts of the older events of the entity whose ext
+// is x (from write), for writing, giving it an empty one first if it has
+// none. The table is the store's own: a view has a copy (Freeze).
+func (s *entityStore) olderFor(x *entityExt) *older {
 	if x.hist == 0 {
 		if k := len(s.histFree); k > 0 {
 			x.hist = s.histFree[k-1] + 1
 			s.histFree = s.histFree[:k-1]
 		} else {
-			s.hists = append(s.hists, history{})
+			s.hists = append(s.hists, older{})
 			x.hist = uint32(len(s.hists))
 		}
 	}
 	return &s.hists[x.hist-1]
 }
 
-// setOlder replaces older event i of the entity whose ext is x (from
-// write), which has at least i+1 older events.
-func (s *entityStore) setOlder(x *entityExt, i int, ev *core.GeoEvent) (was, now uint64) {
-	h := &s.hists[x.hist-1]
-	was = h.soonest.due
-	h.set(i, ev, s.views > 0)
-	return was, h.soonest.due
-}
-
-// insertOlder inserts ev as older event i (0 <= i <= its count) of the
-// entity whose ext is x (from write).
-func (s *entityStore) insertOlder(x *entityExt, i int, ev *core.GeoEvent) (was, now uint64) {
-	h := s.historyFor(x)
-	was = h.soonest.due
-	h.insert(i, ev, s.views > 0)
-	return was, h.soonest.due
-}
-
-// dropExpiredOlder removes the older events of the entity in slot that
-// have expired at t, freeing its history when none is left. It returns
-// how many, and the soonest removal due of its older events before and
-// after.
-func (s *entityStore) dropExpiredOlder(slot uint32, t uint64) (removed int, was, now uint64) {
-	x := s.ext(slot)
-	if x == nil || x.hist == 0 {
-		return 0, 0, 0
-	}
-	h := &s.hists[x.hist-1] // the store's own table: a view has a copy
-	was = h.soonest.due
-	removed = h.dropExpired(t, s.views > 0)
-	now = h.soonest.due
-	if h.n == 0 {
-		_, x = s.write(slot, false)
-		s.dropOlder(x)
-	}
-	return removed, was, now
-}
-
-// dropOlder removes all older events of the entity whose ext is x (from
+// dropOlder forgets the older events of the entity whose ext is x (from
 // write).
 func (s *entityStore) dropOlder(x *entityExt) {
 	if x.hist == 0 {
 		return
 	}
-	s.hists[x.hist-1] = history{}
+	s.hists[x.hist-1] = older{}
 	s.histFree = append(s.histFree, x.hist-1)
 	x.hist = 0
 }
@@ -329,7 +278,7 @@ func (s *entityStore) bytes() uint64 {
 	compact := uint64(len(s.chunks)) - full
 	return compact*chunkSize*uint64(entitySize) + full*chunkSize*uint64(fullEntitySize) +
 		uint64(cap(s.chunks))*uint64(unsafe.Sizeof(&entity{})) + uint64(cap(s.fulls))*uint64(unsafe.Sizeof(&fullEntity{})) +
-		uint64(cap(s.free))*4 + uint64(cap(s.hists))*uint64(unsafe.Sizeof(history{})) + uint64(cap(s.histFree))*4
+		uint64(cap(s.free))*4 + uint64(cap(s.hists))*uint64(unsafe.Sizeof(older{})) + uint64(cap(s.histFree))*4
 }
 
 // storeView is what a snapshot in storage order reads: the store's tables
@@ -340,7 +289,7 @@ type storeView struct {
 	n        uint32 // slots handed out; released ones are zeroed
 	chunks   []*[chunkSize]entity
 	fulls    []*[chunkSize]fullEntity
-	hists    []history
+	hists    []older
 }
 
 func (sm *StateMachine) liveView() storeView {
@@ -359,7 +308,7 @@ func (v *storeView) pair(slot uint32) (*entity, *entityExt) {
 	return compactAt(v.chunks[c], i), nil
 }
 
-func (v *storeView) older(x *entityExt) *history {
+func (v *storeView) older(x *entityExt) *older {
 	if x != nil && x.hist != 0 {
 		return &v.hists[x.hist-1]
 	}

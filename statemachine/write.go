@@ -1,6 +1,8 @@
 package statemachine
 
 import (
+	"slices"
+
 	"github.com/geoevent/geoevent/core"
 )
 
@@ -11,6 +13,10 @@ import (
 // next Insert or Upsert, which reuses them. A caller that keeps them
 // longer copies them.
 func (sm *StateMachine) Insert(opTS uint64, req *core.InsertRequest) (core.InsertReply, error) {
+	if sm.sync != nil {
+		sm.syncProvide(sm.WriteNeeds(req.Events, nil))
+		defer sm.syncWrites()
+	}
 	return sm.write(opTS, req.Events, false)
 }
 
@@ -19,6 +25,10 @@ func (sm *StateMachine) Insert(opTS uint64, req *core.InsertRequest) (core.Inser
 // is inserted where there is none. See [StateMachine.write]. Its reply's
 // Results hold until the next Insert or Upsert, as Insert's.
 func (sm *StateMachine) Upsert(opTS uint64, req *core.InsertRequest) (core.InsertReply, error) {
+	if sm.sync != nil {
+		sm.syncProvide(sm.WriteNeeds(req.Events, nil))
+		defer sm.syncWrites()
+	}
 	return sm.write(opTS, req.Events, true)
 }
 
@@ -33,6 +43,7 @@ func (sm *StateMachine) Upsert(opTS uint64, req *core.InsertRequest) (core.Inser
 // increasing across operations and never collide with a stored event or a
 // client timestamp of the same batch.
 func (sm *StateMachine) write(opTS uint64, events []core.GeoEvent, upsert bool) (core.InsertReply, error) {
+	defer sm.endOperation()
 	switch {
 	case len(events) == 0:
 		return core.InsertReply{}, core.Errorf(core.EmptyRequest, "the batch has no events")
@@ -84,6 +95,14 @@ func (sm *StateMachine) write(opTS uint64, events []core.GeoEvent, upsert bool) 
 		return core.InsertReply{Committed: false, Results: results}, nil
 	}
 
+	// The history writes: a put an event, and a delete for each latest an
+	// upsert replaces. Sized once: grown by doubling, the batch's writes
+	// (170 bytes each) were copied about twice over.
+	if upsert {
+		sm.hio.writes = slices.Grow(sm.hio.writes, 2*len(events))
+	} else {
+		sm.hio.writes = slices.Grow(sm.hio.writes, len(events))
+	}
 	next := base
 	for i := range events {
 		if i%writeAhead == 0 {
@@ -98,6 +117,9 @@ func (sm *StateMachine) write(opTS uint64, events []core.GeoEvent, upsert bool) 
 		}
 		results[i].TimestampNS = ev.TimestampNS
 		results[i].Updated = sm.put(opTS, &ev, upsert && fresh)
+		if upsert && !fresh {
+			sm.rememberPut(&ev)
+		}
 	}
 	if next > base {
 		sm.lastTS = max(sm.lastTS, next-1) // fresh timestamps
@@ -171,38 +193,34 @@ type eventKey struct {
 	ts uint64
 }
 
-// hasEvent reports whether a visible entity holds an event at exactly k.ts.
+// hasEvent reports whether a visible entity holds an event at exactly k.ts
+// that is visible at t.
 func (sm *StateMachine) hasEvent(k eventKey, t uint64) bool {
 	slot, e, ok := sm.lookup(k.id, t)
 	if !ok {
 		return false
 	}
-	_, found, expired := findLive(e, sm.store.older(slot), k.ts, t)
+	found, expired := sm.findLive(e, sm.store.older(slot), k.ts, t)
 	return found && !expired
 }
 
-// find locates timestamp ts in the entity's events, older being its older
-// events (nil: none): index older.len() is the latest event. found is
-// false when no event has that timestamp, and then i is where it would go
-// among older.
-func find(e *entity, older *history, ts uint64) (i int, found bool) {
-	n := older.len()
+// findLive looks for timestamp ts among the entity's events at time t,
+// older being the facts of its older events (nil: none): latest is set
+// when ts is the latest event's. An older event is found from memory's
+// facts when they settle it (above the latest or below the first: none),
+// else from the answers provided and the batch's own puts (olderAt).
+// expired is set when the event found is an older one that has expired at
+// t (expiredAt), which reads and writes take as absent though it is still
+// stored, until cleanup removes it.
+func (sm *StateMachine) findLive(e *entity, older *older, ts, t uint64) (found, expired bool) {
 	if ts == e.ts {
-		return n, true
+		return true, false
 	}
-	if ts > e.ts || n == 0 {
-		return n, false
+	if ts > e.ts || older.len() == 0 || ts < older.first {
+		return false, false
 	}
-	i = older.search(ts)
-	return i, i < n && older.at(i).TimestampNS == ts
-}
-
-// findLive is find at time t: expired is set when the event found is an
-// older one that has expired at t (expiredAt), which reads and writes take
-// as absent though it is still stored, until cleanup removes it.
-func findLive(e *entity, older *history, ts, t uint64) (i int, found, expired bool) {
-	i, found = find(e, older, ts)
-	return i, found, found && i < older.len() && expiredAt(older.at(i), t)
+	ev, found := sm.olderAt(eventKey{e.id, ts})
+	return found, found && expiredAt(&ev, t)
 }
 
 // put stores one validated event whose timestamp is set. replaceLatest is
@@ -210,51 +228,93 @@ func findLive(e *entity, older *history, ts, t uint64) (i int, found, expired bo
 // entity's latest event. Otherwise an event at the same timestamp is replaced
 // (only upserts get here with one) and a new timestamp is added to the
 // history. put reports whether an existing event was replaced ("updated").
+// The history store gets every event put (HistoryPut).
 func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, replaceLatest bool) (updated bool) {
 	slot, e, ok := sm.lookup(ev.EntityID, opTS)
 	if e != nil && !ok {
 		sm.remove(slot) // expired data never comes back
+		if sm.hio.removed == nil {
+			sm.hio.removed = make(map[core.Uint128]struct{})
+		}
+		sm.hio.removed[ev.EntityID] = struct{}{}
 		e = nil
 	}
+	sm.histPut(ev)
 	if e == nil {
 		sm.create(ev)
 		return false
 	}
 	if replaceLatest {
+		if e.ts != ev.TimestampNS {
+			sm.histDelete(core.HistoryDeleteEvent, e.id, e.ts) // the event replaced
+			sm.forgetPut(eventKey{e.id, e.ts})
+		}
 		e, x := sm.store.write(slot, hasExt(ev))
 		sm.replaceLatest(slot, e, x, ev)
 		return true
 	}
-	older := sm.store.older(slot)
 	// An older event that has expired is absent: the new one takes its
 	// place, and updates nothing.
-	i, found, expired := findLive(e, older, ev.TimestampNS, opTS)
-	latest := found && i == older.len()
+	found, expired := sm.findLive(e, sm.store.older(slot), ev.TimestampNS, opTS)
+	latest := found && ev.TimestampNS == e.ts
 	// Every case but replacing the latest event writes the entity's
-	// history, which its ext holds.
+	// older facts, which its ext holds.
 	e, x := sm.store.write(slot, hasExt(ev) || !latest)
 	switch {
 	case latest:
 		sm.replaceLatest(slot, e, x, ev)
 		return true
 	case found:
-		was, now := sm.store.setOlder(x, i, ev)
-		sm.reindexOlder(slot, e.id, was, now)
+		h := sm.store.olderFor(x)
+		was := h.due
+		h.due = core.SoonerDue(h.due, core.RemovalDue(ev)) // a lower bound: see older
+		sm.reindexOlder(slot, e.id, was, h.due)
 		return !expired
 	case ev.TimestampNS > e.ts:
 		var prev core.GeoEvent
 		fillEvent(&prev, e, x)
-		was, now := sm.store.pushOlder(x, &prev)
-		sm.reindexOlder(slot, e.id, was, now)
+		h := sm.store.olderFor(x)
+		was := h.due
+		h.add(&prev)
+		sm.reindexOlder(slot, e.id, was, h.due)
 		sm.replaceLatest(slot, e, x, ev)
 		sm.events++
 		return false
 	default:
-		was, now := sm.store.insertOlder(x, i, ev)
-		sm.reindexOlder(slot, e.id, was, now)
+		h := sm.store.olderFor(x)
+		was := h.due
+		h.add(ev)
+		sm.reindexOlder(slot, e.id, was, h.due)
 		sm.events++
 		return false
 	}
+}
+
+// rememberPut records an upsert batch's event put at a client timestamp,
+// so that a later event of the batch at its key finds it once it is an
+// older event (olderAt). An insert batch needs none: its keys are
+// distinct (write's batchKeys). Events at fresh timestamps lie above every
+// client timestamp of the batch, and the entity's latest before the batch
+// is read from the store (WriteNeeds).
+func (sm *StateMachine) rememberPut(ev *core.GeoEvent) {
+	if sm.hio.batchPuts == nil {
+		sm.hio.batchPuts = make(map[eventKey]core.GeoEvent)
+	}
+	k := eventKey{ev.EntityID, ev.TimestampNS}
+	sm.hio.batchPuts[k] = *ev
+	delete(sm.hio.batchDeleted, k)
+}
+
+// forgetPut records that the batch removed the event at k (the latest,
+// replaced by an event at a fresh timestamp), so that a later event of
+// the batch at k finds none (olderAt), whatever the store answered for k
+// as of before the batch.
+func (sm *StateMachine) forgetPut(k eventKey) {
+	delete(sm.hio.batchPuts, k)
+	if sm.hio.batchDeleted == nil {
+		sm.hio.batchDeleted = make(map[eventKey]struct{})
+	}
+	sm.hio.batchDeleted[k] = struct{}{}
 }
 
 // replaceLatest makes ev the entity's latest event in place of the current

@@ -18,8 +18,11 @@
 // upsert (move existing entities), radius (1 km queries), latest (get latest
 // of one entity), latest-batch (get latest of --batch random entities, at
 // most 10,000: POST /entities/batch over HTTP), ping (the smallest request:
-// GET /ping over HTTP), mixed (--mix shares, e.g.
-// upsert=80,radius=10,latest=10).
+// GET /ping over HTTP), track (a fleet of --entities entities reporting in
+// turn: inserts of --batch events that grow each entity's history), history
+// (one random entity's history, a page of up to 1,000 events: those of the
+// --history-span before its latest, or its first 1,000 with 0; binary
+// protocol only), mixed (--mix shares, e.g. upsert=80,radius=10,latest=10).
 // Entities are uniform in a 2 x 2 degree box around lat 38.11, lon 13.36;
 // run insert first (or --preload) so that reads find data.
 //
@@ -88,6 +91,7 @@ type config struct {
 	progress    time.Duration
 	cpuProfile  string
 	procs       int // GOMAXPROCS; 0 leaves Go's default
+	span        time.Duration
 }
 
 func main() {
@@ -112,7 +116,8 @@ func parseFlags(args []string) (config, error) {
 	peerKey := fs.String("peer-key", "fleet", "the key (Redis) or collection (Tile38) holding the entities of --redis or --tile38")
 	peerPipe := fs.Bool("peer-pipeline", false, "with --redis or --tile38, send the sessions' concurrent commands down shared connections as pipelines (go-redis's autopipeliner), as GeoEvent's client shares one connection among its sessions")
 	httpClient := fs.String("http-client", "raw", "the HTTP client of --http: raw (a minimal keep-alive HTTP/1.1 client that leaves the CPU to the server) or std (net/http's)")
-	op := fs.String("op", "insert", "insert, upsert, radius, latest, latest-batch, ping or mixed")
+	op := fs.String("op", "insert", "insert, upsert, radius, latest, latest-batch, ping, track, history or mixed")
+	span := fs.Duration("history-span", 0, "--op history reads the events of this span before the entity's latest (0: its first 1,000)")
 	mix := fs.String("mix", "upsert=80,radius=10,latest=10", "shares for --op mixed")
 	entities := fs.Int("entities", 1_000_000, "entity ids in use")
 	batch := fs.Int("batch", 10_000, "events per insert/upsert request, entities per latest-batch request")
@@ -127,7 +132,7 @@ func parseFlags(args []string) (config, error) {
 	}
 	cfg := config{addresses: strings.Split(*addrs, ","), op: *op, entities: *entities, batch: *batch,
 		concurrency: *conc, duration: *dur, preload: *preload, progress: *progress, httpURL: *httpURL, httpClient: *httpClient,
-		cpuProfile: *cpuProfile, procs: *procs, redisAddr: *redisAddr, tile38Addr: *tile38Addr, peerKey: *peerKey, peerPipe: *peerPipe}
+		cpuProfile: *cpuProfile, procs: *procs, span: *span, redisAddr: *redisAddr, tile38Addr: *tile38Addr, peerKey: *peerKey, peerPipe: *peerPipe}
 	targets := 0
 	for _, s := range []string{cfg.httpURL, cfg.redisAddr, cfg.tile38Addr} {
 		if s != "" {
@@ -166,8 +171,11 @@ func parseFlags(args []string) (config, error) {
 		}
 	}
 	for name := range cfg.mix {
-		if !slices.Contains([]string{"insert", "upsert", "radius", "latest", "latest-batch", "ping"}, name) {
+		if !slices.Contains([]string{"insert", "upsert", "radius", "latest", "latest-batch", "ping", "track", "history"}, name) {
 			return cfg, fmt.Errorf("unknown operation %q", name)
+		}
+		if name == "history" && targets > 0 {
+			return cfg, errors.New("--op history reads over the binary protocol only")
 		}
 	}
 	if cfg.mix["latest-batch"] > 0 && cfg.batch > core.MaxBatchIDs {
@@ -356,6 +364,14 @@ func one(ctx context.Context, c target, cfg config, op string, r *rand.Rand, nex
 		return cfg.batch, c.write(ctx, events(r, cfg.batch, func(i int) uint64 { return first + uint64(i) }), false)
 	case "upsert":
 		return cfg.batch, c.write(ctx, events(r, cfg.batch, func(int) uint64 { return 1 + uint64(r.IntN(cfg.entities)) }), true)
+	case "track":
+		// The fleet reports in turn: the next --batch reports of the
+		// round robin over its entities, each a new event at a fresh
+		// timestamp (the server's), which its entity's history keeps.
+		first := nextNew.Add(uint64(cfg.batch)) - uint64(cfg.batch)
+		return cfg.batch, c.write(ctx, events(r, cfg.batch, func(i int) uint64 { return 1 + (first+uint64(i))%uint64(cfg.entities) }), false)
+	case "history":
+		return c.(historyTarget).history(ctx, anyID(r, cfg), cfg.span)
 	case "radius":
 		lat, lon := point(r)
 		return c.radius(ctx, &core.RadiusQuery{Center: core.Coordinate{LatNano: lat, LonNano: lon}, RadiusMM: 1_000_000})

@@ -75,6 +75,30 @@ func (b binaryTarget) latestBatch(ctx context.Context, ids []core.Uint128) (int,
 
 func (b binaryTarget) close() { b.c.Close() }
 
+// historyTarget is a target that reads an entity's history (the binary
+// protocol's only: --op history).
+type historyTarget interface {
+	// history reads one page of up to 1,000 of id's events: those of the
+	// span before its latest, or from its first with span 0.
+	history(ctx context.Context, id core.Uint128, span time.Duration) (events int, err error)
+}
+
+func (b binaryTarget) history(ctx context.Context, id core.Uint128, span time.Duration) (int, error) {
+	q := core.HistoryQuery{EntityID: id, Page: core.Page{Limit: historyPage}}
+	if span > 0 {
+		l, err := b.c.GetLatest(ctx, id)
+		if err != nil || !l.Found {
+			return 0, err
+		}
+		q.SinceNS = l.Event.TimestampNS - min(l.Event.TimestampNS, uint64(span))
+	}
+	res, err := b.c.History(ctx, &q)
+	if err != nil {
+		return 0, err
+	}
+	return len(res.Events), nil
+}
+
 // httpTarget speaks Form B JSON to one gateway over keep-alive
 // connections, with net/http's client or with rawHTTP.
 type httpTarget struct {
@@ -359,3 +383,6 @@ func (c *rawConn) readResponse() (int, error) {
 	}
 	return status, nil
 }
+
+// historyPage is the events a --op history page asks for.
+const historyPage = 1_000

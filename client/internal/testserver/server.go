@@ -22,6 +22,7 @@ import (
 
 	"github.com/geoevent/geoevent/core"
 	"github.com/geoevent/geoevent/replica"
+	"github.com/geoevent/geoevent/statemachine"
 )
 
 // DefaultCluster is the cluster id used when Config.Replica.Cluster is zero.
@@ -107,7 +108,7 @@ func Start(cfg Config) (*Server, error) {
 	s := &Server{
 		ln:       ln,
 		cluster:  rc.Cluster,
-		io:       &memIO{},
+		io:       &memIO{hist: statemachine.NewMemStore()},
 		in:       make(chan inbound, 64),
 		done:     make(chan struct{}),
 		conns:    make(map[core.ConnID]*conn),
@@ -429,14 +430,25 @@ func (s *Server) enqueue(c *conn, frame []byte) {
 }
 
 // memIO is an in-memory core.IO. Storage keeps nothing (the server never
-// restarts); Sync, SaveSnapshot, WriteSnapshot, EncodeSnapshot and DecodeSnapshot are
+// restarts) but the history store, in memory; Sync, SaveSnapshot,
+// WriteSnapshot, EncodeSnapshot, DecodeSnapshot and ReadHistory are
 // completed by drain.
 type memIO struct {
 	s      *Server
 	last   uint64
 	syncs  int
 	snaps  []uint64
-	beside []func(*replica.Replica) // queued snapshot encodings and decodings
+	beside []func(*replica.Replica) // queued snapshot encodings and decodings, history reads
+	hist   *statemachine.MemStore
+}
+
+// WriteHistory applies the writes at once, in the order of the calls.
+func (m *memIO) WriteHistory(_ uint64, writes []core.HistoryWrite) { m.hist.Apply(writes) }
+
+// ReadHistory answers from the store as it is now, when drain completes it.
+func (m *memIO) ReadHistory(token uint64, reads []core.HistoryRead) {
+	answers := m.hist.Answer(reads)
+	m.beside = append(m.beside, func(r *replica.Replica) { r.HistoryRead(token, answers) })
 }
 
 func (m *memIO) SendClient(id core.ConnID, frame []byte) { m.s.send(id, frame) }
@@ -472,8 +484,9 @@ func (m *memIO) WriteSnapshot(index, _ uint64, encode func(w io.Writer) error) {
 	})
 }
 
-func (m *memIO) EncodeSnapshot(index uint64, encode func() []byte) {
-	m.beside = append(m.beside, func(r *replica.Replica) { r.SnapshotEncoded(index, encode()) })
+func (m *memIO) EncodeSnapshot(index uint64, encode func() []byte, _ func() []core.Uint128) {
+	hist := m.hist.Clone()
+	m.beside = append(m.beside, func(r *replica.Replica) { r.SnapshotEncoded(index, hist.AppendSection(encode())) })
 }
 
 func (m *memIO) DecodeSnapshot(index uint64, decode func()) {

@@ -1,0 +1,264 @@
+package io
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.uber.org/zap"
+
+	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/io/history"
+)
+
+// historian owns the replica's history store (package history; see
+// core/history.go): one goroutine applies its requests in queue order,
+// as disk does the log's. The store lives in DIR/history; each snapshot
+// has the store's checkpoint beside it, DIR/snapshot-N.history, taken in
+// queue order when the snapshot was asked for (core.IO.WriteSnapshot),
+// before the snapshot's file is written: a snapshot on disk has its
+// history. Recovery restores the checkpoint of the snapshot it restores
+// and replays the log above it (openHistory). Pebble's own write-ahead
+// log is off: what the store held past its checkpoint at a crash is not
+// trusted.
+//
+// Reads are served from a view taken in queue order, so each sees exactly
+// the writes queued before it. They run on the historian's goroutine: a
+// read waits for the writes queued before it, which it must see anyway.
+type historian struct {
+	dir   string // the data directory
+	store *history.Store
+	log   *zap.Logger
+
+	queue opQueue[histOp]
+
+	done    chan histCompletion // to the loop
+	stopped chan struct{}       // closed when the loop has exited
+	exited  chan struct{}       // closed when run has returned and the store is closed
+	failed  bool
+}
+
+type histOpKind uint8
+
+const (
+	histWrite histOpKind = iota
+	histRead
+	histCheckpoint // a snapshot's: result gets its outcome
+	histView       // EncodeSnapshot's: view gets a view in queue order
+	histInstall    // a leader's snapshot: the store becomes events, then a checkpoint
+)
+
+type histOp struct {
+	kind   histOpKind
+	index  uint64
+	writes []core.HistoryWrite
+	token  uint64
+	reads  []core.HistoryRead
+	events []core.GeoEvent
+	result chan error
+	view   chan *history.View
+}
+
+// histCompletion is an answer to ReadHistory, or a failure of the store
+// that stops the server.
+type histCompletion struct {
+	token   uint64
+	answers []core.HistoryAnswer
+	err     error
+}
+
+const liveHistoryDir = "history"
+
+// checkpointDir is the name of the history checkpoint of the snapshot at
+// index.
+func checkpointDir(index uint64) string { return fmt.Sprintf("snapshot-%020d.history", index) }
+
+// openHistory opens the history store of the data directory dir for a
+// replica recovering the snapshot at snapIndex (0: none): the store is
+// that snapshot's checkpoint, or empty without one (the log then holds
+// every entry).
+func openHistory(dir string, snapIndex uint64, cacheBytes int64, lg *zap.Logger) (*history.Store, error) {
+	live := filepath.Join(dir, liveHistoryDir)
+	if snapIndex == 0 {
+		if err := os.RemoveAll(live); err != nil {
+			return nil, fmt.Errorf("clear the history store: %w", err)
+		}
+	} else {
+		from := filepath.Join(dir, checkpointDir(snapIndex))
+		if _, err := os.Stat(from); err != nil {
+			return nil, fmt.Errorf("the snapshot at index %d has no history checkpoint (%s): a data directory written before history moved to disk cannot be read; restore it from a replica of this version: %w", snapIndex, from, err)
+		}
+		start := time.Now()
+		if err := history.Restore(vfs.Default, from, live); err != nil {
+			return nil, fmt.Errorf("restore the history checkpoint of the snapshot at index %d: %w", snapIndex, err)
+		}
+		lg.Info("restored the history store from the snapshot's checkpoint", zap.Uint64("index", snapIndex),
+			zap.Duration("took", time.Since(start).Round(time.Millisecond)))
+	}
+	st, err := history.Open(vfs.Default, live, history.Options{CacheBytes: cacheBytes})
+	if err != nil {
+		return nil, fmt.Errorf("open the history store: %w", err)
+	}
+	return st, nil
+}
+
+func newHistorian(dir string, st *history.Store, stopped chan struct{}, lg *zap.Logger) *historian {
+	return &historian{dir: dir, store: st, log: lg, queue: newOpQueue[histOp](),
+		done: make(chan histCompletion, 16), stopped: stopped, exited: make(chan struct{})}
+}
+
+// push queues op. It never blocks; after close it drops op (a result or
+// view channel then gets nothing: its waiter gives up when the server
+// stops).
+func (h *historian) push(op histOp) { h.queue.push(op) }
+
+// close makes run finish the requests queued so far, close the store and
+// return.
+func (h *historian) close() { h.queue.close() }
+
+func (h *historian) report(c histCompletion) {
+	select {
+	case h.done <- c:
+	case <-h.stopped:
+	}
+}
+
+func (h *historian) run() {
+	defer close(h.exited)
+	var batch []histOp
+	for {
+		var done bool
+		if batch, done = h.queue.take(batch); done {
+			break
+		}
+		for i := range batch {
+			h.do(&batch[i])
+			batch[i] = histOp{}
+		}
+	}
+	if err := h.store.Close(); err != nil {
+		h.log.Error("closing the history store", zap.Error(err))
+	}
+}
+
+func (h *historian) fail(err error) {
+	if !h.failed {
+		h.failed = true
+		h.report(histCompletion{err: err})
+	}
+}
+
+func (h *historian) do(op *histOp) {
+	if h.failed {
+		// After a failed write the store's state is unknown: do nothing
+		// more; the loop stops the server.
+		if op.result != nil {
+			op.result <- errors.New("the history store failed before")
+		}
+		if op.view != nil {
+			close(op.view)
+		}
+		return
+	}
+	switch op.kind {
+	case histWrite:
+		if err := h.store.Apply(op.index, op.writes); err != nil {
+			h.fail(fmt.Errorf("write the history of log entry %d: %w", op.index, err))
+		}
+	case histRead:
+		v := h.store.View()
+		answers := core.AnswerHistoryReads(v, op.reads)
+		v.Close()
+		h.report(histCompletion{token: op.token, answers: answers})
+	case histView:
+		op.view <- h.store.View()
+	case histCheckpoint:
+		op.result <- h.checkpoint(op.index)
+	case histInstall:
+		op.result <- h.install(op.index, op.events)
+	}
+}
+
+// checkpoint saves the store as the checkpoint of the snapshot at index.
+func (h *historian) checkpoint(index uint64) error {
+	start := time.Now()
+	dst := filepath.Join(h.dir, checkpointDir(index))
+	if err := os.RemoveAll(dst); err != nil { // one left by a crash before its snapshot was written
+		return err
+	}
+	held, err := h.store.Checkpoint(dst)
+	if err != nil {
+		return fmt.Errorf("checkpoint the history store for the snapshot at index %d: %w", index, err)
+	}
+	if err := syncDirPath(h.dir); err != nil {
+		return err
+	}
+	h.log.Info("history checkpointed", zap.Uint64("snapshot_index", index), zap.Uint64("holds_index", held),
+		zap.Uint64("store_bytes", h.store.DiskBytes()), zap.Duration("took", time.Since(start).Round(time.Millisecond)))
+	return nil
+}
+
+// install makes the store hold exactly events, the history of a leader's
+// snapshot at index, and checkpoints it for that snapshot.
+func (h *historian) install(index uint64, events []core.GeoEvent) error {
+	start := time.Now()
+	live := filepath.Join(h.dir, liveHistoryDir)
+	if err := h.store.Close(); err != nil {
+		h.log.Warn("closing the history store replaced by a leader's", zap.Error(err))
+	}
+	if err := os.RemoveAll(live); err != nil {
+		return err
+	}
+	st, err := history.Open(vfs.Default, live, history.Options{})
+	if err != nil {
+		return fmt.Errorf("open a new history store: %w", err)
+	}
+	h.store = st
+	writes := make([]core.HistoryWrite, len(events))
+	for i := range events {
+		writes[i] = core.HistoryWrite{Kind: core.HistoryPut, EntityID: events[i].EntityID, TS: events[i].TimestampNS, Event: events[i]}
+	}
+	if err := st.Apply(index, writes); err != nil {
+		return fmt.Errorf("install the history of the leader's snapshot at index %d: %w", index, err)
+	}
+	h.log.Info("installed the history of the leader's snapshot", zap.Uint64("index", index), zap.Int("events", len(events)),
+		zap.Duration("took", time.Since(start).Round(time.Millisecond)))
+	return h.checkpoint(index)
+}
+
+// removeCheckpointsBefore removes the history checkpoints of snapshots
+// before index (package store has removed those snapshots).
+func removeCheckpointsBefore(dir string, index uint64) error {
+	names, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range names {
+		name := e.Name()
+		if !strings.HasPrefix(name, "snapshot-") || !strings.HasSuffix(name, ".history") {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(name, "snapshot-"), ".history"), 10, 64)
+		if err != nil || n >= index {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func syncDirPath(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}

@@ -1,0 +1,151 @@
+package io
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/io/history"
+)
+
+// history reads entity i's whole history (one page of up to 1,000).
+func (c *rawClient) history(i int) []core.GeoEvent {
+	c.t.Helper()
+	r := c.call(core.OpEntityHistory, &core.HistoryQuery{EntityID: entity(i), Page: core.Page{Limit: core.MaxQueryLimit}}).(*core.QueryResult)
+	return r.Events
+}
+
+// A server's older events are in its history store on disk: they survive
+// restarts, recovered from the snapshot's history checkpoint and the log
+// above it, and imports between stored events (which read the store
+// before they write) are told from duplicates after a restart too.
+func TestHistorySurvivesRestarts(t *testing.T) {
+	dir := formatDir(t)
+	opts := Options{}
+	opts.Replica.SnapshotEvery = 7 // snapshots, and entries after the last
+	s := serve(t, dir, opts)
+	c := dial(t, s.Addr())
+	c.register(testCluster)
+	const entities, rounds = 3, 20
+	for r := range rounds {
+		for i := range entities {
+			ev := event(i)
+			ev.LatNano += int64(r)
+			c.insert(ev)
+		}
+	}
+	want := make([][]core.GeoEvent, entities)
+	for i := range entities {
+		want[i] = c.history(i)
+		if len(want[i]) != rounds {
+			t.Fatalf("entity %d has %d events, want %d", i, len(want[i]), rounds)
+		}
+	}
+	s.stop(t)
+	cps, _ := filepath.Glob(filepath.Join(dir, "snapshot-*.history"))
+	if len(cps) == 0 {
+		t.Fatal("no history checkpoint beside the snapshots")
+	}
+
+	for restart := range 2 {
+		s = serve(t, dir, opts)
+		c = dial(t, s.Addr())
+		c.register(testCluster)
+		for i := range entities {
+			got := c.history(i)
+			if len(got) != len(want[i]) {
+				t.Fatalf("restart %d: entity %d has %d events, want %d", restart, i, len(got), len(want[i]))
+			}
+			for k := range got {
+				if got[k] != want[i][k] {
+					t.Fatalf("restart %d: entity %d event %d is %+v, want %+v", restart, i, k, got[k], want[i][k])
+				}
+			}
+		}
+		// An import at the key of a stored older event is a duplicate;
+		// one between two stored events is new.
+		dup := want[0][3]
+		dup.CellID = 0
+		r := c.call(core.OpInsert, &core.InsertRequest{Events: []core.GeoEvent{dup}}).(*core.InsertReply)
+		if r.Committed || r.Results[0].Code != core.EventExists.Code {
+			t.Fatalf("restart %d: importing a stored event: %+v", restart, r)
+		}
+		if restart == 0 {
+			between := want[0][3]
+			between.CellID, between.TimestampNS = 0, between.TimestampNS+1
+			c.insert(between)
+			want[0] = append(want[0][:4], append([]core.GeoEvent{c.history(0)[4]}, want[0][4:]...)...)
+		}
+		s.stop(t)
+	}
+	if _, err := os.Stat(filepath.Join(dir, liveHistoryDir)); err != nil {
+		t.Fatalf("no live history store: %v", err)
+	}
+}
+
+// A leader's history travels in its snapshot's history section: a
+// follower's historian installs it, in queue order, and checkpoints it for
+// the snapshot; the follower's store then holds exactly the leader's.
+func TestHistorySectionInstalls(t *testing.T) {
+	lg := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	stopped := make(chan struct{})
+	defer close(stopped)
+	open := func() *historian {
+		dir := t.TempDir()
+		st, err := openHistory(dir, 0, 0, lg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := newHistorian(dir, st, stopped, lg)
+		go h.run()
+		t.Cleanup(func() { h.close(); <-h.exited })
+		return h
+	}
+	leader, follower := open(), open()
+	var writes []core.HistoryWrite
+	var ids []core.Uint128
+	for i := range 5 {
+		ids = append(ids, entity(i))
+		for k := range 3000 { // more than a page of the section's reads
+			ev := event(i)
+			ev.TimestampNS = uint64(1e18) + uint64(k)
+			writes = append(writes, core.HistoryWrite{Kind: core.HistoryPut, EntityID: ev.EntityID, TS: ev.TimestampNS, Event: ev})
+		}
+	}
+	leader.push(histOp{kind: histWrite, index: 1, writes: writes})
+	view := make(chan *history.View, 1)
+	leader.push(histOp{kind: histView, view: view})
+	v := <-view
+	data, err := core.AppendHistorySection([]byte("state"), v, ids)
+	v.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, events, ok, err := core.SplitHistory(data)
+	if !ok || err != nil || string(state) != "state" || len(events) != len(writes) {
+		t.Fatalf("section: ok %v, %v, state %q, %d events", ok, err, state, len(events))
+	}
+	// Something the follower held before goes.
+	follower.push(histOp{kind: histWrite, index: 1, writes: []core.HistoryWrite{{Kind: core.HistoryPut, EntityID: entity(9), TS: 5, Event: core.GeoEvent{EntityID: entity(9), TimestampNS: 5}}}})
+	done := make(chan error, 1)
+	follower.push(histOp{kind: histInstall, index: 7, events: events, result: done})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(follower.dir, checkpointDir(7))); err != nil {
+		t.Fatalf("no checkpoint for the installed snapshot: %v", err)
+	}
+	// The historians are idle now: their stores may be read here.
+	a, err := leader.store.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := follower.store.Digest()
+	if err != nil || a != b || follower.store.Applied() != 7 {
+		t.Fatalf("the follower's store differs from the leader's (%v), applied %d", err, follower.store.Applied())
+	}
+}

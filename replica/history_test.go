@@ -1,0 +1,108 @@
+package replica
+
+import (
+	"testing"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// An import between an entity's stored events waits for the history store:
+// applying pauses at its entry (no backlog to apply meanwhile) until the
+// store's answer comes, which sees the writes before it. History pages are
+// finished from the store, and both survive a restart (the store restored
+// from the snapshot's checkpoint, the log above it replayed).
+func TestHistoryReadsPauseApplying(t *testing.T) {
+	n := newNode(t, Config{SnapshotEvery: 3})
+	const conn = 1
+	s := n.register(conn)
+	now := n.clock.real
+	id := core.Uint128{Hi: 7, Lo: 7}
+	ev := func(ts uint64) core.GeoEvent {
+		return core.GeoEvent{EntityID: id, TimestampNS: ts, LatNano: 1_000_000_000, LonNano: 2_000_000_000}
+	}
+	req := uint32(0)
+	insert := func(ts uint64) *core.InsertReply {
+		t.Helper()
+		req++
+		rp := n.call(conn, s, req, core.OpInsert, &core.InsertRequest{Events: []core.GeoEvent{ev(ts)}})
+		if rp.err != nil {
+			t.Fatalf("insert at %d: %v", ts, rp.err)
+		}
+		return rp.value.(*core.InsertReply)
+	}
+	t1, t2, t3 := now-3e9, now-2e9, now-1e9
+	insert(t1)
+	insert(t3)
+	if n.io.histReads != 0 {
+		t.Fatalf("%d history reads for writes that memory settles", n.io.histReads)
+	}
+
+	// The import between them: its entry commits, then waits.
+	req++
+	n.send(conn, s, req, core.OpInsert, &core.InsertRequest{Events: []core.GeoEvent{ev(t2)}})
+	for n.io.syncs > 0 {
+		n.r.Synced(n.io.completeSync(), 1)
+	}
+	for n.r.Backlog() {
+		n.r.ApplyMore()
+	}
+	if st := n.r.Status(); n.io.histReads != 1 || st.Applied >= st.Commit || n.r.Backlog() {
+		t.Fatalf("before the answer: %d history reads, applied %d of %d, backlog %v", n.io.histReads, st.Applied, st.Commit, n.r.Backlog())
+	}
+	if len(n.io.sent[conn]) != 0 {
+		t.Fatal("answered before the history store did")
+	}
+	n.settle()
+	if rs := n.replies(conn); len(rs) != 1 || rs[0].err != nil || !rs[0].value.(*core.InsertReply).Committed {
+		t.Fatalf("the import: %+v", rs)
+	}
+	if r := insert(t1); r.Committed || r.Results[0].Code != core.EventExists.Code {
+		t.Fatalf("importing a stored event again: %+v", r)
+	}
+
+	history := func() []uint64 {
+		t.Helper()
+		req++
+		rp := n.call(conn, s, req, core.OpEntityHistory, &core.HistoryQuery{EntityID: id, Page: core.Page{Limit: 10}})
+		if rp.err != nil {
+			t.Fatal(rp.err)
+		}
+		var ts []uint64
+		for _, e := range rp.value.(*core.QueryResult).Events {
+			ts = append(ts, e.TimestampNS)
+		}
+		return ts
+	}
+	want := []uint64{t1, t2, t3}
+	check := func(when string) {
+		t.Helper()
+		got := history()
+		if len(got) != len(want) {
+			t.Fatalf("%s: history %v, want %v", when, got, want)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("%s: history %v, want %v", when, got, want)
+			}
+		}
+	}
+	check("before the restart")
+	if n.io.snapHist == nil {
+		t.Fatal("no snapshot saved its history")
+	}
+	n.restart()
+	s = n.register(conn)
+	req = 0
+	check("after the restart")
+}
+
+// An answer that comes after the replica's state was replaced (its token
+// no longer awaited) changes nothing.
+func TestStaleHistoryAnswerIsDropped(t *testing.T) {
+	n := newNode(t, Config{})
+	applied := n.r.Status().Applied
+	n.r.HistoryRead(12345, []core.HistoryAnswer{{Found: true}})
+	if st := n.r.Status(); st.Applied != applied || n.r.Err() != nil {
+		t.Fatalf("a stray answer: applied %d (was %d), err %v", st.Applied, applied, n.r.Err())
+	}
+}

@@ -1,0 +1,165 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/geoevent/geoevent/core"
+	histstore "github.com/geoevent/geoevent/io/history"
+)
+
+// histStore is one replica's history store in the simulator: production's
+// (package io/history, over pebble) on pebble's crashable memory
+// filesystem, one each. The disk (disk.go) keeps, with each snapshot, the
+// name of the store's checkpoint taken when the snapshot was asked for;
+// a crash keeps only what the filesystem had synced, and recovery
+// restores the checkpoint of the snapshot it recovers, as production does
+// (io/historian.go).
+type histStore struct {
+	n     *node
+	fs    *vfs.MemFS
+	store *histstore.Store
+	seq   int // checkpoints taken, for their names
+}
+
+const simLiveHistory = "history"
+
+// simHistoryCache is each store's block cache: the simulator's histories
+// are small.
+const simHistoryCache = 1 << 20
+
+func newHistStore(n *node) *histStore {
+	h := &histStore{n: n, fs: vfs.NewCrashableMem()}
+	h.open()
+	return h
+}
+
+func (h *histStore) open() {
+	st, err := histstore.Open(h.fs, simLiveHistory, histstore.Options{CacheBytes: simHistoryCache})
+	if err != nil {
+		h.n.w.fail("replica %d cannot open its history store: %v", h.n.idx, err)
+		return
+	}
+	h.store = st
+}
+
+// failed fails the run when err is set, and reports whether it was.
+func (h *histStore) failed(what string, err error) bool {
+	if err != nil {
+		h.n.w.fail("replica %d history store: %s: %v", h.n.idx, what, err)
+		return true
+	}
+	return false
+}
+
+// apply applies the writes of the log entry at index.
+func (h *histStore) apply(index uint64, writes []core.HistoryWrite) {
+	if h.store != nil {
+		h.failed("apply", h.store.Apply(index, writes))
+	}
+}
+
+// answer answers reads from the store as it is now.
+func (h *histStore) answer(reads []core.HistoryRead) []core.HistoryAnswer {
+	if h.store == nil {
+		return make([]core.HistoryAnswer, len(reads))
+	}
+	v := h.store.View()
+	defer v.Close()
+	return core.AnswerHistoryReads(v, reads)
+}
+
+// events lists the store's events of ids, as they are now (a snapshot's
+// history section).
+func (h *histStore) events(ids []core.Uint128) []core.GeoEvent {
+	if h.store == nil {
+		return nil
+	}
+	v := h.store.View()
+	defer v.Close()
+	b, err := core.AppendHistorySection(nil, v, ids)
+	if h.failed("list", err) {
+		return nil
+	}
+	_, evs, _, err := core.SplitHistory(b)
+	h.failed("list", err)
+	return evs
+}
+
+// checkpoint checkpoints the store as it is now and returns the
+// checkpoint's directory.
+func (h *histStore) checkpoint() string {
+	if h.store == nil {
+		return ""
+	}
+	h.seq++
+	dir := fmt.Sprintf("checkpoint-%d", h.seq)
+	_, err := h.store.Checkpoint(dir)
+	h.failed("checkpoint", err)
+	return dir
+}
+
+// remove removes a checkpoint no snapshot needs any longer.
+func (h *histStore) remove(dir string) {
+	if dir != "" {
+		h.failed("remove a checkpoint", h.fs.RemoveAll(dir))
+	}
+}
+
+// install makes the store hold exactly events (a leader's snapshot's) and
+// returns a checkpoint of it.
+func (h *histStore) install(index uint64, events []core.GeoEvent) string {
+	if h.store == nil {
+		return ""
+	}
+	h.close()
+	if h.failed("clear", h.fs.RemoveAll(simLiveHistory)) {
+		return ""
+	}
+	h.open()
+	writes := make([]core.HistoryWrite, len(events))
+	for i := range events {
+		writes[i] = core.HistoryWrite{Kind: core.HistoryPut, EntityID: events[i].EntityID, TS: events[i].TimestampNS, Event: events[i]}
+	}
+	h.apply(index, writes)
+	return h.checkpoint()
+}
+
+func (h *histStore) digest() [32]byte {
+	if h.store == nil {
+		return [32]byte{}
+	}
+	d, err := h.store.Digest()
+	h.failed("digest", err)
+	return d
+}
+
+func (h *histStore) close() {
+	if h.store != nil {
+		h.failed("close", h.store.Close())
+		h.store = nil
+	}
+}
+
+// crash keeps what the filesystem synced, nothing else.
+func (h *histStore) crash() {
+	h.close()
+	h.fs = h.fs.CrashClone(vfs.CrashCloneCfg{})
+}
+
+// recover makes the live store the checkpoint from ("": empty) and opens
+// it.
+func (h *histStore) recover(from string) {
+	h.close()
+	var err error
+	if from == "" {
+		err = h.fs.RemoveAll(simLiveHistory)
+	} else {
+		err = histstore.Restore(h.fs, from, simLiveHistory)
+	}
+	if h.failed("restore", err) {
+		return
+	}
+	h.open()
+}
