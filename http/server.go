@@ -713,6 +713,7 @@ func serveOn(ln net.Listener, g *Gateway) *Server {
 		IdleTimeout:       idleTimeout,
 		ErrorLog:          zap.NewStdLog(g.log),
 	}}
+	s.std.RegisterOnShutdown(g.endStreams) // feed streams never go idle: end them
 	go func() {
 		defer close(s.done)
 		if err := s.std.Serve(ln); !errors.Is(err, stdhttp.ErrServerClosed) {
