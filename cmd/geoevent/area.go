@@ -13,9 +13,7 @@ func init() {
 }
 
 func bbox(e *env, args []string) int {
-	fset := e.flags()
-	group := fset.String("group", "", "only entities of group `N`")
-	limit := fset.Int("limit", 100, "at most `N` entities (0: all)")
+	fset, group, limit := e.spatialFlags()
 	pos, code, ok := e.parse(fset, args, 4, 4)
 	if !ok {
 		return code
@@ -39,11 +37,7 @@ func nearest(e *env, args []string) int {
 	if !ok {
 		return code
 	}
-	lat, err := parseCoord("latitude", pos[0])
-	if err != nil {
-		return e.fail(err)
-	}
-	lon, err := parseCoord("longitude", pos[1])
+	lat, lon, err := parsePoint(pos[0], pos[1])
 	if err != nil {
 		return e.fail(err)
 	}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,18 +21,12 @@ func init() {
 }
 
 func near(e *env, args []string) int {
-	fset := e.flags()
-	group := fset.String("group", "", "only entities of group `N`")
-	limit := fset.Int("limit", 100, "at most `N` entities (0: all)")
+	fset, group, limit := e.spatialFlags()
 	pos, code, ok := e.parse(fset, args, 3, 3)
 	if !ok {
 		return code
 	}
-	lat, err := parseCoord("latitude", pos[0])
-	if err != nil {
-		return e.fail(err)
-	}
-	lon, err := parseCoord("longitude", pos[1])
+	lat, lon, err := parsePoint(pos[0], pos[1])
 	if err != nil {
 		return e.fail(err)
 	}
@@ -44,9 +39,7 @@ func near(e *env, args []string) int {
 }
 
 func within(e *env, args []string) int {
-	fset := e.flags()
-	group := fset.String("group", "", "only entities of group `N`")
-	limit := fset.Int("limit", 100, "at most `N` entities (0: all)")
+	fset, group, limit := e.spatialFlags()
 	file := fset.String("file", "", "read the polygon from GeoJSON file `F` (a Polygon, or a Feature or FeatureCollection of one); - is stdin")
 	pos, code, ok := e.parse(fset, args, 0, -1)
 	if !ok {
@@ -90,6 +83,24 @@ func within(e *env, args []string) int {
 		body = polygonBody(orb.Polygon{ring})
 	}
 	return e.query("/query/polygon?form=a", body, *group, *limit)
+}
+
+// spatialFlags returns a paged spatial query's flags: --group and --limit.
+func (e *env) spatialFlags() (fset *flag.FlagSet, group *string, limit *int) {
+	fset = e.flags()
+	group = fset.String("group", "", "only entities of group `N`")
+	limit = fset.Int("limit", 100, "at most `N` entities (0: all)")
+	return fset, group, limit
+}
+
+// parsePoint reads a point's LAT and LON arguments, in degrees.
+func parsePoint(lat, lon string) (float64, float64, error) {
+	la, err := parseCoord("latitude", lat)
+	if err != nil {
+		return 0, 0, err
+	}
+	lo, err := parseCoord("longitude", lon)
+	return la, lo, err
 }
 
 // query runs a paged spatial query and prints its events.
