@@ -50,13 +50,7 @@ func within(e *env, args []string) int {
 	case *file != "" && len(pos) > 0:
 		return e.fail(badArg("give the polygon's vertices or --file, not both"))
 	case *file != "":
-		var data []byte
-		var err error
-		if *file == "-" {
-			data, err = io.ReadAll(e.stdin)
-		} else {
-			data, err = os.ReadFile(*file)
-		}
+		data, err := readInput(e, *file)
 		if err != nil {
 			return e.fail(err)
 		}
@@ -83,6 +77,14 @@ func within(e *env, args []string) int {
 		body = polygonBody(orb.Polygon{ring})
 	}
 	return e.query("/query/polygon?form=a", body, *group, *limit)
+}
+
+// readInput reads file, or standard input for "-".
+func readInput(e *env, file string) ([]byte, error) {
+	if file == "-" {
+		return io.ReadAll(e.stdin)
+	}
+	return os.ReadFile(file)
 }
 
 // spatialFlags returns a paged spatial query's flags: --group and --limit.

@@ -1,0 +1,215 @@
+package main
+
+// Fences and the feed of their transitions: fence, watch.
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+func init() {
+	register(command{name: "fence", order: 74, args: "put NAME (--bbox S,W,N,E | --circle LAT,LON,RADIUS_M | --file F) [--group N] [--report T,T] | get NAME | list | delete NAME", summary: "define, show, list and remove fences", run: fence})
+	register(command{name: "watch", order: 75, args: "[--after SEQ] [--fences A,B] [--types enter,exit,inside] [--count N]", summary: "follow the feed of fence transitions (until interrupted, or N of them)", run: watch})
+}
+
+// notification is one entry of the feed (docs/api.md, Fences and the feed).
+type notification struct {
+	Seq   string          `json:"seq"`
+	Type  string          `json:"type"`
+	Fence string          `json:"fence"`
+	Event json.RawMessage `json:"event"`
+}
+
+// feedPage is a long-poll answer of GET /feed.
+type feedPage struct {
+	Notifications []json.RawMessage `json:"notifications"`
+	Next          string            `json:"next"`
+}
+
+// watchWait is how long one long poll waits for a notification: well
+// inside the command's request timeout (--timeout, 30 s by default).
+const watchWait = 10_000
+
+func watch(e *env, args []string) int {
+	fset := e.flags()
+	after := fset.String("after", "", "start after sequence `SEQ` (default: the feed's start)")
+	fences := fset.String("fences", "", "only the fences `A,B`")
+	types := fset.String("types", "", "only the types `T,T` (enter, exit, inside)")
+	count := fset.Int("count", 0, "stop after `N` notifications (0: never)")
+	if _, code, ok := e.parse(fset, args, 0, 0); !ok {
+		return code
+	}
+	if *after != "" {
+		if _, err := strconv.ParseUint(*after, 10, 64); err != nil {
+			return e.fail(badArg("--after %q is not a sequence (a decimal number)", *after))
+		}
+	}
+	q := url.Values{"form": {"a"}, "wait_ms": {strconv.Itoa(watchWait)}}
+	if *fences != "" {
+		q.Set("fences", *fences)
+	}
+	if *types != "" {
+		q.Set("types", *types)
+	}
+	// A stream's rows go out as they come, so its columns have fixed
+	// widths rather than a table's measured ones.
+	const row = "%-20s  %-6s  %-16s  %-36s  %-12s  %-13s  %s\n"
+	if !e.json {
+		fmt.Fprintf(e.stdout, row, "SEQ", "TYPE", "FENCE", "ENTITY", "LAT", "LON", "TIME")
+	}
+	seen := 0
+	for *count == 0 || seen < *count {
+		if *after != "" {
+			q.Set("after", *after)
+		}
+		var p feedPage
+		if _, err := e.api.retry("GET", "/feed?"+q.Encode(), nil, &p); err != nil {
+			return e.fail(err)
+		}
+		for _, raw := range p.Notifications {
+			if *count > 0 && seen == *count {
+				break
+			}
+			seen++
+			if e.json {
+				fmt.Fprintln(e.stdout, string(raw))
+				continue
+			}
+			var n notification
+			var ev event
+			if err := json.Unmarshal(raw, &n); err != nil {
+				return e.fail(fmt.Errorf("a notification the client cannot read: %v", err))
+			}
+			if err := json.Unmarshal(n.Event, &ev); err != nil {
+				return e.fail(fmt.Errorf("a notification's event the client cannot read: %v", err))
+			}
+			fmt.Fprintf(e.stdout, row, n.Seq, n.Type, n.Fence, ev.EntityID,
+				degrees(ev.Lat), degrees(ev.Lon), formatTime(ev.TimestampNS.int64()))
+		}
+		if p.Next != "" {
+			*after = p.Next
+		}
+	}
+	return exitOK
+}
+
+func fence(e *env, args []string) int {
+	fset := e.flags()
+	bbox := fset.String("bbox", "", "a box: its `S,W,N,E` corners in degrees (W > E crosses the antimeridian)")
+	circle := fset.String("circle", "", "a circle: `LAT,LON,RADIUS_M`")
+	file := fset.String("file", "", "a polygon: GeoJSON file `F` (as within --file); - is stdin")
+	group := fset.String("group", "", "only entities of group `N`")
+	report := fset.String("report", "", "the types to report, `T,T` of enter, exit, inside (default enter,exit)")
+	pos, code, ok := e.parse(fset, args, 1, 2)
+	if !ok {
+		return code
+	}
+	name := ""
+	if len(pos) == 2 {
+		name = url.PathEscape(pos[1])
+	}
+	switch {
+	case pos[0] == "list" && len(pos) == 1:
+		raw, err := e.api.retry("GET", "/fences?form=a&limit=1000", nil, nil)
+		if err != nil {
+			return e.fail(err)
+		}
+		printRaw(e.stdout, raw)
+		return exitOK
+	case pos[0] == "get" && name != "":
+		raw, err := e.api.retry("GET", "/fences/"+name+"?form=a", nil, nil)
+		if err != nil {
+			return e.fail(err)
+		}
+		printRaw(e.stdout, raw)
+		return exitOK
+	case pos[0] == "delete" && name != "":
+		if _, err := e.api.retry("DELETE", "/fences/"+name, nil, nil); err != nil {
+			return e.fail(err)
+		}
+		fmt.Fprintf(e.stdout, "deleted fence %s\n", pos[1])
+		return exitOK
+	case pos[0] != "put" || name == "":
+		fset.Usage()
+		return exitUsage
+	}
+	body, err := fenceShape(e, *bbox, *circle, *file)
+	if err != nil {
+		return e.fail(err)
+	}
+	if *group != "" {
+		body["group_id"] = *group
+	}
+	if *report != "" {
+		body["report"] = strings.Split(*report, ",")
+	}
+	var r struct {
+		Created bool `json:"created"`
+	}
+	if _, err := e.api.retry("PUT", "/fences/"+name+"?form=a", body, &r); err != nil {
+		return e.fail(err)
+	}
+	verb := "replaced"
+	if r.Created {
+		verb = "created"
+	}
+	fmt.Fprintf(e.stdout, "%s fence %s\n", verb, pos[1])
+	return exitOK
+}
+
+// fenceShape is a fence's shape in Form A from exactly one of the flags.
+func fenceShape(e *env, bbox, circle, file string) (map[string]any, error) {
+	given := 0
+	for _, f := range []string{bbox, circle, file} {
+		if f != "" {
+			given++
+		}
+	}
+	if given != 1 {
+		return nil, badArg("give the fence's shape: one of --bbox, --circle and --file")
+	}
+	numbers := func(flag, s string, n int) ([]float64, error) {
+		parts := strings.Split(s, ",")
+		if len(parts) != n {
+			return nil, badArg("--%s wants %d numbers separated by commas, not %q", flag, n, s)
+		}
+		vs := make([]float64, n)
+		for i, p := range parts {
+			v, err := strconv.ParseFloat(p, 64)
+			if err != nil {
+				return nil, badArg("--%s: %q is not a number", flag, p)
+			}
+			vs[i] = v
+		}
+		return vs, nil
+	}
+	point := func(lat, lon float64) map[string]any { return map[string]any{"lat": lat, "lon": lon} }
+	switch {
+	case bbox != "":
+		v, err := numbers("bbox", bbox, 4)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"shape": "bbox", "min": point(v[0], v[1]), "max": point(v[2], v[3])}, nil
+	case circle != "":
+		v, err := numbers("circle", circle, 3)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"shape": "circle", "center": point(v[0], v[1]), "radius_m": v[2]}, nil
+	}
+	data, err := readInput(e, file)
+	if err != nil {
+		return nil, err
+	}
+	poly, err := geojsonPolygon(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	body := polygonBody(poly)
+	body["shape"] = "polygon"
+	return body, nil
+}
