@@ -9,7 +9,8 @@
 # SIGKILL, restarts it on the same directory and times its first answer (a
 # get-latest over HTTP that returns the entity), then measures --op history:
 # one random entity's latest 1,000 events, one session, right after the
-# restart and again warm.
+# restart and again warm. It prints each figure as it goes; the samples
+# are in DIR/samples (time, phase, VmRSS in kB, data directory bytes).
 #
 #   cmd/bench/capacity.sh [EVENTS [ENTITIES]]      (default 20000000 10000)
 #
@@ -67,6 +68,22 @@ start() {
 	httpaddr=$(sed -n 's|.*HTTP JSON API on http://\([0-9.]*:[0-9]*\):.*|\1|p' "$work/out")
 }
 
+# breakdown prints the data directory's parts: the history store, the
+# log's segments, the snapshots and their history checkpoints (hard links
+# into one another and the store: each counted on its own here).
+breakdown() {
+	echo "  history store $(mb "$(size "$data/history")") ($(awk -v d="$(size "$data/history")" -v n="$events" 'BEGIN {printf "%.1f", d / n}') bytes an event), log $(mb "$(sum "$data"/log-*.seg)"), snapshots $(mb "$(sum "$data"/snapshot-*.snap)"), their history checkpoints $(mb "$(sum "$data"/snapshot-*.history)")"
+}
+
+# sum PATH...: the bytes of the paths that exist, each counted on its own.
+sum() {
+	local n=0 p
+	for p in "$@"; do
+		[ -e "$p" ] && n=$((n + $(size "$p")))
+	done
+	echo "$n"
+}
+
 # sample PHASE: one line of the samples: seconds, phase, VmRSS, data size.
 sample() {
 	printf '%s %s %s %s\n' "$(now)" "$1" "$(rss_kb "$pid")" "$(size "$data")" >>"$work/samples"
@@ -99,9 +116,7 @@ echo
 echo "load: ${load_s} s for $events events (and up to $((conc * batch)) more: the inserts under way finish)"
 echo "resident memory: peak $((peak_load / 1024)) MB during the load, peak $((peak_after / 1024)) MB in ${settle} s after, $((last_rss / 1024)) MB at the end"
 echo "data directory: peak $(mb "$disk_load") during the load, $(mb "$last_disk") at the end ($(awk -v d="$last_disk" -v n="$events" 'BEGIN {printf "%.1f", d / n}') bytes an event)"
-for f in "$data"/*; do
-	printf '  %-28s %s\n' "$(basename "$f")" "$(mb "$(size "$f")")"
-done
+breakdown
 
 kill -9 "$pid"
 wait "$pid" 2>/dev/null || true
@@ -131,9 +146,19 @@ echo "restart: banner after $(awk -v a="$t0" -v b="$t_banner" 'BEGIN {printf "%.
 # events span about load_s * 1000 / (events / entities). The bench reads
 # from that span (a tenth more, so the page is full) before the latest.
 span_ms=$(awk -v s="$load_s" -v n="$events" -v e="$entities" 'BEGIN {printf "%.0f", s * 1000 * 1000 / (n / e) * 1.1}')
+# The first history answer after the restart: entity 1's first 1,000
+# events, over HTTP.
+until curl -sf "http://$httpaddr/entity/00000000-0000-0001-0000-000000000001/history?limit=1000" >/dev/null 2>&1; do
+	kill -0 "$pid" 2>/dev/null || { echo "the replica exited:" >&2; tail "$work/replica.log" >&2; exit 1; }
+	sleep 0.01
+done
+t2=$(now)
+echo "first history answer (1,000 events) after $(awk -v a="$t0" -v b="$t2" 'BEGIN {printf "%.2f", b - a}') s"
+
 for run in first warm; do
 	echo "history ($run): one entity's latest 1,000 events (--history-span ${span_ms}ms), one session, ${hist} s"
 	"$work/bench" --addresses "$addr" --cluster "$cluster" --op history --entities "$entities" \
 		--history-span "${span_ms}ms" --concurrency 1 --duration "${hist}s" --progress 0 | tee "$work/history-$run.txt"
 done
-echo "resident memory after the history runs: $(($(rss_kb "$pid") / 1024)) MB"
+echo "after the history runs: resident memory $(($(rss_kb "$pid") / 1024)) MB, data directory $(mb "$(size "$data")")"
+breakdown
