@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -18,7 +19,9 @@ import (
 // middle of the load, twice, restarts it on the same data directory, and
 // pages through every entity's history: every acknowledged event is there
 // once, at the timestamp its acknowledgement gave, no event shows twice,
-// and a batch is there whole or not at all.
+// and a batch is there whole or not at all. The first round runs long
+// enough for a snapshot, so that the restarts restore its history
+// checkpoint and replay the log above it.
 //
 // Each event carries its sequence number in UserData; the sequence fixes
 // its entity (1 + seq mod fleet), so a batch of consecutive numbers names
@@ -79,9 +82,16 @@ func TestKillNineDuringTrackKeepsHistory(t *testing.T) {
 			})
 		}
 		// The kill falls mid-load once the round has had this many
-		// events acknowledged (or after a while on a slow machine).
+		// events acknowledged (or after a while on a slow machine). The
+		// first round writes more than 64 MiB of log, so that a snapshot
+		// and its history checkpoint are taken: the restarts restore the
+		// checkpoint and replay the log above it.
+		want := int64(100_000)
+		if round == 0 {
+			want = 700_000
+		}
 		from := acked.Load()
-		for deadline := time.Now().Add(5 * time.Second); acked.Load()-from < 60_000 && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(8 * time.Second); acked.Load()-from < want && time.Now().Before(deadline); {
 			time.Sleep(10 * time.Millisecond)
 		}
 		if err := srv.cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -91,7 +101,7 @@ func TestKillNineDuringTrackKeepsHistory(t *testing.T) {
 		cancel()
 		wg.Wait()
 		cl.Close()
-		t.Logf("round %d: %d events acknowledged, %d sent so far", round, acked.Load(), next.Load())
+		t.Logf("round %d: %d events acknowledged, %d sent so far; %d snapshots written", round, acked.Load(), next.Load(), strings.Count(srv.stderr.String(), "snapshot written"))
 	}
 
 	_, cl := start()
