@@ -25,6 +25,14 @@
 // protocol only), mixed (--mix shares, e.g. upsert=80,radius=10,latest=10).
 // Entities are uniform in a 2 x 2 degree box around lat 38.11, lon 13.36;
 // run insert first (or --preload) so that reads find data.
+// --events N ends the run once N events are written or read (the
+// operations under way finish), before --duration if it comes first.
+//
+// capacity.sh is a capacity run of history on disk: it starts a dev
+// replica on a fresh directory, runs a track load of --events, samples the
+// replica's resident memory and the data directory's size, kills it with
+// SIGKILL, times its first answer after the restart and measures --op
+// history (docs/performance.md, History on disk).
 //
 // --http-client picks the HTTP mode's client: raw (the default), a minimal
 // keep-alive HTTP/1.1 client that spends little CPU per request and counts
@@ -92,6 +100,7 @@ type config struct {
 	cpuProfile  string
 	procs       int // GOMAXPROCS; 0 leaves Go's default
 	span        time.Duration
+	events      int64 // --events: stop once this many events are done (0: at --duration only)
 }
 
 func main() {
@@ -123,6 +132,7 @@ func parseFlags(args []string) (config, error) {
 	batch := fs.Int("batch", 10_000, "events per insert/upsert request, entities per latest-batch request")
 	conc := fs.Int("concurrency", 4, "parallel sessions")
 	dur := fs.Duration("duration", 20*time.Second, "how long to run")
+	maxEvents := fs.Int64("events", 0, "stop once this many events are written or read (the operations under way finish), or at --duration; 0: at --duration only")
 	preload := fs.Bool("preload", false, "insert every entity once before measuring (in 10,000-event batches)")
 	progress := fs.Duration("progress", 5*time.Second, "progress line interval (0 = none)")
 	procs := fs.Int("procs", 1, "threads running the bench's Go code at once (GOMAXPROCS; 0 = one per core): 1 leaves the other cores to a server on the same machine")
@@ -132,7 +142,7 @@ func parseFlags(args []string) (config, error) {
 	}
 	cfg := config{addresses: strings.Split(*addrs, ","), op: *op, entities: *entities, batch: *batch,
 		concurrency: *conc, duration: *dur, preload: *preload, progress: *progress, httpURL: *httpURL, httpClient: *httpClient,
-		cpuProfile: *cpuProfile, procs: *procs, span: *span, redisAddr: *redisAddr, tile38Addr: *tile38Addr, peerKey: *peerKey, peerPipe: *peerPipe}
+		cpuProfile: *cpuProfile, procs: *procs, span: *span, redisAddr: *redisAddr, tile38Addr: *tile38Addr, peerKey: *peerKey, peerPipe: *peerPipe, events: *maxEvents}
 	targets := 0
 	for _, s := range []string{cfg.httpURL, cfg.redisAddr, cfg.tile38Addr} {
 		if s != "" {
@@ -157,6 +167,8 @@ func parseFlags(args []string) (config, error) {
 		return cfg, errors.New("--entities, --batch, --concurrency and --duration must be positive")
 	case cfg.procs < 0:
 		return cfg, errors.New("--procs must be 0 (one per core) or more")
+	case cfg.events < 0:
+		return cfg, errors.New("--events must be 0 (no limit) or more")
 	}
 	cfg.mix = map[string]int{cfg.op: 1}
 	if cfg.op == "mixed" {
@@ -295,7 +307,7 @@ func run(cfg config) error {
 		go func(w int) {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(uint64(w), 42))
-			for time.Now().Before(deadline) {
+			for time.Now().Before(deadline) && (cfg.events == 0 || rec.events.Load() < cfg.events) {
 				pick := r.IntN(total)
 				op := names[0]
 				for _, n := range names {

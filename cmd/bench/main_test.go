@@ -13,6 +13,7 @@ func TestParseFlags(t *testing.T) {
 		{"--cluster", "1", "--op", "mixed", "--mix", "upsert"},
 		{"--cluster", "1", "--batch", "0"},
 		{"--cluster", "1", "--procs", "-1"},
+		{"--cluster", "1", "--events", "-1"},
 		{"--http", "http://127.0.0.1:8080", "--http-client", "curl"},
 		{"--cluster", "1", "--op", "latest-batch", "--batch", "10001"},
 	} {
