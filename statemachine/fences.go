@@ -51,6 +51,78 @@ type fenceSet struct {
 	levels [31]int             // covering cells in the index at each level
 	mask   uint32              // bit l: levels[l] > 0
 	cands  []*fence            // scratch of fencesMoved and fencesGone
+
+	// The occupancy filter, in front of the index: whether a leaf cell
+	// may have candidates at all. Most events of a fleet lie outside
+	// every fence's covering, and the index is a map of millions of
+	// cells whose every lookup misses the cache; the filter is a few
+	// hundred KiB for 100,000 fences of a city or region, so that it
+	// stays in cache and such an event costs two cheap lookups.
+	blocks map[uint64]*fenceBlock // level-blockLevel cell -> its block
+	big    map[uint64]int         // covering cells coarser than blockLevel -> how many fences have each
+	bigMsk uint32                 // bit l: big holds a cell of level l
+}
+
+// The filter's levels: a block is a cell of blockLevel (about 5 to 10
+// km across) holding one bit for each of its descendants at bitLevel
+// (about 75 to 150 m across), set when a covering cell in the index
+// intersects that descendant.
+const (
+	blockLevel = 10
+	bitLevel   = 16
+	blockBits  = 1 << (2 * (bitLevel - blockLevel))
+)
+
+// fenceBlock is a block of the occupancy filter.
+type fenceBlock struct {
+	bits  [blockBits / 64]uint64
+	cells []uint64 // the covering cells in the block, once for each fence that has it, in no order
+}
+
+// parentAt is the ancestor of cell c at level l (c's level is at least l).
+func parentAt(c uint64, l int) uint64 {
+	lsb := uint64(1) << (2 * (30 - l))
+	return c&-lsb | lsb
+}
+
+// bitRange is the range [lo, hi) of bits of its block that the cell c,
+// of level at least blockLevel, intersects.
+func bitRange(c uint64) (lo, hi int) {
+	l := min(cellLevel(c), bitLevel)
+	// The 2 bits of level k of a cell id are at bits 61-2k and 62-2k.
+	path := int(c>>(61-2*l)) & (1<<(2*(l-blockLevel)) - 1)
+	span := 1 << (2 * (bitLevel - l))
+	return path * span, (path + 1) * span
+}
+
+// set sets the bits of the cell c in b.
+func (b *fenceBlock) set(c uint64) {
+	lo, hi := bitRange(c)
+	for i := lo; i < hi; {
+		if i&63 == 0 && hi-i >= 64 {
+			b.bits[i>>6] = ^uint64(0)
+			i += 64
+			continue
+		}
+		b.bits[i>>6] |= 1 << (i & 63)
+		i++
+	}
+}
+
+// mayHold reports whether some fence's covering may hold the leaf cell:
+// false means appendCandidates finds nothing there.
+func (fs *fenceSet) mayHold(leaf uint64) bool {
+	for m := fs.bigMsk; m != 0; m &= m - 1 {
+		if _, ok := fs.big[parentAt(leaf, bits.TrailingZeros32(m))]; ok {
+			return true
+		}
+	}
+	b := fs.blocks[parentAt(leaf, blockLevel)]
+	if b == nil {
+		return false
+	}
+	i := int(leaf>>(61-2*bitLevel)) & (blockBits - 1)
+	return b.bits[i>>6]>>(i&63)&1 != 0
 }
 
 // fenceCount is how many fences there are.
@@ -201,11 +273,28 @@ func (fs *fenceSet) addIndex(f *fence) {
 	if fs.index == nil {
 		fs.index = make(map[uint64][]*fence)
 	}
+	if fs.blocks == nil {
+		fs.blocks = make(map[uint64]*fenceBlock)
+		fs.big = make(map[uint64]int)
+	}
 	for _, c := range f.cells {
 		fs.index[c] = append(fs.index[c], f)
 		l := cellLevel(c)
 		fs.levels[l]++
 		fs.mask |= 1 << l
+		if l < blockLevel {
+			fs.big[c]++
+			fs.bigMsk |= 1 << l
+			continue
+		}
+		k := parentAt(c, blockLevel)
+		b := fs.blocks[k]
+		if b == nil {
+			b = new(fenceBlock)
+			fs.blocks[k] = b
+		}
+		b.cells = append(b.cells, c)
+		b.set(c)
 	}
 }
 
@@ -224,6 +313,43 @@ func (fs *fenceSet) removeIndex(f *fence) {
 		fs.levels[l]--
 		if fs.levels[l] == 0 {
 			fs.mask &^= 1 << l
+		}
+		if l < blockLevel {
+			if fs.big[c]--; fs.big[c] == 0 {
+				delete(fs.big, c)
+			}
+			continue
+		}
+		b := fs.blocks[parentAt(c, blockLevel)]
+		if i := slices.Index(b.cells, c); i >= 0 {
+			last := len(b.cells) - 1
+			b.cells[i] = b.cells[last]
+			b.cells = b.cells[:last]
+		}
+	}
+	fs.bigMsk = 0
+	for l := 0; l < blockLevel; l++ {
+		if fs.levels[l] > 0 {
+			fs.bigMsk |= 1 << l
+		}
+	}
+	// Rebuild the bits of the blocks f touched from the cells they
+	// still hold (a bit may be another fence's too).
+	var keys []uint64
+	for _, c := range f.cells {
+		if k := parentAt(c, blockLevel); cellLevel(c) >= blockLevel && !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range keys {
+		b := fs.blocks[k]
+		if len(b.cells) == 0 {
+			delete(fs.blocks, k)
+			continue
+		}
+		b.bits = [blockBits / 64]uint64{}
+		for _, x := range b.cells {
+			b.set(x)
 		}
 	}
 }
@@ -363,11 +489,22 @@ func (sm *StateMachine) fencesMoved(e *entity, ev *core.GeoEvent) {
 	if len(fs.byName) == 0 {
 		return
 	}
-	var prev uint64 // 0: none
-	if e != nil {
-		prev = e.cell
+	// Only the cells the filter lets through are looked up: the new one,
+	// and the previous one (where the entity was inside) if any.
+	leaf, other := uint64(0), uint64(0)
+	if fs.mayHold(ev.CellID) {
+		leaf = ev.CellID
 	}
-	cands := fs.appendCandidates(fs.cands[:0], ev.CellID, prev)
+	if e != nil && fs.mayHold(e.cell) {
+		other = e.cell
+	}
+	if leaf == 0 {
+		leaf, other = other, 0
+	}
+	if leaf == 0 {
+		return
+	}
+	cands := fs.appendCandidates(fs.cands[:0], leaf, other)
 	if len(cands) == 0 {
 		fs.cands = cands
 		return
@@ -411,6 +548,9 @@ func (sm *StateMachine) fencesGone(slot uint32) {
 		return
 	}
 	e, x := sm.store.pair(slot)
+	if !fs.mayHold(e.cell) {
+		return
+	}
 	cands := fs.appendCandidates(fs.cands[:0], e.cell, 0)
 	sortFences(cands)
 	for i, f := range cands {
