@@ -41,16 +41,39 @@ type fence struct {
 	poly  *geom.Polygon // FencePolygon
 	cap   geom.Cap      // FenceCircle
 	cells []uint64      // the covering, in the index
+	// inside[i] says every point whose leaf cell lies in cells[i] is
+	// inside the shape, so that it needs no exact test there.
+	inside []bool
 }
+
+// fenceRef is an entry of the index: a fence whose covering has the cell,
+// and whether the cell is inside it.
+type fenceRef struct {
+	f      *fence
+	inside bool
+}
+
+// fenceCand is a candidate of an event: a fence, the lookups that found
+// it (bit candNew: the new cell's, candPrev: the previous cell's) and
+// which of them found it through a cell inside it.
+type fenceCand struct {
+	f          *fence
+	via, inner uint8
+}
+
+const (
+	candNew  = 1
+	candPrev = 2
+)
 
 // fenceSet is the fences and their index.
 type fenceSet struct {
 	byName map[string]*fence
-	names  []string            // sorted
-	index  map[uint64][]*fence // covering cell -> fences, each list in put order
-	levels [31]int             // covering cells in the index at each level
-	mask   uint32              // bit l: levels[l] > 0
-	cands  []*fence            // scratch of fencesMoved and fencesGone
+	names  []string              // sorted
+	index  map[uint64][]fenceRef // covering cell -> fences, each list in put order
+	levels [31]int               // covering cells in the index at each level
+	mask   uint32                // bit l: levels[l] > 0
+	cands  []fenceCand           // scratch of fencesMoved and fencesGone
 
 	// The occupancy filter, in front of the index: whether a leaf cell
 	// may have candidates at all. Most events of a fleet lie outside
@@ -156,7 +179,13 @@ func checkFence(def *core.Fence) (*fence, error) {
 			return nil, err
 		}
 		f.poly = p
-		f.cells = rangesCells(nil, p.Ranges())
+		for _, r := range p.CoverRanges() {
+			n := len(f.cells)
+			f.cells = rangesCells(f.cells, []geom.CellRange{r.CellRange})
+			for range len(f.cells) - n {
+				f.inside = append(f.inside, r.Inside)
+			}
+		}
 	case core.FenceCircle:
 		if poly || box {
 			return nil, core.Errorf(core.InvalidFence, "fence %s: a circle has no vertices or corners", def.Name)
@@ -169,6 +198,7 @@ func checkFence(def *core.Fence) (*fence, error) {
 		}
 		f.cap = geom.NewCap(def.Center.LatNano, def.Center.LonNano, def.RadiusMM)
 		f.cells = rangesCells(nil, f.cap.Ranges())
+		f.inside = make([]bool, len(f.cells))
 	case core.FenceBBox:
 		if poly || circle {
 			return nil, core.Errorf(core.InvalidFence, "fence %s: a bbox has no vertices, center or radius", def.Name)
@@ -181,6 +211,7 @@ func checkFence(def *core.Fence) (*fence, error) {
 			return nil, core.Errorf(core.InvalidCoordinates, "fence %s: min latitude %d exceeds max latitude %d", def.Name, lo.LatNano, hi.LatNano)
 		}
 		f.cells = bboxCells(lo, hi)
+		f.inside = make([]bool, len(f.cells))
 	default:
 		return nil, core.Errorf(core.InvalidFence, "fence %s: unknown shape %d (polygon 1, circle 2, bbox 3)", def.Name, uint8(def.Shape))
 	}
@@ -271,14 +302,14 @@ func cellLevel(c uint64) int { return 30 - bits.TrailingZeros64(c)/2 }
 
 func (fs *fenceSet) addIndex(f *fence) {
 	if fs.index == nil {
-		fs.index = make(map[uint64][]*fence)
+		fs.index = make(map[uint64][]fenceRef)
 	}
 	if fs.blocks == nil {
 		fs.blocks = make(map[uint64]*fenceBlock)
 		fs.big = make(map[uint64]int)
 	}
-	for _, c := range f.cells {
-		fs.index[c] = append(fs.index[c], f)
+	for i, c := range f.cells {
+		fs.index[c] = append(fs.index[c], fenceRef{f, f.inside[i]})
 		l := cellLevel(c)
 		fs.levels[l]++
 		fs.mask |= 1 << l
@@ -301,7 +332,7 @@ func (fs *fenceSet) addIndex(f *fence) {
 func (fs *fenceSet) removeIndex(f *fence) {
 	for _, c := range f.cells {
 		list := fs.index[c]
-		if i := slices.Index(list, f); i >= 0 {
+		if i := slices.IndexFunc(list, func(r fenceRef) bool { return r.f == f }); i >= 0 {
 			list = slices.Delete(list, i, i+1)
 		}
 		if len(list) == 0 {
@@ -354,29 +385,75 @@ func (fs *fenceSet) removeIndex(f *fence) {
 	}
 }
 
-// appendCandidates appends the fences whose covering holds the leaf cell,
-// and, when other is not 0, those whose covering holds that leaf cell: at
-// each level of the index, the cell of other is looked up only where it
-// differs from leaf's (an entity that moves a little mostly stays in its
-// cells). A fence may be appended more than once.
-func (fs *fenceSet) appendCandidates(dst []*fence, leaf, other uint64) []*fence {
+// appendCandidates appends the fences whose covering holds the leaf
+// cell (marked candNew), and, when other is not 0, those whose covering
+// holds that leaf cell (marked candPrev): at each level of the index, the
+// cell of other is looked up only where it differs from leaf's (an entity
+// that moves a little mostly stays in its cells), and otherwise what leaf's
+// lookup found counts for both. A fence may be appended more than once;
+// mergeCands merges them.
+func (fs *fenceSet) appendCandidates(dst []fenceCand, leaf, other uint64) []fenceCand {
 	for m := fs.mask; m != 0; m &= m - 1 {
 		l := bits.TrailingZeros32(m)
 		lsb := uint64(1) << (2 * (30 - l))
 		c := leaf&-lsb | lsb
-		if list, ok := fs.index[c]; ok {
-			dst = append(dst, list...)
+		o := c
+		if other != 0 {
+			o = other&-lsb | lsb
 		}
-		if other == 0 {
-			continue
+		via := uint8(candNew)
+		if other != 0 && o == c {
+			via |= candPrev
 		}
-		if o := other&-lsb | lsb; o != c {
-			if list, ok := fs.index[o]; ok {
-				dst = append(dst, list...)
+		for _, r := range fs.index[c] {
+			dst = append(dst, fenceCand{f: r.f, via: via, inner: via * b2u(r.inside)})
+		}
+		if o != c {
+			for _, r := range fs.index[o] {
+				dst = append(dst, fenceCand{f: r.f, via: candPrev, inner: candPrev * b2u(r.inside)})
 			}
 		}
 	}
 	return dst
+}
+
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// mergeCands orders candidates by fence name (an event's notifications
+// are in fence name order) and merges each fence's entries into one.
+func mergeCands(cs []fenceCand) []fenceCand {
+	if len(cs) > 1 {
+		slices.SortFunc(cs, func(a, b fenceCand) int { return strings.Compare(a.f.def.Name, b.f.def.Name) })
+	}
+	out := cs[:0]
+	for _, c := range cs {
+		if n := len(out); n > 0 && out[n-1].f == c.f {
+			out[n-1].via |= c.via
+			out[n-1].inner |= c.inner
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// verdict is whether the entity at (lat, lon) in group is inside c's
+// fence, as found by the lookup bit: a fence the lookup did not find does
+// not hold the point (its covering holds the leaf cell of every point
+// inside), and one found through a cell inside it holds it.
+func (c *fenceCand) verdict(bit uint8, lat, lon int64, group uint64) bool {
+	switch {
+	case c.via&bit == 0:
+		return false
+	case c.inner&bit != 0:
+		return !c.f.def.Group.Set || c.f.def.Group.ID == group
+	}
+	return c.f.contains(lat, lon, group)
 }
 
 // PutFence defines or replaces a fence. Entities already inside a new
@@ -505,17 +582,16 @@ func (sm *StateMachine) fencesMoved(e *entity, ev *core.GeoEvent) {
 		return
 	}
 	cands := fs.appendCandidates(fs.cands[:0], leaf, other)
-	if len(cands) == 0 {
-		fs.cands = cands
-		return
-	}
-	sortFences(cands)
-	for i, f := range cands {
-		if i > 0 && cands[i-1] == f {
-			continue
+	if leaf != ev.CellID { // the new cell passed no filter: leaf is the previous one
+		for i := range cands {
+			cands[i].via, cands[i].inner = candPrev*(cands[i].via&candNew), candPrev*(cands[i].inner&candNew)
 		}
-		was := e != nil && f.contains(e.lat, e.lon, e.group)
-		now := f.contains(ev.LatNano, ev.LonNano, ev.GroupID)
+	}
+	merged := mergeCands(cands)
+	for i := range merged {
+		c := &merged[i]
+		was := e != nil && c.verdict(candPrev, e.lat, e.lon, e.group)
+		now := c.verdict(candNew, ev.LatNano, ev.LonNano, ev.GroupID)
 		var t core.NotifyType
 		switch {
 		case now && !was:
@@ -527,6 +603,7 @@ func (sm *StateMachine) fencesMoved(e *entity, ev *core.GeoEvent) {
 		default:
 			continue
 		}
+		f := c.f
 		if !f.def.Report.Has(t) {
 			continue
 		}
@@ -551,10 +628,11 @@ func (sm *StateMachine) fencesGone(slot uint32) {
 	if !fs.mayHold(e.cell) {
 		return
 	}
-	cands := fs.appendCandidates(fs.cands[:0], e.cell, 0)
-	sortFences(cands)
-	for i, f := range cands {
-		if i > 0 && cands[i-1] == f || !f.def.Report.Has(core.NotifyExit) || !f.contains(e.lat, e.lon, e.group) {
+	cands := mergeCands(fs.appendCandidates(fs.cands[:0], e.cell, 0))
+	for i := range cands {
+		c := &cands[i]
+		f := c.f
+		if !f.def.Report.Has(core.NotifyExit) || !c.verdict(candNew, e.lat, e.lon, e.group) {
 			continue
 		}
 		n := core.Notification{Type: core.NotifyExit, Fence: f.def.Name, HasPrev: true, Prev: core.Coordinate{LatNano: e.lat, LonNano: e.lon}}
@@ -563,12 +641,4 @@ func (sm *StateMachine) fencesGone(slot uint32) {
 	}
 	clear(cands)
 	fs.cands = cands
-}
-
-// sortFences orders candidates by name, duplicates next to each other:
-// an event's notifications are in fence name order.
-func sortFences(fs []*fence) {
-	if len(fs) > 1 {
-		slices.SortFunc(fs, func(a, b *fence) int { return strings.Compare(a.def.Name, b.def.Name) })
-	}
 }
