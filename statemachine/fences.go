@@ -74,6 +74,7 @@ type fenceSet struct {
 	levels [31]int               // covering cells in the index at each level
 	mask   uint32                // bit l: levels[l] > 0
 	cands  []fenceCand           // scratch of fencesMoved and fencesGone
+	notes  []fenceNote           // scratch of fencesMoved and fencesGone
 
 	// The occupancy filter, in front of the index: whether a leaf cell
 	// may have candidates at all. Most events of a fleet lie outside
@@ -424,22 +425,41 @@ func b2u(b bool) uint8 {
 	return 0
 }
 
-// mergeCands orders candidates by fence name (an event's notifications
-// are in fence name order) and merges each fence's entries into one.
+// mergeCands merges each fence's entries into one, in no particular
+// order: the caller orders what it emits by byName. An event has few
+// candidates (a fence at most once for each lookup), so a linear search
+// is cheaper than sorting them; many are sorted by name first.
 func mergeCands(cs []fenceCand) []fenceCand {
-	if len(cs) > 1 {
+	if len(cs) > 64 {
 		slices.SortFunc(cs, func(a, b fenceCand) int { return strings.Compare(a.f.def.Name, b.f.def.Name) })
 	}
 	out := cs[:0]
+next:
 	for _, c := range cs {
-		if n := len(out); n > 0 && out[n-1].f == c.f {
-			out[n-1].via |= c.via
-			out[n-1].inner |= c.inner
-			continue
+		for k := range out {
+			if out[k].f == c.f {
+				out[k].via |= c.via
+				out[k].inner |= c.inner
+				continue next
+			}
 		}
 		out = append(out, c)
 	}
 	return out
+}
+
+// byName orders the fences of an event's notifications by name, and so
+// the notifications.
+func byName(ns []fenceNote) {
+	if len(ns) > 1 {
+		slices.SortFunc(ns, func(a, b fenceNote) int { return strings.Compare(a.f.def.Name, b.f.def.Name) })
+	}
+}
+
+// fenceNote is a notification to make: a fence and a type.
+type fenceNote struct {
+	f *fence
+	t core.NotifyType
 }
 
 // verdict is whether the entity at (lat, lon) in group is inside c's
@@ -588,6 +608,7 @@ func (sm *StateMachine) fencesMoved(e *entity, ev *core.GeoEvent) {
 		}
 	}
 	merged := mergeCands(cands)
+	notes := fs.notes[:0]
 	for i := range merged {
 		c := &merged[i]
 		was := e != nil && c.verdict(candPrev, e.lat, e.lon, e.group)
@@ -603,18 +624,21 @@ func (sm *StateMachine) fencesMoved(e *entity, ev *core.GeoEvent) {
 		default:
 			continue
 		}
-		f := c.f
-		if !f.def.Report.Has(t) {
-			continue
+		if c.f.def.Report.Has(t) {
+			notes = append(notes, fenceNote{c.f, t})
 		}
-		n := core.Notification{Type: t, Fence: f.def.Name, Event: *ev}
+	}
+	byName(notes)
+	for _, x := range notes {
+		n := core.Notification{Type: x.t, Fence: x.f.def.Name, Event: *ev}
 		if e != nil {
 			n.HasPrev, n.Prev = true, core.Coordinate{LatNano: e.lat, LonNano: e.lon}
 		}
 		sm.watch.feed.push(&n)
 	}
 	clear(cands)
-	fs.cands = cands
+	clear(notes)
+	fs.cands, fs.notes = cands, notes[:0]
 }
 
 // fencesGone reports the exits of the entity in slot, which is about to
@@ -624,21 +648,25 @@ func (sm *StateMachine) fencesGone(slot uint32) {
 	if len(fs.byName) == 0 {
 		return
 	}
-	e, x := sm.store.pair(slot)
+	e, ext := sm.store.pair(slot)
 	if !fs.mayHold(e.cell) {
 		return
 	}
 	cands := mergeCands(fs.appendCandidates(fs.cands[:0], e.cell, 0))
+	notes := fs.notes[:0]
 	for i := range cands {
 		c := &cands[i]
-		f := c.f
-		if !f.def.Report.Has(core.NotifyExit) || !c.verdict(candNew, e.lat, e.lon, e.group) {
-			continue
+		if c.f.def.Report.Has(core.NotifyExit) && c.verdict(candNew, e.lat, e.lon, e.group) {
+			notes = append(notes, fenceNote{c.f, core.NotifyExit})
 		}
-		n := core.Notification{Type: core.NotifyExit, Fence: f.def.Name, HasPrev: true, Prev: core.Coordinate{LatNano: e.lat, LonNano: e.lon}}
-		fillEvent(&n.Event, e, x)
+	}
+	byName(notes)
+	for _, x := range notes {
+		n := core.Notification{Type: core.NotifyExit, Fence: x.f.def.Name, HasPrev: true, Prev: core.Coordinate{LatNano: e.lat, LonNano: e.lon}}
+		fillEvent(&n.Event, e, ext)
 		sm.watch.feed.push(&n)
 	}
 	clear(cands)
-	fs.cands = cands
+	clear(notes)
+	fs.cands, fs.notes = cands, notes[:0]
 }
