@@ -28,7 +28,8 @@ import (
 //
 // Exact tests are geom's: a polygon by Polygon.ContainsPoint, which judges
 // a point the same way on every replica of a build; a circle by
-// Cap.Contains, whose distance is computed without fused multiply-adds;
+// DetCap.Contains, computed the same way on every architecture (no fused
+// multiply-adds, no library sines);
 // a bbox by integer comparisons of nanodegrees. Whether an entity is
 // inside a fence is a function of its latest position and group alone:
 // there is no membership state to drift, and a fence put over entities
@@ -39,7 +40,7 @@ import (
 type fence struct {
 	def   core.Fence
 	poly  *geom.Polygon // FencePolygon
-	cap   geom.Cap      // FenceCircle
+	cap   geom.DetCap   // FenceCircle
 	cells []uint64      // the covering, in the index
 	// inside[i] says every point whose leaf cell lies in cells[i] is
 	// inside the shape, so that it needs no exact test there.
@@ -197,8 +198,10 @@ func checkFence(def *core.Fence) (*fence, error) {
 		if def.RadiusMM < core.MinRadiusMM || def.RadiusMM > core.MaxRadiusMM {
 			return nil, core.Errorf(core.InvalidRadius, "fence %s: radius %d mm is outside %d to %d", def.Name, def.RadiusMM, core.MinRadiusMM, uint64(core.MaxRadiusMM))
 		}
-		f.cap = geom.NewCap(def.Center.LatNano, def.Center.LonNano, def.RadiusMM)
-		f.cells = rangesCells(nil, f.cap.Ranges())
+		f.cap = geom.NewDetCap(def.Center.LatNano, def.Center.LonNano, def.RadiusMM)
+		// The covering is the query's, whose margin holds DetCap's points.
+		c := geom.NewCap(def.Center.LatNano, def.Center.LonNano, def.RadiusMM)
+		f.cells = rangesCells(nil, c.Ranges())
 		f.inside = make([]bool, len(f.cells))
 	case core.FenceBBox:
 		if poly || circle {
@@ -229,8 +232,7 @@ func (f *fence) contains(lat, lon int64, group uint64) bool {
 	case core.FencePolygon:
 		return f.poly.ContainsPoint(lat, lon)
 	case core.FenceCircle:
-		_, ok := f.cap.Contains(lat, lon)
-		return ok
+		return f.cap.Contains(lat, lon)
 	case core.FenceBBox:
 		lo, hi := f.def.Min, f.def.Max
 		if lat < lo.LatNano || lat > hi.LatNano {
