@@ -20,11 +20,11 @@ func TestFixedSeedDigests(t *testing.T) {
 		faults   string
 		digest   string
 	}{
-		{1, 20000, 1, "all", "4dce8e029513ec171df1d01128841b7a706a511baa82f271e12cd85b73bdfe4b"},
-		{2, 20000, 3, "all", "86b2e977d133f019736e8307b65e95aade203b130b0629e7138f0469434e5546"},
-		{3, 20000, 3, "crash", "e0651aff29e11d630731f96fd92a2b7dee7b5483b67575c118c3cb4128c30c37"},
-		{4, 20000, 5, "network", "3416125161fba6edbb12e653d754f60c25bbbcbb28c0482e643cb01883d1569d"},
-		{5, 20000, 3, "partition", "83f1cb7564c139c6cde5256f5491f19e5f13e2f1dba8323afc73e597c7edfeaf"},
+		{1, 20000, 1, "all", "7a18d93553e06655d2691037e6ea060c039b598181522faa389f39fa9f668220"},
+		{2, 20000, 3, "all", "e0aa6d8212efdd7ef249ff011b0dd87890949b3f1c8316f8a31f391475c0114d"},
+		{3, 20000, 3, "crash", "073fb9de5c530b7ff7cd97b1188da3906d1fdbb692d13643178926cf1a7828c1"},
+		{4, 20000, 5, "network", "e80fce9537e9f9ba83cb788725005080bc11d8a51f23d5d41d812df89d3318ad"},
+		{5, 20000, 3, "partition", "2e5fd6457a81d135712a438430f5a2a00be4f68c34010f44b37b970dbf9f13b6"},
 	} {
 		faults, err := ParseFaults(c.faults)
 		if err != nil {
