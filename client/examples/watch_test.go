@@ -35,16 +35,7 @@ func TestWatchAcrossFailover(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	zone := &core.Fence{Name: "zone", Shape: core.FenceBBox,
-		Min: core.Coordinate{LatNano: 0, LonNano: 0}, Max: core.Coordinate{LatNano: 1_000_000_000, LonNano: 1_000_000_000}}
-	for { // the cluster may still be settling its first leader
-		if _, err := c.PutFence(ctx, zone); err == nil {
-			break
-		} else if ctx.Err() != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	putZone(t, ctx, c)
 
 	// The watcher has its own client, as a subscriber elsewhere would.
 	wc, err := client.New(addrs, opts)
@@ -186,16 +177,7 @@ func TestFeedFromFollower(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	zone := &core.Fence{Name: "zone", Shape: core.FenceBBox,
-		Min: core.Coordinate{LatNano: 0, LonNano: 0}, Max: core.Coordinate{LatNano: 1_000_000_000, LonNano: 1_000_000_000}}
-	for { // the cluster may still be settling its first leader
-		if _, err := c.PutFence(ctx, zone); err == nil {
-			break
-		} else if ctx.Err() != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	putZone(t, ctx, c)
 	const writes = 10
 	for i := range writes {
 		lat := int64(500_000_000)
@@ -258,5 +240,21 @@ func TestFeedFromFollower(t *testing.T) {
 		if n.Type != "enter" || n.Fence != "zone" {
 			t.Fatalf("notification %+v", n)
 		}
+	}
+}
+
+// putZone puts the fence "zone", the bbox from (0, 0) to (1, 1) degrees,
+// retrying while the cluster settles its first leader.
+func putZone(t *testing.T, ctx context.Context, c *client.Client) {
+	t.Helper()
+	zone := &core.Fence{Name: "zone", Shape: core.FenceBBox,
+		Min: core.Coordinate{LatNano: 0, LonNano: 0}, Max: core.Coordinate{LatNano: 1_000_000_000, LonNano: 1_000_000_000}}
+	for {
+		if _, err := c.PutFence(ctx, zone); err == nil {
+			return
+		} else if ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
