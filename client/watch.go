@@ -29,7 +29,9 @@ func (c *Client) DeleteFence(ctx context.Context, name string) (*core.DeleteFenc
 	return Call(ctx, c, core.DeleteFence, &core.FenceName{Name: name})
 }
 
-// ReadFeed returns one page of the feed (see core.FeedRequest).
+// ReadFeed returns one page of the feed (see core.FeedRequest). The
+// replica it reaches answers from what it has applied: a follower's page
+// may end before a write just acknowledged, and a later read has it.
 func (c *Client) ReadFeed(ctx context.Context, req *core.FeedRequest) (*core.FeedPage, error) {
 	return Call(ctx, c, core.ReadFeed, req)
 }

@@ -167,9 +167,9 @@
 //
 // # Status and topology
 //
-// GET /status, /topology and /ping are answered by the replica the gateway
-// reaches (in the server, its own), not forwarded to the leader; /stats is
-// the leader's. /status and /topology carry cluster_id, the cluster id
+// GET /status, /topology, /ping and /feed are answered by the replica the
+// gateway reaches (in the server, its own), not forwarded to the leader;
+// /stats is the leader's. /status and /topology carry cluster_id, the cluster id
 // clients register with (the UUID replica dev prints). /topology's nodes
 // carry status (healthy, recovering, unreachable or unknown: package
 // replica's health.go defines them, with the election timeout, 500 ms, as

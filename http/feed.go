@@ -26,9 +26,12 @@ import (
 // Without wait_ms the answer is a stream of Server-Sent Events, one per
 // notification: "id:" its sequence, "event:" its type, "data:" its JSON.
 // The gateway waits by polling the feed (a cheap read) every
-// feedPollInterval; the deterministic core never waits. Any replica's
-// feed is the same, so a reader that reconnects elsewhere with its last
-// sequence misses nothing and sees nothing twice.
+// feedPollInterval; the deterministic core never waits. The replica the
+// gateway reaches answers a feed read itself, from what it has applied
+// (a follower does not forward it to the leader, and answers while there
+// is none). Any replica's feed is the same up to its applied index, so a
+// reader that reconnects elsewhere with its last sequence misses nothing
+// and sees nothing twice.
 
 const (
 	maxFeedWaitMS    = 30_000

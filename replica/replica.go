@@ -474,7 +474,10 @@ func (r *Replica) receiveClient(to dest, h core.Header, payload, prepared []byte
 	}
 	if h.Type == core.MsgRequest && len(payload) > 0 && isLocal(core.Operation(payload[0])) {
 		// Status, topology and ping describe this replica: any replica
-		// answers them itself.
+		// answers them itself. So does it a feed read, from what it has
+		// applied: the feed is the same on every replica up to its applied
+		// index, and a reader resumes after its last sequence, so a
+		// lagging replica only answers later, never differently.
 		op, req, err := core.DecodeRequestMessage(payload)
 		reply, opErr := r.execute(op, max(r.clock.RealtimeNS(), r.lastOpTS), req)
 		if err != nil {
@@ -509,7 +512,7 @@ func (r *Replica) receiveClient(to dest, h core.Header, payload, prepared []byte
 
 // isLocal reports whether op is answered by whichever replica receives it.
 func isLocal(op core.Operation) bool {
-	return op == core.OpStatus || op == core.OpTopology || op == core.OpPing
+	return op == core.OpStatus || op == core.OpTopology || op == core.OpPing || op == core.OpReadFeed
 }
 
 func (r *Replica) receiveRegister(to dest, h core.Header, payload []byte) {

@@ -20,11 +20,11 @@ func TestFixedSeedDigests(t *testing.T) {
 		faults   string
 		digest   string
 	}{
-		{1, 20000, 1, "all", "359e2546f1c7971ff764c3823302378c46a996fa2d810ad321ec7356cd5e56f5"},
-		{2, 20000, 3, "all", "28ecffd42d2f4b95b085f4c0a9d9414e594a80c91b75dde460068949750974b5"},
-		{3, 20000, 3, "crash", "c1be2e1e1372c73ea5d84152864b9f1f2f3b6cdce85283354e26db4438935843"},
-		{4, 20000, 5, "network", "52fc8935ab2c515bae7d65e05d1fb4eb1b1b180e0760907c6dc46c786a998e09"},
-		{5, 20000, 3, "partition", "6f62f3f7b301d2bf21e757f9c6256d5545a06157b4346bd390f12109a9d3bab8"},
+		{1, 20000, 1, "all", "7603ecd5a98953072a0465bdef46b6114fbbd48f448a792e5b9b4b24e31e2ab6"},
+		{2, 20000, 3, "all", "4ee87b4682fc430a24a9eb1820d23570b5267252325e22f591d035bb0c2778d1"},
+		{3, 20000, 3, "crash", "54d424bb217280099e9b63155d9e10e4ff20be03493086aa3d697b19c801e168"},
+		{4, 20000, 5, "network", "97471401a5ef5d2c330a94ad22e7cdb10762a2c847e8a034f46748f16bd8c6de"},
+		{5, 20000, 3, "partition", "d005bc14fc855aa6b479a666894ca24f2ddda57678b336d8d8db1e4d19935642"},
 	} {
 		faults, err := ParseFaults(c.faults)
 		if err != nil {

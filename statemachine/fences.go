@@ -28,7 +28,8 @@ import (
 //
 // Exact tests are geom's: a polygon by Polygon.ContainsPoint, which judges
 // a point the same way on every replica of a build; a circle by
-// Cap.Contains, whose distance is computed without fused multiply-adds;
+// DetCap.Contains, computed the same way on every architecture (no fused
+// multiply-adds, no library sines);
 // a bbox by integer comparisons of nanodegrees. Whether an entity is
 // inside a fence is a function of its latest position and group alone:
 // there is no membership state to drift, and a fence put over entities
@@ -39,18 +40,114 @@ import (
 type fence struct {
 	def   core.Fence
 	poly  *geom.Polygon // FencePolygon
-	cap   geom.Cap      // FenceCircle
+	cap   geom.DetCap   // FenceCircle
 	cells []uint64      // the covering, in the index
+	// inside[i] says every point whose leaf cell lies in cells[i] is
+	// inside the shape, so that it needs no exact test there.
+	inside []bool
 }
+
+// fenceRef is an entry of the index: a fence whose covering has the cell,
+// and whether the cell is inside it.
+type fenceRef struct {
+	f      *fence
+	inside bool
+}
+
+// fenceCand is a candidate of an event: a fence, the lookups that found
+// it (bit candNew: the new cell's, candPrev: the previous cell's) and
+// which of them found it through a cell inside it.
+type fenceCand struct {
+	f          *fence
+	via, inner uint8
+}
+
+const (
+	candNew  = 1
+	candPrev = 2
+)
 
 // fenceSet is the fences and their index.
 type fenceSet struct {
 	byName map[string]*fence
-	names  []string            // sorted
-	index  map[uint64][]*fence // covering cell -> fences, each list in put order
-	levels [31]int             // covering cells in the index at each level
-	mask   uint32              // bit l: levels[l] > 0
-	cands  []*fence            // scratch of fencesMoved and fencesGone
+	names  []string              // sorted
+	index  map[uint64][]fenceRef // covering cell -> fences, each list in put order
+	levels [31]int               // covering cells in the index at each level
+	mask   uint32                // bit l: levels[l] > 0
+	cands  []fenceCand           // scratch of fencesMoved and fencesGone
+	notes  []fenceNote           // scratch of fencesMoved and fencesGone
+
+	// The occupancy filter, in front of the index: whether a leaf cell
+	// may have candidates at all. Most events of a fleet lie outside
+	// every fence's covering, and the index is a map of millions of
+	// cells whose every lookup misses the cache; the filter is a few
+	// hundred KiB for 100,000 fences of a city or region, so that it
+	// stays in cache and such an event costs two cheap lookups.
+	blocks map[uint64]*fenceBlock // level-blockLevel cell -> its block
+	big    map[uint64]int         // covering cells coarser than blockLevel -> how many fences have each
+	bigMsk uint32                 // bit l: big holds a cell of level l
+}
+
+// The filter's levels: a block is a cell of blockLevel (about 5 to 10
+// km across) holding one bit for each of its descendants at bitLevel
+// (about 75 to 150 m across), set when a covering cell in the index
+// intersects that descendant.
+const (
+	blockLevel = 10
+	bitLevel   = 16
+	blockBits  = 1 << (2 * (bitLevel - blockLevel))
+)
+
+// fenceBlock is a block of the occupancy filter.
+type fenceBlock struct {
+	bits  [blockBits / 64]uint64
+	cells []uint64 // the covering cells in the block, once for each fence that has it, in no order
+}
+
+// parentAt is the ancestor of cell c at level l (c's level is at least l).
+func parentAt(c uint64, l int) uint64 {
+	lsb := uint64(1) << (2 * (30 - l))
+	return c&-lsb | lsb
+}
+
+// bitRange is the range [lo, hi) of bits of its block that the cell c,
+// of level at least blockLevel, intersects.
+func bitRange(c uint64) (lo, hi int) {
+	l := min(cellLevel(c), bitLevel)
+	// The 2 bits of level k of a cell id are at bits 61-2k and 62-2k.
+	path := int(c>>(61-2*l)) & (1<<(2*(l-blockLevel)) - 1)
+	span := 1 << (2 * (bitLevel - l))
+	return path * span, (path + 1) * span
+}
+
+// set sets the bits of the cell c in b.
+func (b *fenceBlock) set(c uint64) {
+	lo, hi := bitRange(c)
+	for i := lo; i < hi; {
+		if i&63 == 0 && hi-i >= 64 {
+			b.bits[i>>6] = ^uint64(0)
+			i += 64
+			continue
+		}
+		b.bits[i>>6] |= 1 << (i & 63)
+		i++
+	}
+}
+
+// mayHold reports whether some fence's covering may hold the leaf cell:
+// false means appendCandidates finds nothing there.
+func (fs *fenceSet) mayHold(leaf uint64) bool {
+	for m := fs.bigMsk; m != 0; m &= m - 1 {
+		if _, ok := fs.big[parentAt(leaf, bits.TrailingZeros32(m))]; ok {
+			return true
+		}
+	}
+	b := fs.blocks[parentAt(leaf, blockLevel)]
+	if b == nil {
+		return false
+	}
+	i := int(leaf>>(61-2*bitLevel)) & (blockBits - 1)
+	return b.bits[i>>6]>>(i&63)&1 != 0
 }
 
 // fenceCount is how many fences there are.
@@ -84,7 +181,13 @@ func checkFence(def *core.Fence) (*fence, error) {
 			return nil, err
 		}
 		f.poly = p
-		f.cells = rangesCells(nil, p.Ranges())
+		for _, r := range p.CoverRanges() {
+			n := len(f.cells)
+			f.cells = rangesCells(f.cells, []geom.CellRange{r.CellRange})
+			for range len(f.cells) - n {
+				f.inside = append(f.inside, r.Inside)
+			}
+		}
 	case core.FenceCircle:
 		if poly || box {
 			return nil, core.Errorf(core.InvalidFence, "fence %s: a circle has no vertices or corners", def.Name)
@@ -95,8 +198,11 @@ func checkFence(def *core.Fence) (*fence, error) {
 		if def.RadiusMM < core.MinRadiusMM || def.RadiusMM > core.MaxRadiusMM {
 			return nil, core.Errorf(core.InvalidRadius, "fence %s: radius %d mm is outside %d to %d", def.Name, def.RadiusMM, core.MinRadiusMM, uint64(core.MaxRadiusMM))
 		}
-		f.cap = geom.NewCap(def.Center.LatNano, def.Center.LonNano, def.RadiusMM)
-		f.cells = rangesCells(nil, f.cap.Ranges())
+		f.cap = geom.NewDetCap(def.Center.LatNano, def.Center.LonNano, def.RadiusMM)
+		// The covering is the query's, whose margin holds DetCap's points.
+		c := geom.NewCap(def.Center.LatNano, def.Center.LonNano, def.RadiusMM)
+		f.cells = rangesCells(nil, c.Ranges())
+		f.inside = make([]bool, len(f.cells))
 	case core.FenceBBox:
 		if poly || circle {
 			return nil, core.Errorf(core.InvalidFence, "fence %s: a bbox has no vertices, center or radius", def.Name)
@@ -109,6 +215,7 @@ func checkFence(def *core.Fence) (*fence, error) {
 			return nil, core.Errorf(core.InvalidCoordinates, "fence %s: min latitude %d exceeds max latitude %d", def.Name, lo.LatNano, hi.LatNano)
 		}
 		f.cells = bboxCells(lo, hi)
+		f.inside = make([]bool, len(f.cells))
 	default:
 		return nil, core.Errorf(core.InvalidFence, "fence %s: unknown shape %d (polygon 1, circle 2, bbox 3)", def.Name, uint8(def.Shape))
 	}
@@ -125,8 +232,7 @@ func (f *fence) contains(lat, lon int64, group uint64) bool {
 	case core.FencePolygon:
 		return f.poly.ContainsPoint(lat, lon)
 	case core.FenceCircle:
-		_, ok := f.cap.Contains(lat, lon)
-		return ok
+		return f.cap.Contains(lat, lon)
 	case core.FenceBBox:
 		lo, hi := f.def.Min, f.def.Max
 		if lat < lo.LatNano || lat > hi.LatNano {
@@ -199,20 +305,37 @@ func cellLevel(c uint64) int { return 30 - bits.TrailingZeros64(c)/2 }
 
 func (fs *fenceSet) addIndex(f *fence) {
 	if fs.index == nil {
-		fs.index = make(map[uint64][]*fence)
+		fs.index = make(map[uint64][]fenceRef)
 	}
-	for _, c := range f.cells {
-		fs.index[c] = append(fs.index[c], f)
+	if fs.blocks == nil {
+		fs.blocks = make(map[uint64]*fenceBlock)
+		fs.big = make(map[uint64]int)
+	}
+	for i, c := range f.cells {
+		fs.index[c] = append(fs.index[c], fenceRef{f, f.inside[i]})
 		l := cellLevel(c)
 		fs.levels[l]++
 		fs.mask |= 1 << l
+		if l < blockLevel {
+			fs.big[c]++
+			fs.bigMsk |= 1 << l
+			continue
+		}
+		k := parentAt(c, blockLevel)
+		b := fs.blocks[k]
+		if b == nil {
+			b = new(fenceBlock)
+			fs.blocks[k] = b
+		}
+		b.cells = append(b.cells, c)
+		b.set(c)
 	}
 }
 
 func (fs *fenceSet) removeIndex(f *fence) {
 	for _, c := range f.cells {
 		list := fs.index[c]
-		if i := slices.Index(list, f); i >= 0 {
+		if i := slices.IndexFunc(list, func(r fenceRef) bool { return r.f == f }); i >= 0 {
 			list = slices.Delete(list, i, i+1)
 		}
 		if len(list) == 0 {
@@ -225,32 +348,134 @@ func (fs *fenceSet) removeIndex(f *fence) {
 		if fs.levels[l] == 0 {
 			fs.mask &^= 1 << l
 		}
+		if l < blockLevel {
+			if fs.big[c]--; fs.big[c] == 0 {
+				delete(fs.big, c)
+			}
+			continue
+		}
+		b := fs.blocks[parentAt(c, blockLevel)]
+		if i := slices.Index(b.cells, c); i >= 0 {
+			last := len(b.cells) - 1
+			b.cells[i] = b.cells[last]
+			b.cells = b.cells[:last]
+		}
+	}
+	fs.bigMsk = 0
+	for l := 0; l < blockLevel; l++ {
+		if fs.levels[l] > 0 {
+			fs.bigMsk |= 1 << l
+		}
+	}
+	// Rebuild the bits of the blocks f touched from the cells they
+	// still hold (a bit may be another fence's too).
+	var keys []uint64
+	for _, c := range f.cells {
+		if k := parentAt(c, blockLevel); cellLevel(c) >= blockLevel && !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range keys {
+		b := fs.blocks[k]
+		if len(b.cells) == 0 {
+			delete(fs.blocks, k)
+			continue
+		}
+		b.bits = [blockBits / 64]uint64{}
+		for _, x := range b.cells {
+			b.set(x)
+		}
 	}
 }
 
-// appendCandidates appends the fences whose covering holds the leaf cell,
-// and, when other is not 0, those whose covering holds that leaf cell: at
-// each level of the index, the cell of other is looked up only where it
-// differs from leaf's (an entity that moves a little mostly stays in its
-// cells). A fence may be appended more than once.
-func (fs *fenceSet) appendCandidates(dst []*fence, leaf, other uint64) []*fence {
+// appendCandidates appends the fences whose covering holds the leaf
+// cell (marked candNew), and, when other is not 0, those whose covering
+// holds that leaf cell (marked candPrev): at each level of the index, the
+// cell of other is looked up only where it differs from leaf's (an entity
+// that moves a little mostly stays in its cells), and otherwise what leaf's
+// lookup found counts for both. A fence may be appended more than once;
+// mergeCands merges them.
+func (fs *fenceSet) appendCandidates(dst []fenceCand, leaf, other uint64) []fenceCand {
 	for m := fs.mask; m != 0; m &= m - 1 {
 		l := bits.TrailingZeros32(m)
 		lsb := uint64(1) << (2 * (30 - l))
 		c := leaf&-lsb | lsb
-		if list, ok := fs.index[c]; ok {
-			dst = append(dst, list...)
+		o := c
+		if other != 0 {
+			o = other&-lsb | lsb
 		}
-		if other == 0 {
-			continue
+		via := uint8(candNew)
+		if other != 0 && o == c {
+			via |= candPrev
 		}
-		if o := other&-lsb | lsb; o != c {
-			if list, ok := fs.index[o]; ok {
-				dst = append(dst, list...)
+		for _, r := range fs.index[c] {
+			dst = append(dst, fenceCand{f: r.f, via: via, inner: via * b2u(r.inside)})
+		}
+		if o != c {
+			for _, r := range fs.index[o] {
+				dst = append(dst, fenceCand{f: r.f, via: candPrev, inner: candPrev * b2u(r.inside)})
 			}
 		}
 	}
 	return dst
+}
+
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// mergeCands merges each fence's entries into one, in no particular
+// order: the caller orders what it emits by byName. An event has few
+// candidates (a fence at most once for each lookup), so a linear search
+// is cheaper than sorting them; many are sorted by name first.
+func mergeCands(cs []fenceCand) []fenceCand {
+	if len(cs) > 64 {
+		slices.SortFunc(cs, func(a, b fenceCand) int { return strings.Compare(a.f.def.Name, b.f.def.Name) })
+	}
+	out := cs[:0]
+next:
+	for _, c := range cs {
+		for k := range out {
+			if out[k].f == c.f {
+				out[k].via |= c.via
+				out[k].inner |= c.inner
+				continue next
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// byName orders the fences of an event's notifications by name, and so
+// the notifications.
+func byName(ns []fenceNote) {
+	if len(ns) > 1 {
+		slices.SortFunc(ns, func(a, b fenceNote) int { return strings.Compare(a.f.def.Name, b.f.def.Name) })
+	}
+}
+
+// fenceNote is a notification to make: a fence and a type.
+type fenceNote struct {
+	f *fence
+	t core.NotifyType
+}
+
+// verdict is whether the entity at (lat, lon) in group is inside c's
+// fence, as found by the lookup bit: a fence the lookup did not find does
+// not hold the point (its covering holds the leaf cell of every point
+// inside), and one found through a cell inside it holds it.
+func (c *fenceCand) verdict(bit uint8, lat, lon int64, group uint64) bool {
+	switch {
+	case c.via&bit == 0:
+		return false
+	case c.inner&bit != 0:
+		return !c.f.def.Group.Set || c.f.def.Group.ID == group
+	}
+	return c.f.contains(lat, lon, group)
 }
 
 // PutFence defines or replaces a fence. Entities already inside a new
@@ -363,22 +588,33 @@ func (sm *StateMachine) fencesMoved(e *entity, ev *core.GeoEvent) {
 	if len(fs.byName) == 0 {
 		return
 	}
-	var prev uint64 // 0: none
-	if e != nil {
-		prev = e.cell
+	// Only the cells the filter lets through are looked up: the new one,
+	// and the previous one (where the entity was inside) if any.
+	leaf, other := uint64(0), uint64(0)
+	if fs.mayHold(ev.CellID) {
+		leaf = ev.CellID
 	}
-	cands := fs.appendCandidates(fs.cands[:0], ev.CellID, prev)
-	if len(cands) == 0 {
-		fs.cands = cands
+	if e != nil && fs.mayHold(e.cell) {
+		other = e.cell
+	}
+	if leaf == 0 {
+		leaf, other = other, 0
+	}
+	if leaf == 0 {
 		return
 	}
-	sortFences(cands)
-	for i, f := range cands {
-		if i > 0 && cands[i-1] == f {
-			continue
+	cands := fs.appendCandidates(fs.cands[:0], leaf, other)
+	if leaf != ev.CellID { // the new cell passed no filter: leaf is the previous one
+		for i := range cands {
+			cands[i].via, cands[i].inner = candPrev*(cands[i].via&candNew), candPrev*(cands[i].inner&candNew)
 		}
-		was := e != nil && f.contains(e.lat, e.lon, e.group)
-		now := f.contains(ev.LatNano, ev.LonNano, ev.GroupID)
+	}
+	merged := mergeCands(cands)
+	notes := fs.notes[:0]
+	for i := range merged {
+		c := &merged[i]
+		was := e != nil && c.verdict(candPrev, e.lat, e.lon, e.group)
+		now := c.verdict(candNew, ev.LatNano, ev.LonNano, ev.GroupID)
 		var t core.NotifyType
 		switch {
 		case now && !was:
@@ -390,17 +626,21 @@ func (sm *StateMachine) fencesMoved(e *entity, ev *core.GeoEvent) {
 		default:
 			continue
 		}
-		if !f.def.Report.Has(t) {
-			continue
+		if c.f.def.Report.Has(t) {
+			notes = append(notes, fenceNote{c.f, t})
 		}
-		n := core.Notification{Type: t, Fence: f.def.Name, Event: *ev}
+	}
+	byName(notes)
+	for _, x := range notes {
+		n := core.Notification{Type: x.t, Fence: x.f.def.Name, Event: *ev}
 		if e != nil {
 			n.HasPrev, n.Prev = true, core.Coordinate{LatNano: e.lat, LonNano: e.lon}
 		}
 		sm.watch.feed.push(&n)
 	}
 	clear(cands)
-	fs.cands = cands
+	clear(notes)
+	fs.cands, fs.notes = cands, notes[:0]
 }
 
 // fencesGone reports the exits of the entity in slot, which is about to
@@ -410,25 +650,25 @@ func (sm *StateMachine) fencesGone(slot uint32) {
 	if len(fs.byName) == 0 {
 		return
 	}
-	e, x := sm.store.pair(slot)
-	cands := fs.appendCandidates(fs.cands[:0], e.cell, 0)
-	sortFences(cands)
-	for i, f := range cands {
-		if i > 0 && cands[i-1] == f || !f.def.Report.Has(core.NotifyExit) || !f.contains(e.lat, e.lon, e.group) {
-			continue
+	e, ext := sm.store.pair(slot)
+	if !fs.mayHold(e.cell) {
+		return
+	}
+	cands := mergeCands(fs.appendCandidates(fs.cands[:0], e.cell, 0))
+	notes := fs.notes[:0]
+	for i := range cands {
+		c := &cands[i]
+		if c.f.def.Report.Has(core.NotifyExit) && c.verdict(candNew, e.lat, e.lon, e.group) {
+			notes = append(notes, fenceNote{c.f, core.NotifyExit})
 		}
-		n := core.Notification{Type: core.NotifyExit, Fence: f.def.Name, HasPrev: true, Prev: core.Coordinate{LatNano: e.lat, LonNano: e.lon}}
-		fillEvent(&n.Event, e, x)
+	}
+	byName(notes)
+	for _, x := range notes {
+		n := core.Notification{Type: core.NotifyExit, Fence: x.f.def.Name, HasPrev: true, Prev: core.Coordinate{LatNano: e.lat, LonNano: e.lon}}
+		fillEvent(&n.Event, e, ext)
 		sm.watch.feed.push(&n)
 	}
 	clear(cands)
-	fs.cands = cands
-}
-
-// sortFences orders candidates by name, duplicates next to each other:
-// an event's notifications are in fence name order.
-func sortFences(fs []*fence) {
-	if len(fs) > 1 {
-		slices.SortFunc(fs, func(a, b *fence) int { return strings.Compare(a.def.Name, b.def.Name) })
-	}
+	clear(notes)
+	fs.cands, fs.notes = cands, notes[:0]
 }

@@ -3,7 +3,9 @@ package statemachine
 import (
 	"bytes"
 	"cmp"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -522,5 +524,53 @@ func TestFrozenFeed(t *testing.T) {
 	p, err := cp.ReadFeed(0, &core.FeedRequest{After: cp.watch.feed.dropped, Limit: core.MaxFeedLimit})
 	if err != nil || len(p.Notifications) != feedChunkLen+10 {
 		t.Fatalf("restored feed: %d notifications, %v", len(p.Notifications), err)
+	}
+}
+
+// TestFenceFilter checks the occupancy filter against the index: after
+// puts and deletes of circles from 1 m to 500 km, a leaf cell passes the
+// filter exactly when the index finds candidates for it.
+func TestFenceFilter(t *testing.T) {
+	sm := New()
+	r := rand.New(rand.NewPCG(3, 4))
+	point := func() (int64, int64) {
+		return fmLat + r.Int64N(2*fmSpan*100) - fmSpan*100, fmLon + r.Int64N(2*fmSpan*100) - fmSpan*100
+	}
+	for i := range 300 {
+		lat, lon := point()
+		radius := uint64(1_000) << r.IntN(19) // 1 m to 500 km
+		f := &core.Fence{Name: "c" + strconv.Itoa(i%200), Shape: core.FenceCircle, Center: core.Coordinate{LatNano: lat, LonNano: lon}, RadiusMM: radius}
+		if _, err := sm.PutFence(0, f); err != nil {
+			t.Fatal(err)
+		}
+		if r.IntN(3) == 0 {
+			name := "c" + strconv.Itoa(r.IntN(200))
+			if _, ok := sm.watch.fences.byName[name]; ok {
+				if _, err := sm.DeleteFence(0, &core.FenceName{Name: name}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	fs := &sm.watch.fences
+	passed, found := 0, 0
+	for range 20_000 {
+		lat, lon := point()
+		ev := []core.GeoEvent{{LatNano: lat, LonNano: lon}}
+		AssignCells(ev)
+		may := fs.mayHold(ev[0].CellID)
+		has := len(fs.appendCandidates(nil, ev[0].CellID, 0)) > 0
+		if has && !may {
+			t.Fatalf("leaf %#x has candidates but the filter drops it", ev[0].CellID)
+		}
+		if may {
+			passed++
+		}
+		if has {
+			found++
+		}
+	}
+	if found == 0 || passed > found+found/2 {
+		t.Fatalf("%d leaves have candidates, %d pass the filter", found, passed)
 	}
 }

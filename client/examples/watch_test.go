@@ -2,7 +2,10 @@ package examples_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -32,16 +35,7 @@ func TestWatchAcrossFailover(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	zone := &core.Fence{Name: "zone", Shape: core.FenceBBox,
-		Min: core.Coordinate{LatNano: 0, LonNano: 0}, Max: core.Coordinate{LatNano: 1_000_000_000, LonNano: 1_000_000_000}}
-	for { // the cluster may still be settling its first leader
-		if _, err := c.PutFence(ctx, zone); err == nil {
-			break
-		} else if ctx.Err() != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	putZone(t, ctx, c)
 
 	// The watcher has its own client, as a subscriber elsewhere would.
 	wc, err := client.New(addrs, opts)
@@ -106,21 +100,24 @@ func TestWatchAcrossFailover(t *testing.T) {
 		write(i)
 	}
 
-	// The cluster's feed, read whole from whichever replica leads now.
+	// The cluster's feed, read whole from whichever replica the client
+	// reaches: a follower answers from what it has applied, so the read
+	// goes on until the feed holds a notification for each acknowledged
+	// write (or the context ends).
 	var feed []core.Notification
 	for after := uint64(0); ; {
 		p, err := c.ReadFeed(ctx, &core.FeedRequest{After: after, Limit: core.MaxFeedLimit})
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("the feed holds %d notifications for %d acknowledged writes: %v", len(feed), acked.Load(), err)
 		}
 		feed = append(feed, p.Notifications...)
 		after = p.Next
-		if !p.HasMore {
+		if !p.HasMore && int64(len(feed)) >= acked.Load() {
 			break
 		}
-	}
-	if int64(len(feed)) < acked.Load() {
-		t.Fatalf("the feed holds %d notifications for %d acknowledged writes", len(feed), acked.Load())
+		if !p.HasMore {
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 	waitWatched(len(feed))
 	wcancel()
@@ -140,8 +137,9 @@ func TestWatchAcrossFailover(t *testing.T) {
 }
 
 // startThree formats and starts three `replica start` processes of the
-// cluster on free local addresses, and waits for a leader.
-func startThree(t *testing.T, clusterText string) (core.Uint128, []string, []*proc) {
+// cluster on free local addresses, with the arguments extra gives replica
+// i besides, and waits for a leader.
+func startThree(t *testing.T, clusterText string, extra ...func(i int) []string) (core.Uint128, []string, []*proc) {
 	t.Helper()
 	cluster, err := core.ParseUUID(clusterText)
 	if err != nil {
@@ -152,8 +150,114 @@ func startThree(t *testing.T, clusterText string) (core.Uint128, []string, []*pr
 	for i := range replicas {
 		dir := filepath.Join(t.TempDir(), fmt.Sprint("replica-", i))
 		run(t, nil, "replica", "format", "--cluster", clusterText, "--replica", fmt.Sprint(i), "--replica-count", "3", "--data", dir)
-		replicas[i] = start(t, "replica", "start", "--data", dir, "--addresses", strings.Join(addrs, ","))
+		args := []string{"start", "--data", dir, "--addresses", strings.Join(addrs, ",")}
+		for _, e := range extra {
+			args = append(args, e(i)...)
+		}
+		replicas[i] = start(t, "replica", args...)
 	}
 	findLeader(t, cluster, addrs, 20*time.Second)
 	return cluster, addrs, replicas
+}
+
+// TestFeedFromFollower: a follower's gateway serves GET /feed from what
+// its replica has applied, not through the leader. Three replicas with
+// gateways, a fence and writes that cross it; then the leader and the
+// other follower are killed, so that there is no leader and no quorum,
+// and the remaining follower's gateway still answers a feed page that
+// holds the notifications of the acknowledged writes.
+func TestFeedFromFollower(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	gateways := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	cluster, addrs, replicas := startThree(t, "9a3f2c1e-0000-4000-8000-00000000fa13",
+		func(i int) []string { return []string{"--http", gateways[i]} })
+	c, err := client.New(addrs, client.Options{Cluster: cluster, RequestTimeout: 2 * time.Second, BaseBackoff: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	putZone(t, ctx, c)
+	const writes = 10
+	for i := range writes {
+		lat := int64(500_000_000)
+		if i%2 == 1 {
+			lat = 2_000_000_000
+		}
+		if _, err := c.Upsert(ctx, []core.GeoEvent{{EntityID: core.Uint128{Lo: 1}, LatNano: lat, LonNano: 500_000_000}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leader := findLeader(t, cluster, addrs, 5*time.Second)
+	follower := (leader + 1) % 3
+	// The follower has applied what the leader committed once its feed,
+	// read through the binary protocol from it alone, holds every write's
+	// notification.
+	fc, err := client.New([]string{addrs[follower]}, client.Options{Cluster: cluster, RequestTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fc.Close()
+	for {
+		p, err := fc.ReadFeed(ctx, &core.FeedRequest{})
+		if err == nil && len(p.Notifications) == writes {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the follower's feed: %v, %v", p, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, i := range []int{leader, (leader + 2) % 3} {
+		if err := replicas[i].cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		<-replicas[i].done
+	}
+	resp, err := http.Get("http://" + gateways[follower] + "/feed?after=0&wait_ms=0&types=enter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var page struct {
+		Notifications []struct {
+			Seq   uint64 `json:"seq,string"`
+			Type  string `json:"type"`
+			Fence string `json:"fence"`
+		} `json:"notifications"`
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /feed from the follower without a leader: %d %s", resp.StatusCode, body)
+	}
+	if err := json.Unmarshal(body, &page); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	if len(page.Notifications) != writes/2 {
+		t.Fatalf("the follower's gateway has %d enter notifications, want %d: %s", len(page.Notifications), writes/2, body)
+	}
+	for _, n := range page.Notifications {
+		if n.Type != "enter" || n.Fence != "zone" {
+			t.Fatalf("notification %+v", n)
+		}
+	}
+}
+
+// putZone puts the fence "zone", the bbox from (0, 0) to (1, 1) degrees,
+// retrying while the cluster settles its first leader.
+func putZone(t *testing.T, ctx context.Context, c *client.Client) {
+	t.Helper()
+	zone := &core.Fence{Name: "zone", Shape: core.FenceBBox,
+		Min: core.Coordinate{LatNano: 0, LonNano: 0}, Max: core.Coordinate{LatNano: 1_000_000_000, LonNano: 1_000_000_000}}
+	for {
+		if _, err := c.PutFence(ctx, zone); err == nil {
+			return
+		} else if ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -813,6 +813,13 @@ func (p *Polygon) Ranges() []CellRange {
 	return cellRanges(p.coverScanRanges())
 }
 
+// CoverRanges is Ranges with the Inside marks kept (neighbours are merged
+// only when alike in Inside): every point whose leaf cell lies in an
+// Inside range is accepted by ContainsPoint. At most 64.
+func (p *Polygon) CoverRanges() []ScanRange {
+	return p.coverScanRanges()
+}
+
 // ScanRanges returns sorted, disjoint leaf-cell-id ranges whose union holds
 // the LeafCell of every point ContainsPoint accepts, each marked Inside
 // when every point whose leaf cell lies in it is accepted. A polygon
