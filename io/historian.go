@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -37,9 +38,17 @@ type historian struct {
 
 	queue opQueue[histOp]
 
-	done    chan histCompletion // to the loop
-	stopped chan struct{}       // closed when the loop has exited
-	exited  chan struct{}       // closed when run has returned and the store is closed
+	// The writes queued and not yet applied, and the loop's wait for them
+	// to fall to maxQueuedWrites (push): a store slower than the log
+	// slows the loop down instead of queuing without bound. Answers to
+	// the loop (done) never wait for it, or a loop waiting here would
+	// wait for ever.
+	mu      sync.Mutex
+	drained *sync.Cond
+	queued  int
+	closed  bool
+	done    *answerQueue  // to the loop
+	exited  chan struct{} // closed when run has returned and the store is closed
 	failed  bool
 }
 
@@ -107,26 +116,58 @@ func openHistory(dir string, snapIndex uint64, cacheBytes int64, lg *zap.Logger)
 	return st, nil
 }
 
-func newHistorian(dir string, st *history.Store, stopped chan struct{}, lg *zap.Logger) *historian {
-	return &historian{dir: dir, store: st, log: lg, queue: newOpQueue[histOp](),
-		done: make(chan histCompletion, 16), stopped: stopped, exited: make(chan struct{})}
+func newHistorian(dir string, st *history.Store, lg *zap.Logger) *historian {
+	h := &historian{dir: dir, store: st, log: lg, queue: newOpQueue[histOp](),
+		done: newAnswerQueue(), exited: make(chan struct{})}
+	h.drained = sync.NewCond(&h.mu)
+	return h
 }
 
-// push queues op. It never blocks; after close it drops op (a result or
-// view channel then gets nothing: its waiter gives up when the server
-// stops).
-func (h *historian) push(op histOp) { h.queue.push(op) }
+// maxQueuedWrites bounds the history writes queued and not yet applied
+// (about 170 bytes each in memory). Without a bound, a track load that
+// the store absorbed more slowly than the loop applied it held 469 MB of
+// queued writes 25 s into the load, and the snapshots' checkpoints, which
+// wait behind them, came 11-14 s late, so the log grew to 1.5 GB.
+const maxQueuedWrites = 200_000
+
+// push queues op. A write waits (holding the loop: backpressure) while
+// more than maxQueuedWrites are queued; nothing else waits. After close it
+// drops op (a result or view channel then gets nothing: its waiter gives
+// up when the server stops).
+func (h *historian) push(op histOp) {
+	if n := len(op.writes); n > 0 {
+		h.mu.Lock()
+		for h.queued > maxQueuedWrites && !h.closed {
+			h.drained.Wait()
+		}
+		h.queued += n
+		h.mu.Unlock()
+	}
+	h.queue.push(op)
+}
+
+// applied releases n writes of the queue's bound.
+func (h *historian) applied(n int) {
+	if n == 0 {
+		return
+	}
+	h.mu.Lock()
+	h.queued -= n
+	h.mu.Unlock()
+	h.drained.Broadcast()
+}
 
 // close makes run finish the requests queued so far, close the store and
 // return.
-func (h *historian) close() { h.queue.close() }
-
-func (h *historian) report(c histCompletion) {
-	select {
-	case h.done <- c:
-	case <-h.stopped:
-	}
+func (h *historian) close() {
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+	h.drained.Broadcast()
+	h.queue.close()
 }
+
+func (h *historian) report(c histCompletion) { h.done.push(c) }
 
 func (h *historian) run() {
 	defer close(h.exited)
@@ -138,6 +179,7 @@ func (h *historian) run() {
 		}
 		for i := range batch {
 			h.do(&batch[i])
+			h.applied(len(batch[i].writes))
 			batch[i] = histOp{}
 		}
 	}
@@ -261,4 +303,33 @@ func syncDirPath(dir string) error {
 	}
 	defer f.Close()
 	return f.Sync()
+}
+
+// answerQueue carries the historian's answers to the loop without ever
+// making the historian wait: the loop takes them when ready is signalled.
+type answerQueue struct {
+	mu      sync.Mutex
+	answers []histCompletion
+	ready   chan struct{} // capacity 1: "answers changed"
+}
+
+func newAnswerQueue() *answerQueue { return &answerQueue{ready: make(chan struct{}, 1)} }
+
+func (q *answerQueue) push(c histCompletion) {
+	q.mu.Lock()
+	q.answers = append(q.answers, c)
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the answers queued so far, in order, and forgets them.
+func (q *answerQueue) take() []histCompletion {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	a := q.answers
+	q.answers = nil
+	return a
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -92,15 +93,13 @@ func TestHistorySurvivesRestarts(t *testing.T) {
 // the snapshot; the follower's store then holds exactly the leader's.
 func TestHistorySectionInstalls(t *testing.T) {
 	lg := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	stopped := make(chan struct{})
-	defer close(stopped)
 	open := func() *historian {
 		dir := t.TempDir()
 		st, err := openHistory(dir, 0, 0, lg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := newHistorian(dir, st, stopped, lg)
+		h := newHistorian(dir, st, lg)
 		go h.run()
 		t.Cleanup(func() { h.close(); <-h.exited })
 		return h
@@ -147,5 +146,71 @@ func TestHistorySectionInstalls(t *testing.T) {
 	b, err := follower.store.Digest()
 	if err != nil || a != b || follower.store.Applied() != 7 {
 		t.Fatalf("the follower's store differs from the leader's (%v), applied %d", err, follower.store.Applied())
+	}
+}
+
+// TestHistorianBoundsItsQueue: a write pushed while more than
+// maxQueuedWrites are queued waits until the historian has applied them,
+// and answers to the loop never wait for the loop.
+func TestHistorianBoundsItsQueue(t *testing.T) {
+	lg := zap.NewNop()
+	dir := t.TempDir()
+	st, err := openHistory(dir, 0, 0, lg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHistorian(dir, st, lg)
+	running := false
+	defer func() {
+		h.close()
+		if !running {
+			go h.run()
+		}
+		<-h.exited
+	}()
+	batch := func(index uint64) []core.HistoryWrite {
+		ws := make([]core.HistoryWrite, maxQueuedWrites/2)
+		for i := range ws {
+			ev := event(i)
+			ev.TimestampNS = uint64(1e18) + index
+			ws[i] = core.HistoryWrite{Kind: core.HistoryPut, EntityID: ev.EntityID, TS: ev.TimestampNS, Event: ev}
+		}
+		return ws
+	}
+	// The historian is not running: three batches fill the bound.
+	for i := uint64(1); i <= 3; i++ {
+		h.push(histOp{kind: histWrite, index: i, writes: batch(i)})
+	}
+	pushed := make(chan struct{})
+	go func() {
+		h.push(histOp{kind: histWrite, index: 4, writes: batch(4)})
+		h.push(histOp{kind: histRead, token: 7, reads: []core.HistoryRead{{Kind: core.HistoryGet, EntityID: entity(1), TS: uint64(1e18) + 4}}})
+		close(pushed)
+	}()
+	select {
+	case <-pushed:
+		t.Fatal("a write was queued past the bound")
+	case <-time.After(200 * time.Millisecond):
+	}
+	running = true
+	go h.run()
+	select {
+	case <-pushed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the write still waits after the historian ran")
+	}
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case <-h.done.ready:
+		case <-deadline:
+			t.Fatal("no answer to the read")
+		}
+		for _, c := range h.done.take() {
+			if c.err != nil || c.token != 7 || len(c.answers) != 1 || !c.answers[0].Found {
+				t.Fatalf("answer %+v, want token 7 finding the fourth batch's event", c)
+			}
+			return
+		}
 	}
 }

@@ -269,7 +269,7 @@ func openLocked(dir string, lock *DirLock, opts Options) (s *Server, err error) 
 	if err != nil {
 		return nil, err
 	}
-	s.hist = newHistorian(dir, hst, s.loopDone, s.log)
+	s.hist = newHistorian(dir, hst, s.log)
 	defer func() {
 		if err != nil {
 			hst.Close()
@@ -550,12 +550,14 @@ func (s *Server) loop(ctx context.Context) error {
 				default:
 					s.r.Synced(c.index, c.syncs)
 				}
-			case c := <-s.hist.done:
-				if c.err != nil {
-					s.log.Error("the history store failed; stopping (restart to recover)", zap.Error(c.err))
-					return fmt.Errorf("history store: %w", c.err)
+			case <-s.hist.done.ready:
+				for _, c := range s.hist.done.take() {
+					if c.err != nil {
+						s.log.Error("the history store failed; stopping (restart to recover)", zap.Error(c.err))
+						return fmt.Errorf("history store: %w", c.err)
+					}
+					s.r.HistoryRead(c.token, c.answers)
 				}
-				s.r.HistoryRead(c.token, c.answers)
 			case answer := <-s.besideDone:
 				answer()
 			case p := <-s.peerLost:
