@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -47,9 +48,11 @@ type historian struct {
 	drained *sync.Cond
 	queued  int
 	closed  bool
-	done    *answerQueue  // to the loop
-	exited  chan struct{} // closed when run has returned and the store is closed
-	failed  bool
+	done    *answerQueue // to the loop
+
+	diskBytes atomic.Uint64 // the store's files, refreshed after each batch (a metric)
+	exited    chan struct{} // closed when run has returned and the store is closed
+	failed    bool
 }
 
 type histOpKind uint8
@@ -181,6 +184,9 @@ func (h *historian) run() {
 			h.do(&batch[i])
 			h.applied(len(batch[i].writes))
 			batch[i] = histOp{}
+		}
+		if !h.failed {
+			h.diskBytes.Store(h.store.DiskBytes())
 		}
 	}
 	if err := h.store.Close(); err != nil {

@@ -163,6 +163,12 @@ func newServerMetrics(s *Server, set *metrics.Set) *serverMetrics {
 	gauge(`geoevent_entities`, func(h *Health) float64 { return float64(h.Data.EntityCount) })
 	gauge(`geoevent_events`, func(h *Health) float64 { return float64(h.Data.EventCount) })
 	gauge(`geoevent_index_bytes`, func(h *Health) float64 { return float64(h.Data.IndexBytes) })
+	set.NewGauge(`geoevent_history_disk_bytes`, func() float64 {
+		if s.hist == nil {
+			return 0
+		}
+		return float64(s.hist.diskBytes.Load())
+	})
 	set.NewGauge(`geoevent_connections`, func() float64 {
 		s.mu.Lock()
 		defer s.mu.Unlock()

@@ -136,4 +136,7 @@ func TestDiskMetrics(t *testing.T) {
 	if got := value(`geoevent_requests_total{op="insert"}`); got != n {
 		t.Errorf("%v inserts counted, want %d", got, n)
 	}
+	if value("geoevent_history_disk_bytes") <= 0 {
+		t.Errorf("the history store's files: %v bytes", value("geoevent_history_disk_bytes"))
+	}
 }
