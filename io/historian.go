@@ -175,15 +175,36 @@ func (h *historian) report(c histCompletion) { h.done.push(c) }
 func (h *historian) run() {
 	defer close(h.exited)
 	var batch []histOp
+	var entries []history.Entry
 	for {
 		var done bool
 		if batch, done = h.queue.take(batch); done {
 			break
 		}
-		for i := range batch {
-			h.do(&batch[i])
-			h.applied(len(batch[i].writes))
-			batch[i] = histOp{}
+		for i := 0; i < len(batch); {
+			if batch[i].kind != histWrite || h.failed {
+				h.do(&batch[i])
+				h.applied(len(batch[i].writes))
+				batch[i] = histOp{}
+				i++
+				continue
+			}
+			// A run of writes is one batch of the store: one commit,
+			// however many entries (single-event writes are an entry
+			// each).
+			entries = entries[:0]
+			n, j := 0, i
+			for ; j < len(batch) && batch[j].kind == histWrite; j++ {
+				entries = append(entries, history.Entry{Index: batch[j].index, Writes: batch[j].writes})
+				n += len(batch[j].writes)
+			}
+			if err := h.store.ApplyEntries(entries); err != nil {
+				h.fail(fmt.Errorf("write the history of log entries %d to %d: %w", batch[i].index, batch[j-1].index, err))
+			}
+			clear(entries)
+			clear(batch[i:j])
+			h.applied(n)
+			i = j
 		}
 		if !h.failed {
 			h.diskBytes.Store(h.store.DiskBytes())

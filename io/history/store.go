@@ -158,21 +158,40 @@ var errClosed = errors.New("history: store closed")
 // not passed). A write of an unknown kind rejects the whole entry: the
 // store is then as before.
 func (s *Store) Apply(index uint64, writes []core.HistoryWrite) error {
+	return s.ApplyEntries([]Entry{{Index: index, Writes: writes}})
+}
+
+// Entry is one log entry's history writes.
+type Entry struct {
+	Index  uint64
+	Writes []core.HistoryWrite
+}
+
+// ApplyEntries applies entries, in ascending index order, as Apply does
+// each, in one batch: the store holds all of them or none. Entries at or
+// below Applied() are skipped. One batch for the entries a queue holds
+// costs one commit instead of one an entry: single-event writes commit
+// each in its own entry.
+func (s *Store) ApplyEntries(entries []Entry) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return errClosed
 	}
-	if index <= s.applied {
+	for len(entries) > 0 && entries[0].Index <= s.applied {
+		entries = entries[1:]
+	}
+	if len(entries) == 0 {
 		return nil
 	}
 	// A HistoryDeleteExpired reads the events it deletes, including those
-	// earlier writes of this entry put: only an indexed batch can be read.
+	// earlier writes of the batch put: only an indexed batch can be read.
 	indexed := false
-	for i := range writes {
-		if writes[i].Kind == core.HistoryDeleteExpired {
-			indexed = true
-			break
+	for _, e := range entries {
+		for i := range e.Writes {
+			if e.Writes[i].Kind == core.HistoryDeleteExpired {
+				indexed = true
+			}
 		}
 	}
 	var b *pebble.Batch
@@ -185,39 +204,46 @@ func (s *Store) Apply(index uint64, writes []core.HistoryWrite) error {
 	var erased []core.Uint128
 	key := make([]byte, 0, keyLen)
 	val := make([]byte, 0, 64)
-	for i := range writes {
-		w := &writes[i]
-		var err error
-		switch w.Kind {
-		case core.HistoryPut:
-			key = appendKey(key[:0], w.Event.EntityID, w.Event.TimestampNS)
-			val = appendValue(val[:0], &w.Event)
-			err = b.Set(key, val, nil)
-		case core.HistoryDeleteEvent:
-			key = appendKey(key[:0], w.EntityID, w.TS)
-			err = b.Delete(key, nil)
-		case core.HistoryDeleteEntity:
-			lo, hi := entityBounds(w.EntityID)
-			err = b.DeleteRange(lo, hi, nil)
-			erased = append(erased, w.EntityID)
-		case core.HistoryDeleteExpired:
-			err = deleteExpired(b, w.EntityID, w.TS)
-		default:
-			err = fmt.Errorf("history: write %d of entry %d: unknown kind %d", i, index, w.Kind)
+	last := s.applied
+	for _, e := range entries {
+		if e.Index <= last {
+			return fmt.Errorf("history: entry %d after entry %d: entries must ascend", e.Index, last)
 		}
-		if err != nil {
-			return wrapErr(err, w.EntityID)
+		last = e.Index
+		for i := range e.Writes {
+			w := &e.Writes[i]
+			var err error
+			switch w.Kind {
+			case core.HistoryPut:
+				key = appendKey(key[:0], w.Event.EntityID, w.Event.TimestampNS)
+				val = appendValue(val[:0], &w.Event)
+				err = b.Set(key, val, nil)
+			case core.HistoryDeleteEvent:
+				key = appendKey(key[:0], w.EntityID, w.TS)
+				err = b.Delete(key, nil)
+			case core.HistoryDeleteEntity:
+				lo, hi := entityBounds(w.EntityID)
+				err = b.DeleteRange(lo, hi, nil)
+				erased = append(erased, w.EntityID)
+			case core.HistoryDeleteExpired:
+				err = deleteExpired(b, w.EntityID, w.TS)
+			default:
+				err = fmt.Errorf("history: write %d of entry %d: unknown kind %d", i, e.Index, w.Kind)
+			}
+			if err != nil {
+				return wrapErr(err, w.EntityID)
+			}
 		}
 	}
 	var idx [8]byte
-	binary.BigEndian.PutUint64(idx[:], index)
+	binary.BigEndian.PutUint64(idx[:], last)
 	if err := b.Set(appliedKey, idx[:], nil); err != nil {
 		return err
 	}
 	if err := s.db.Apply(b, pebble.NoSync); err != nil {
 		return wrapErr(err, core.Uint128{})
 	}
-	s.applied = index
+	s.applied = last
 	for _, id := range erased {
 		s.erasures.erase(id)
 	}
