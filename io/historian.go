@@ -41,14 +41,19 @@ type historian struct {
 
 	// The writes queued and not yet applied, and the loop's wait for them
 	// to fall to maxQueuedWrites (push): a store slower than the log
-	// slows the loop down instead of queuing without bound. Answers to
+	// slows the loop down instead of queuing without bound. A store that
+	// makes no progress for stallAfter (a full disk stalls pebble's
+	// flushes) is stalled: writes queue without waiting until it moves
+	// again, so that the loop, and the reads it serves, go on. Answers to
 	// the loop (done) never wait for it, or a loop waiting here would
 	// wait for ever.
-	mu      sync.Mutex
-	drained *sync.Cond
-	queued  int
-	closed  bool
-	done    *answerQueue // to the loop
+	mu         sync.Mutex
+	queued     int
+	closed     bool
+	stalled    bool
+	progress   chan struct{} // capacity 1: "the historian finished a request"
+	stallAfter time.Duration
+	done       *answerQueue // to the loop
 
 	diskBytes atomic.Uint64 // the store's files, refreshed after each batch (a metric)
 	exited    chan struct{} // closed when run has returned and the store is closed
@@ -122,7 +127,7 @@ func openHistory(dir string, snapIndex uint64, cacheBytes int64, lg *zap.Logger)
 func newHistorian(dir string, st *history.Store, lg *zap.Logger) *historian {
 	h := &historian{dir: dir, store: st, log: lg, queue: newOpQueue[histOp](),
 		done: newAnswerQueue(), exited: make(chan struct{})}
-	h.drained = sync.NewCond(&h.mu)
+	h.progress, h.stallAfter = make(chan struct{}, 1), 250*time.Millisecond
 	return h
 }
 
@@ -134,14 +139,21 @@ func newHistorian(dir string, st *history.Store, lg *zap.Logger) *historian {
 const maxQueuedWrites = 200_000
 
 // push queues op. A write waits (holding the loop: backpressure) while
-// more than maxQueuedWrites are queued; nothing else waits. After close it
-// drops op (a result or view channel then gets nothing: its waiter gives
-// up when the server stops).
+// more than maxQueuedWrites are queued, unless the store is stalled;
+// nothing else waits. After close it drops op (a result or view channel
+// then gets nothing: its waiter gives up when the server stops).
 func (h *historian) push(op histOp) {
 	if n := len(op.writes); n > 0 {
 		h.mu.Lock()
-		for h.queued > maxQueuedWrites && !h.closed {
-			h.drained.Wait()
+		for h.queued > maxQueuedWrites && !h.closed && !h.stalled {
+			h.mu.Unlock()
+			select {
+			case <-h.progress:
+				h.mu.Lock()
+			case <-time.After(h.stallAfter):
+				h.mu.Lock()
+				h.stalled = true
+			}
 		}
 		h.queued += n
 		h.mu.Unlock()
@@ -149,15 +161,17 @@ func (h *historian) push(op histOp) {
 	h.queue.push(op)
 }
 
-// applied releases n writes of the queue's bound.
-func (h *historian) applied(n int) {
-	if n == 0 {
-		return
-	}
+// finished releases n writes of the queue's bound: the historian has done
+// a request (n writes of it, maybe 0), so the store is not stalled.
+func (h *historian) finished(n int) {
 	h.mu.Lock()
 	h.queued -= n
+	h.stalled = false
 	h.mu.Unlock()
-	h.drained.Broadcast()
+	select {
+	case h.progress <- struct{}{}:
+	default:
+	}
 }
 
 // close makes run finish the requests queued so far, close the store and
@@ -166,7 +180,10 @@ func (h *historian) close() {
 	h.mu.Lock()
 	h.closed = true
 	h.mu.Unlock()
-	h.drained.Broadcast()
+	select {
+	case h.progress <- struct{}{}:
+	default:
+	}
 	h.queue.close()
 }
 
@@ -184,7 +201,7 @@ func (h *historian) run() {
 		for i := 0; i < len(batch); {
 			if batch[i].kind != histWrite || h.failed {
 				h.do(&batch[i])
-				h.applied(len(batch[i].writes))
+				h.finished(len(batch[i].writes))
 				batch[i] = histOp{}
 				i++
 				continue
@@ -203,7 +220,7 @@ func (h *historian) run() {
 			}
 			clear(entries)
 			clear(batch[i:j])
-			h.applied(n)
+			h.finished(n)
 			i = j
 		}
 		if !h.failed {

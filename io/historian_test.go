@@ -160,6 +160,7 @@ func TestHistorianBoundsItsQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newHistorian(dir, st, lg)
+	h.stallAfter = time.Minute // this test's historian is not stalled, only late
 	running := false
 	defer func() {
 		h.close()
@@ -212,5 +213,39 @@ func TestHistorianBoundsItsQueue(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// TestHistorianStalledDoesNotHoldTheLoop: a store that makes no progress
+// for stallAfter (a full disk stalls pebble) is stalled: writes past the
+// bound are queued without waiting, so the loop and its reads go on.
+func TestHistorianStalledDoesNotHoldTheLoop(t *testing.T) {
+	lg := zap.NewNop()
+	dir := t.TempDir()
+	st, err := openHistory(dir, 0, 0, lg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHistorian(dir, st, lg)
+	h.stallAfter = 50 * time.Millisecond
+	defer func() { h.close(); go h.run(); <-h.exited }() // run releases a push still waiting
+	ws := make([]core.HistoryWrite, maxQueuedWrites+1)
+	for i := range ws {
+		ev := event(1)
+		ev.TimestampNS = uint64(1e18) + uint64(i)
+		ws[i] = core.HistoryWrite{Kind: core.HistoryPut, EntityID: ev.EntityID, TS: ev.TimestampNS, Event: ev}
+	}
+	h.push(histOp{kind: histWrite, index: 1, writes: ws}) // the historian never runs: past the bound
+	pushed := make(chan struct{})
+	go func() {
+		for i := uint64(2); i <= 5; i++ {
+			h.push(histOp{kind: histWrite, index: i, writes: ws[:1]})
+		}
+		close(pushed)
+	}()
+	select {
+	case <-pushed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("writes to a stalled store still wait after 5 s")
 	}
 }
