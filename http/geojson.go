@@ -191,5 +191,10 @@ func polygonGeometry(d *doc, g int32) ([]core.Coordinate, [][]core.Coordinate, *
 // acceptsGeoJSON reports whether an Accept header's value names
 // application/geo+json (in any case; its parameters and q values aside).
 func acceptsGeoJSON(v string) bool {
-	return strings.Contains(strings.ToLower(v), geoJSONType)
+	for i := 0; i+len(geoJSONType) <= len(v); i++ {
+		if strings.EqualFold(v[i:i+len(geoJSONType)], geoJSONType) {
+			return true
+		}
+	}
+	return false
 }

@@ -55,9 +55,10 @@ type historian struct {
 	stallAfter time.Duration
 	done       *answerQueue // to the loop
 
-	diskBytes atomic.Uint64 // the store's files, refreshed after each batch (a metric)
-	exited    chan struct{} // closed when run has returned and the store is closed
-	failed    bool
+	diskBytes   atomic.Uint64 // the store's files, refreshed at most once a second (a metric)
+	diskBytesAt time.Time     // when diskBytes was refreshed
+	exited      chan struct{} // closed when run has returned and the store is closed
+	failed      bool
 }
 
 type histOpKind uint8
@@ -223,8 +224,11 @@ func (h *historian) run() {
 			h.finished(n)
 			i = j
 		}
-		if !h.failed {
+		// Reading the store's metrics takes its locks: not for every batch
+		// of single-event writes.
+		if now := time.Now(); !h.failed && now.Sub(h.diskBytesAt) >= time.Second {
 			h.diskBytes.Store(h.store.DiskBytes())
+			h.diskBytesAt = now
 		}
 	}
 	if err := h.store.Close(); err != nil {

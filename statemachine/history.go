@@ -62,16 +62,19 @@ type historyIO struct {
 	gets  map[eventKey]core.HistoryAnswer
 	scans map[core.Uint128]core.HistoryAnswer
 
-	// The events an upsert batch has put at client timestamps so far, by
-	// key (nil until the first), and the entities it removed (expired):
-	// a read of the store, answered as of before the batch, is overridden
-	// by them.
-	batchPuts map[eventKey]core.GeoEvent
+	// What an upsert batch has done so far to keys and entities, which
+	// overrides the store's answers (as of before the batch): by key, the
+	// event it put at a client timestamp, or none where it replaced the
+	// latest event by one at a fresh timestamp (nil map until the first);
+	// the entities it removed (expired).
+	batchKeys map[eventKey]batchKey
 	removed   map[core.Uint128]struct{}
-	// The keys whose event the batch replaced by one at a fresh timestamp
-	// (an upsert without a timestamp replaces the latest event), unless
-	// put again since: the store's answer for them is stale too.
-	batchDeleted map[eventKey]struct{}
+}
+
+// batchKey is what a batch left at a key: an event, or none (!present).
+type batchKey struct {
+	ev      core.GeoEvent
+	present bool
 }
 
 // TakeHistoryWrites returns the history writes of the operations applied
@@ -122,7 +125,7 @@ func (sm *StateMachine) DropAnswers() { sm.endOperation() }
 func (sm *StateMachine) endOperation() {
 	clear(sm.hio.gets)
 	clear(sm.hio.scans)
-	sm.hio.batchPuts, sm.hio.removed, sm.hio.batchDeleted = nil, nil, nil
+	sm.hio.batchKeys, sm.hio.removed = nil, nil
 }
 
 // WriteNeeds appends to dst the reads that applying an insert or upsert
@@ -157,11 +160,8 @@ func (sm *StateMachine) WriteNeeds(events []core.GeoEvent, dst []core.HistoryRea
 // operation, unless removed during it) at key k, as the operation's puts
 // and the answers provided say.
 func (sm *StateMachine) olderAt(k eventKey) (core.GeoEvent, bool) {
-	if ev, ok := sm.hio.batchPuts[k]; ok {
-		return ev, true
-	}
-	if _, gone := sm.hio.batchDeleted[k]; gone {
-		return core.GeoEvent{}, false
+	if b, ok := sm.hio.batchKeys[k]; ok {
+		return b.ev, b.present
 	}
 	if _, gone := sm.hio.removed[k.id]; gone {
 		return core.GeoEvent{}, false

@@ -297,24 +297,20 @@ func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, replaceLatest bool) 
 // client timestamp of the batch, and the entity's latest before the batch
 // is read from the store (WriteNeeds).
 func (sm *StateMachine) rememberPut(ev *core.GeoEvent) {
-	if sm.hio.batchPuts == nil {
-		sm.hio.batchPuts = make(map[eventKey]core.GeoEvent)
-	}
-	k := eventKey{ev.EntityID, ev.TimestampNS}
-	sm.hio.batchPuts[k] = *ev
-	delete(sm.hio.batchDeleted, k)
+	sm.setBatchKey(eventKey{ev.EntityID, ev.TimestampNS}, batchKey{*ev, true})
 }
 
 // forgetPut records that the batch removed the event at k (the latest,
 // replaced by an event at a fresh timestamp), so that a later event of
 // the batch at k finds none (olderAt), whatever the store answered for k
 // as of before the batch.
-func (sm *StateMachine) forgetPut(k eventKey) {
-	delete(sm.hio.batchPuts, k)
-	if sm.hio.batchDeleted == nil {
-		sm.hio.batchDeleted = make(map[eventKey]struct{})
+func (sm *StateMachine) forgetPut(k eventKey) { sm.setBatchKey(k, batchKey{}) }
+
+func (sm *StateMachine) setBatchKey(k eventKey, b batchKey) {
+	if sm.hio.batchKeys == nil {
+		sm.hio.batchKeys = make(map[eventKey]batchKey)
 	}
-	sm.hio.batchDeleted[k] = struct{}{}
+	sm.hio.batchKeys[k] = b
 }
 
 // replaceLatest makes ev the entity's latest event in place of the current
