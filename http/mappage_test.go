@@ -2,6 +2,7 @@ package http_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -415,6 +416,13 @@ func TestMapPageInChromium(t *testing.T) {
 	}
 	b.waitFor(`document.getElementById("track-info").dataset.points === "3"`)
 
+	b.screenshot("map-page.png")
+}
+
+// screenshot keeps a PNG of the page as a test artifact, in
+// $GEOEVENT_TEST_ARTIFACTS or a folder of the temp directory.
+func (b *browser) screenshot(name string) {
+	b.t.Helper()
 	var shot struct {
 		Data []byte `json:"data"` // base64 in JSON: decoded into bytes
 	}
@@ -424,11 +432,106 @@ func TestMapPageInChromium(t *testing.T) {
 		dir = filepath.Join(os.TempDir(), "geoevent-test-artifacts")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
+		b.t.Fatal(err)
 	}
-	path := filepath.Join(dir, "map-page.png")
+	path := filepath.Join(dir, name)
 	if len(shot.Data) < 1000 || os.WriteFile(path, shot.Data, 0o644) != nil {
-		t.Fatalf("no screenshot (%d bytes) at %s", len(shot.Data), path)
+		b.t.Fatalf("no screenshot (%d bytes) at %s", len(shot.Data), path)
 	}
-	t.Logf("screenshot: %s", path)
+	b.t.Logf("screenshot: %s", path)
+}
+
+// TestMapPageLive loads the map page against a server holding fences and
+// moves entities through them: it counts the fence shapes drawn (those in
+// view), hides and shows them, waits for an enter and an exit event in
+// the list (and not for one from before the page opened), and checks how
+// the entities in view are kept up to date: by the position stream where
+// the server has one, else by polling.
+func TestMapPageLive(t *testing.T) {
+	bin := chromium(t)
+	e := newEnv(t)
+	pt := func(lat, lon float64) map[string]any { return map[string]any{"lat": lat, "lon": lon} }
+	for _, f := range []struct {
+		name string
+		body map[string]any
+	}{
+		{"park", map[string]any{"shape": "polygon",
+			"vertices": []any{pt(52.50, 13.36), pt(52.50, 13.40), pt(52.53, 13.40), pt(52.53, 13.36)},
+			"holes":    []any{[]any{pt(52.51, 13.37), pt(52.51, 13.38), pt(52.52, 13.38), pt(52.52, 13.37)}}}},
+		{"zoo", map[string]any{"shape": "circle", "center": pt(52.49, 13.47), "radius_m": 800}},
+		{"depot", map[string]any{"shape": "bbox", "min": pt(52.535, 13.43), "max": pt(52.56, 13.46)}},
+		{"harbour", map[string]any{"shape": "bbox", "min": pt(-33.9, 151.2), "max": pt(-33.8, 151.3)}},
+		{"dateline", map[string]any{"shape": "bbox", "min": pt(10, 179), "max": pt(11, -179)}},
+	} {
+		expectOK(t, e.req("PUT", "/fences/"+f.name+"?form=a", f.body), "put "+f.name)
+	}
+	nano := func(deg float64) int64 { return int64(math.Round(deg * 1e9)) }
+	walker, early, mover := newID(), newID(), newID()
+	e.insert(ev(walker, nano(52.545), nano(13.40)), ev(early, nano(52.40), nano(13.47)), ev(mover, nano(52.47), nano(13.30)))
+	e.insert(ev(early, nano(52.49), nano(13.47))) // enters the zoo before the page opens: not listed
+
+	b := startBrowser(t, bin)
+	b.open(e.base + "/?poll=300&view=52.52,13.43,12")
+	b.waitFor(`document.getElementById("fence-info").dataset.drawn === "3"`)
+	var drawn struct {
+		Names          []string
+		Classes, Total string
+		HoleSubpaths   int
+	}
+	b.eval(`(() => { const ps = [...document.querySelectorAll("path.ge-fence")];
+		return {Names: ps.map(p => p.dataset.fence).sort(),
+			Classes: ps.map(p => p.getAttribute("class").match(/ge-fence-\w+/)[0]).sort().join(" "),
+			Total: document.getElementById("fence-info").dataset.total,
+			HoleSubpaths: (document.querySelector("path.ge-fence-polygon").getAttribute("d").match(/M/g) || []).length}; })()`, &drawn)
+	if !slices.Equal(drawn.Names, []string{"depot", "park", "zoo"}) || drawn.Classes != "ge-fence-bbox ge-fence-circle ge-fence-polygon" ||
+		drawn.Total != "5" || drawn.HoleSubpaths != 2 {
+		t.Errorf("fences drawn: %+v; want depot, park (with its hole: 2 subpaths) and zoo of 5", drawn)
+	}
+	b.eval(`document.getElementById("fences-toggle").click()`, nil)
+	b.waitFor(`document.querySelectorAll("path.ge-fence").length === 0`)
+	b.eval(`document.getElementById("fences-toggle").click()`, nil)
+	b.waitFor(`document.querySelectorAll("path.ge-fence").length === 3`)
+
+	// The walker enters the depot, then leaves it: both events are listed,
+	// the newest first.
+	e.insert(ev(walker, nano(52.545), nano(13.445)))
+	b.waitFor(`document.querySelector("#events li[data-type=enter][data-fence=depot]")`)
+	e.insert(ev(walker, nano(52.545), nano(13.48)))
+	b.waitFor(`document.querySelector("#events li[data-type=exit][data-fence=depot]")`)
+	var listed []string
+	b.eval(`[...document.querySelectorAll("#events li")].map(li => li.dataset.type + " " + li.dataset.fence + " " + li.dataset.entity)`, &listed)
+	if want := []string{"exit depot " + walker, "enter depot " + walker}; !slices.Equal(listed, want) {
+		t.Errorf("events listed %q, want %q", listed, want)
+	}
+
+	t.Run("positions", func(t *testing.T) {
+		// The stream's contract: GET /feed/positions?bbox=S,W,N,E. Where
+		// the server lacks it (404) the page polls; where it has it, a
+		// move shows without polling.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req, _ := stdhttp.NewRequestWithContext(ctx, "GET", e.base+"/feed/positions?bbox=52.4,13.2,52.6,13.7", nil)
+		resp, err := stdhttp.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		var live string
+		b.eval(`document.getElementById("status").dataset.live`, &live)
+		if resp.StatusCode == stdhttp.StatusNotFound {
+			if live != "polling" {
+				t.Fatalf("no position stream, and the page's live mode is %q, not polling", live)
+			}
+			newcomer := newID()
+			e.insert(ev(newcomer, nano(52.47), nano(13.35)))
+			b.waitFor(fmt.Sprintf(`window.geoeventMarkers.has(%q)`, newcomer))
+			return
+		}
+		if live != "stream" {
+			t.Fatalf("GET /feed/positions answers %d, and the page's live mode is %q, not stream", resp.StatusCode, live)
+		}
+		e.insert(ev(mover, nano(52.475), nano(13.31)))
+		b.waitFor(fmt.Sprintf(`Math.abs(window.geoeventMarkers.get(%q).getLatLng().lat - 52.475) < 1e-9`, mover))
+	})
+	b.screenshot("map-page-live.png")
 }

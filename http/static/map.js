@@ -1,9 +1,14 @@
-// The GeoEvent map page: the entities in view, refreshed by polling the
-// API of the same origin; drawn shapes run radius, bbox and polygon queries;
-// clicking an entity draws its history track. Plain JavaScript, no build
-// step. The URL may set the state the page starts in:
+// The GeoEvent map page, on the API of the same origin: the entities in
+// view, moved live by the position stream (GET /feed/positions) or, where
+// the server has none, refreshed by polling; drawn shapes run radius, bbox
+// and polygon queries; clicking an entity draws its history track; the
+// fences are drawn, and their enter and exit events (GET /feed) listed and
+// flashed as they happen. Plain JavaScript, no build step. The URL may set
+// the state the page starts in:
 //   ?view=LAT,LON,ZOOM  ?circle=LAT,LON,RADIUS_M  ?box=SOUTH,WEST,NORTH,EAST
-//   ?polygon=LAT,LON;LAT,LON;LAT,LON...  ?entity=ID  ?poll=MS (0: no polling)
+//   ?polygon=LAT,LON;LAT,LON;LAT,LON...  ?entity=ID
+//   ?poll=MS (polling's period; 0: no polling)  ?live=0 (poll, no stream)
+//   ?fences=0 (fences hidden)
 (function () {
   'use strict';
 
@@ -11,6 +16,9 @@
   var MAX_RESULTS = 10000;  // results a drawn shape lists at most
   var MAX_TRACK = 10000;    // points of a track at most
   var TRACK_SPAN_NS = 86400n * 1000000000n; // a track shows the day before the latest event
+  var MAX_FENCES_LOADED = 100000; // fences read from GET /fences at most
+  var MAX_FENCES_DRAWN = 2000;    // fences drawn at most (those in view)
+  var MAX_NOTIFICATIONS = 20;     // fence events listed
 
   var params = new URLSearchParams(location.search);
   var tiles = document.querySelector('meta[name="geoevent-tiles"]').content;
@@ -87,16 +95,73 @@
     statusEl.classList.toggle('error', !!error);
   }
 
+  // showStatus says how many entities are in view and how they are kept
+  // up to date.
+  var entitiesText = '';
+  function showStatus() {
+    setStatus(entitiesText + ' · ' + liveText() + ' · ' + new Date().toLocaleTimeString());
+  }
+
+  // latLngOf is an event's place: Form A's degrees or Form B's nanodegrees
+  // (the feeds' streams render Form B).
+  function latLngOf(ev) {
+    if (ev.lat !== undefined) return L.latLng(ev.lat, ev.lon);
+    return L.latLng(Number(ev.lat_nano) / 1e9, Number(ev.lon_nano) / 1e9);
+  }
+
+  // flash makes a drawn layer blink once (map.css's .ge-flash).
+  function flash(layer) {
+    var el = layer && layer.getElement && layer.getElement();
+    if (!el) return;
+    el.classList.remove('ge-flash');
+    void el.getBoundingClientRect(); // a reflow, so that the animation starts again
+    el.classList.add('ge-flash');
+    clearTimeout(layer.flashTimer);
+    layer.flashTimer = setTimeout(function () { el.classList.remove('ge-flash'); }, 1600);
+  }
+
   // --- the entities in view ---
 
   var entities = L.layerGroup().addTo(map);
   var markers = new Map(); // entity id -> circle marker
+  window.geoeventMarkers = markers; // for the console and tests
   var refreshing = false;
+  var touches = 0; // counts markers placed by the streams (see refresh)
+
+  // placeMarker shows an entity at an event's place, unless its marker
+  // shows a later event (an answer that was on its way while a stream
+  // moved the marker is older). It returns the marker.
+  function placeMarker(ev, live) {
+    var m = markers.get(ev.entity_id);
+    if (m && BigInt(m.ev.timestamp_ns) > BigInt(ev.timestamp_ns)) return m;
+    if (m) {
+      m.setLatLng(latLngOf(ev));
+    } else {
+      m = L.circleMarker(latLngOf(ev), {
+        radius: 5, weight: 1, color: '#1a4d80', fillColor: '#3182ce', fillOpacity: 0.9, className: 'ge-entity'
+      }).addTo(entities);
+      m.on('click', function () { showTrack(m.ev.entity_id); });
+      markers.set(ev.entity_id, m);
+    }
+    m.ev = ev;
+    if (live) m.touched = ++touches;
+    m.bindTooltip(ev.entity_id + '<br>' + formatTime(ev.timestamp_ns));
+    return m;
+  }
+
+  function removeMarker(id) {
+    var m = markers.get(id);
+    if (m) {
+      entities.removeLayer(m);
+      markers.delete(id);
+    }
+  }
 
   // refresh shows the entities within the circle around the view.
   function refresh() {
     if (refreshing) return Promise.resolve();
     refreshing = true;
+    var since = touches;
     var b = map.getBounds();
     var c = map.wrapLatLng(map.getCenter());
     var r = 1;
@@ -111,28 +176,17 @@
       var seen = new Set();
       res.events.forEach(function (ev) {
         seen.add(ev.entity_id);
-        var m = markers.get(ev.entity_id);
-        if (m) {
-          m.setLatLng([ev.lat, ev.lon]);
-        } else {
-          m = L.circleMarker([ev.lat, ev.lon], {
-            radius: 5, weight: 1, color: '#1a4d80', fillColor: '#3182ce', fillOpacity: 0.9, className: 'ge-entity'
-          }).addTo(entities);
-          m.on('click', function () { showTrack(m.ev.entity_id); });
-          markers.set(ev.entity_id, m);
-        }
-        m.ev = ev;
-        m.bindTooltip(ev.entity_id + '<br>' + formatTime(ev.timestamp_ns));
+        placeMarker(ev, false);
       });
+      // A marker the answer lacks is gone from the view, unless a stream
+      // placed it after the query went out.
       markers.forEach(function (m, id) {
-        if (!seen.has(id)) {
-          entities.removeLayer(m);
-          markers.delete(id);
-        }
+        if (!seen.has(id) && !(m.touched > since)) removeMarker(id);
       });
       statusEl.dataset.entities = String(markers.size);
-      setStatus(markers.size + ' ' + (markers.size === 1 ? 'entity' : 'entities') + ' in view' +
-        (res.more ? ' (the first ' + MAX_MARKERS + ')' : '') + ' · ' + new Date().toLocaleTimeString());
+      entitiesText = markers.size + ' ' + (markers.size === 1 ? 'entity' : 'entities') + ' in view' +
+        (res.more ? ' (the first ' + MAX_MARKERS + ')' : '');
+      showStatus();
     }).catch(function (e) {
       setStatus(e.message, true);
     }).finally(function () {
@@ -308,6 +362,315 @@
     });
   }
 
+  // --- live positions: the position stream, or polling ---
+
+  // GET /feed/positions?bbox=S,W,N,E streams the moves in a box as
+  // Server-Sent Events: "position" (data: the event as GET /entity/{id}
+  // renders it) and "delete" (data: {"entity_id"}), "id:" a log index by
+  // which the browser resumes. A server without it answers 404, which
+  // fails the EventSource before it opens: the page then polls instead,
+  // for the rest of its life.
+  var pollMS = params.has('poll') ? Number(params.get('poll')) : 2000;
+  var liveMode = params.get('live') === '0' ? 'polling' : 'starting'; // then 'stream' or 'polling'
+  var positions = null; // the EventSource of the view's box
+  var pollTimer = null;
+
+  function liveText() {
+    if (liveMode === 'stream') return 'live';
+    if (liveMode === 'polling') return pollMS > 0 ? 'polled every ' + pollMS / 1000 + ' s' : 'not refreshed';
+    return 'connecting';
+  }
+
+  function setLive(m) {
+    liveMode = m;
+    statusEl.dataset.live = m;
+    if (entitiesText) showStatus();
+    if (m === 'polling' && pollMS > 0 && !pollTimer) pollTimer = setInterval(refresh, pollMS);
+  }
+
+  // viewBox is the view as the stream's bbox: S,W,N,E in degrees, the
+  // longitudes wrapped (a west above the east crosses the antimeridian).
+  function viewBox() {
+    var b = map.getBounds();
+    var south = Math.max(-90, b.getSouth()), north = Math.min(90, b.getNorth());
+    var west = -180, east = 180;
+    if (b.getEast() - b.getWest() < 360) {
+      west = map.wrapLatLng([0, b.getWest()]).lng;
+      east = map.wrapLatLng([0, b.getEast()]).lng;
+    }
+    return [south, west, north, east].map(function (v) { return v.toFixed(6); }).join(',');
+  }
+
+  // followPositions opens the stream of the view's box (again after each
+  // move of the map), and resolves once it is open or the page polls.
+  function followPositions() {
+    if (positions) positions.close();
+    positions = null;
+    if (liveMode === 'polling') return Promise.resolve();
+    return new Promise(function (resolve) {
+      var es = new EventSource('feed/positions?bbox=' + viewBox());
+      var opened = false;
+      positions = es;
+      es.onopen = function () {
+        opened = true;
+        if (liveMode !== 'stream') setLive('stream');
+        resolve();
+      };
+      es.addEventListener('position', function (e) {
+        var ev = JSON.parse(e.data);
+        flash(placeMarker(ev, true));
+      });
+      es.addEventListener('delete', function (e) {
+        removeMarker(JSON.parse(e.data).entity_id);
+      });
+      es.onerror = function (e) {
+        if (es !== positions) return; // an old box's stream
+        if (e.data) setStatus('position stream: ' + e.data, true); // the server's "error" event
+        // Open once, the browser reconnects by itself (readyState
+        // CONNECTING); failed at once or closed for good, poll.
+        if (!opened || es.readyState === EventSource.CLOSED) {
+          es.close();
+          positions = null;
+          setLive('polling');
+          resolve();
+        }
+      };
+    });
+  }
+
+  // --- fences ---
+
+  // GET /fences has no spatial filter: the page reads up to
+  // MAX_FENCES_LOADED definitions (a page of 1,000 at a time) and draws
+  // those whose bounds meet the view, MAX_FENCES_DRAWN at most. It reads
+  // them again when shown again and when the feed names a fence it lacks.
+  var fencePane = map.createPane('fences');
+  fencePane.style.zIndex = 350; // under the entities and drawn shapes (400), so that they stay clickable
+  var fenceLayer = L.layerGroup().addTo(map);
+  var fences = new Map();      // name -> {def, bounds}, in name order
+  var fenceShapes = new Map(); // name -> its drawn layer
+  var fencesTotal = 0;
+  var fenceToggle = document.getElementById('fences-toggle');
+  var fenceInfo = document.getElementById('fence-info');
+  var fenceLoad = null; // the load under way
+
+  var FENCE_STYLES = {
+    polygon: { color: '#6b46c1', fillColor: '#9f7aea', fillOpacity: 0.12, weight: 2 },
+    circle: { color: '#2f855a', fillColor: '#48bb78', fillOpacity: 0.12, weight: 2 },
+    bbox: { color: '#c05621', fillColor: '#ed8936', fillOpacity: 0.10, weight: 2, dashArray: '6 4' }
+  };
+
+  function loadFences() {
+    if (fenceLoad) return fenceLoad;
+    fenceInfo.textContent = 'Loading fences…';
+    var loaded = new Map();
+    function step(after) {
+      return api('GET', 'fences?form=a&limit=1000' + (after ? '&after=' + encodeURIComponent(after) : '')).then(function (p) {
+        fencesTotal = p.total;
+        p.fences.forEach(function (f) {
+          if (loaded.size < MAX_FENCES_LOADED) loaded.set(f.name, { def: f, bounds: fenceBounds(f) });
+        });
+        if (p.has_more && p.fences.length && loaded.size < MAX_FENCES_LOADED) return step(p.fences[p.fences.length - 1].name);
+      });
+    }
+    fenceLoad = step(null).then(function () {
+      fences = loaded;
+      fenceShapes.forEach(function (layer) { fenceLayer.removeLayer(layer); });
+      fenceShapes.clear();
+      drawFences();
+    }).catch(function (e) {
+      fenceInfo.textContent = 'Fences: ' + e.message;
+    }).finally(function () {
+      fenceLoad = null;
+    });
+    return fenceLoad;
+  }
+
+  // fenceBounds is a fence's bounding box (a bbox across the antimeridian
+  // runs east past 180).
+  function fenceBounds(f) {
+    if (f.shape === 'polygon') return L.latLngBounds(f.vertices.map(latLngOf));
+    if (f.shape === 'circle') return latLngOf(f.center).toBounds(2 * f.radius_m);
+    var east = f.max.lon < f.min.lon ? f.max.lon + 360 : f.max.lon;
+    return L.latLngBounds([f.min.lat, f.min.lon], [f.max.lat, east]);
+  }
+
+  function fenceShape(fence) {
+    var f = fence.def;
+    var opts = Object.assign({ pane: 'fences', className: 'ge-fence ge-fence-' + f.shape }, FENCE_STYLES[f.shape]);
+    var layer;
+    if (f.shape === 'polygon') {
+      layer = L.polygon([f.vertices.map(latLngOf)].concat((f.holes || []).map(function (h) { return h.map(latLngOf); })), opts);
+    } else if (f.shape === 'circle') {
+      layer = L.circle(latLngOf(f.center), Object.assign({ radius: f.radius_m }, opts));
+    } else {
+      layer = L.rectangle(fence.bounds, opts);
+    }
+    var tip = document.createElement('span'); // text, not HTML: a name is the client's
+    tip.textContent = f.name + ' (' + f.shape + (f.group_id !== undefined ? ', group ' + f.group_id : '') +
+      '; reports ' + f.report.join(', ') + ')';
+    layer.bindTooltip(tip, { sticky: true });
+    return layer;
+  }
+
+  // drawFences draws the fences in view, MAX_FENCES_DRAWN at most, and
+  // removes the others.
+  function drawFences() {
+    if (!fenceToggle.checked) return;
+    var view = map.getBounds();
+    var want = new Set();
+    var inView = 0;
+    fences.forEach(function (fence, name) {
+      if (!view.intersects(fence.bounds)) return;
+      inView++;
+      if (want.size < MAX_FENCES_DRAWN) want.add(name);
+    });
+    fenceShapes.forEach(function (layer, name) {
+      if (!want.has(name)) {
+        fenceLayer.removeLayer(layer);
+        fenceShapes.delete(name);
+      }
+    });
+    want.forEach(function (name) {
+      if (fenceShapes.has(name)) return;
+      var layer = fenceShape(fences.get(name)).addTo(fenceLayer);
+      layer.getElement().dataset.fence = name;
+      fenceShapes.set(name, layer);
+    });
+    fenceInfo.dataset.total = String(fencesTotal);
+    fenceInfo.dataset.drawn = String(fenceShapes.size);
+    fenceInfo.textContent = fencesTotal + ' fence' + (fencesTotal === 1 ? '' : 's') +
+      (fences.size < fencesTotal ? ' (the first ' + fences.size + ' read)' : '') + '; ' +
+      (inView > fenceShapes.size ? 'the first ' + fenceShapes.size + ' of ' + inView + ' in view drawn' : inView + ' in view');
+  }
+
+  fenceToggle.checked = params.get('fences') !== '0';
+  fenceToggle.addEventListener('change', function () {
+    if (fenceToggle.checked) {
+      map.addLayer(fenceLayer);
+      loadFences();
+    } else {
+      map.removeLayer(fenceLayer);
+      fenceInfo.textContent = 'Fences hidden';
+      fenceInfo.dataset.drawn = '0';
+    }
+  });
+  if (!fenceToggle.checked) map.removeLayer(fenceLayer);
+  map.on('moveend', drawFences);
+
+  // --- fence events: GET /feed ---
+
+  // The page shows what happens from when it opens: it finds the feed's
+  // end (feedEnd), streams from there, and on a lost connection opens
+  // the stream again after the last sequence it saw (the URL's after=
+  // outranks the Last-Event-ID header, so the page resumes by after=).
+  var feed = null;     // the EventSource
+  var feedLast = null; // BigInt: the last sequence seen (or the end it started at)
+  var feedFailures = 0;
+  var feedList = document.getElementById('events');
+  var MAX_SEQ = (1n << 64n) - 1n;
+  var unknownReload = 0; // when a notification last made the page read the fences again
+
+  // feedEnd finds the sequence after which the feed holds nothing: the
+  // least S for which GET /feed?after=S answers no notification (and not
+  // 241 FEED_TRIMMED, the answer to an after in the feed's trimmed past).
+  // A binary search over the 64-bit sequences: at most 65 reads of one
+  // notification, each a search in the feed.
+  function feedEnd() {
+    function holds(after) { // whether the feed holds something after after
+      return api('GET', 'feed?form=a&wait_ms=0&limit=1&after=' + after).then(function (p) {
+        return { yes: p.notifications.length > 0, start: BigInt(p.start) };
+      }, function (e) {
+        if (/^241 /.test(e.message)) return { yes: true };
+        throw e;
+      });
+    }
+    var lo, hi = MAX_SEQ; // holds(lo) is yes, holds(hi) no
+    function search() {
+      if (hi - lo <= 1n) return hi;
+      var mid = lo + (hi - lo) / 2n;
+      return holds(mid).then(function (q) {
+        if (q.yes) lo = mid; else hi = mid;
+        return search();
+      });
+    }
+    return holds(MAX_SEQ).then(function (p) {
+      if (p.start > 0n) { // the oldest notification held
+        lo = p.start - 1n;
+        return search();
+      }
+      return holds(0n).then(function (q) { // none held: none yet, or all trimmed
+        if (!q.yes) return 0n;
+        lo = 0n;
+        return search();
+      });
+    });
+  }
+
+  // followFeed resolves once the stream is open (or has failed).
+  function followFeed() {
+    var start = feedLast === null ? feedEnd().then(function (end) { feedLast = end; }) : Promise.resolve();
+    return start.then(function () {
+      return new Promise(function (resolve) {
+        var es = new EventSource('feed?after=' + feedLast);
+        feed = es;
+        es.onopen = function () {
+          feedFailures = 0;
+          resolve();
+        };
+        ['enter', 'exit', 'inside'].forEach(function (t) { es.addEventListener(t, onNotification); });
+        es.onerror = function () {
+          // Lost, refused or an "error" event: open it again after the
+          // last sequence seen, waiting longer each time; after three
+          // failures in a row (a trimmed sequence, say) from the end.
+          es.close();
+          feedFailures++;
+          if (feedFailures >= 3) feedLast = null;
+          setTimeout(followFeed, Math.min(30000, 500 * Math.pow(2, feedFailures)));
+          resolve();
+        };
+      });
+    }).catch(function (e) {
+      feedFailures++;
+      setTimeout(followFeed, Math.min(30000, 500 * Math.pow(2, feedFailures)));
+      setStatus('feed: ' + e.message, true);
+    });
+  }
+
+  // onNotification lists a fence event and flashes its fence and entity.
+  function onNotification(e) {
+    var n = JSON.parse(e.data);
+    var seq = BigInt(n.seq);
+    if (feedLast !== null && seq <= feedLast) return; // seen before the stream was opened again
+    feedLast = seq;
+    var li = document.createElement('li');
+    li.className = 'ge-notification ge-' + n.type;
+    li.dataset.type = n.type;
+    li.dataset.fence = n.fence;
+    li.dataset.entity = n.entity_id;
+    var type = document.createElement('b');
+    type.textContent = n.type;
+    var id = document.createElement('span');
+    id.className = 'ge-id';
+    id.textContent = n.entity_id.slice(0, 8);
+    li.append(type, ' ' + n.fence + ' · ', id, ' · ' + formatTime(n.event.timestamp_ns).replace(/^.*T/, ''));
+    li.title = n.entity_id + ' ' + n.type + ' ' + n.fence + ' at ' + formatTime(n.event.timestamp_ns);
+    li.addEventListener('click', function () { showTrack(n.entity_id); });
+    feedList.prepend(li);
+    while (feedList.children.length > MAX_NOTIFICATIONS) feedList.lastChild.remove();
+    document.getElementById('feed').hidden = false;
+
+    // The event is the entity's latest position: show it there.
+    var m = markers.get(n.entity_id);
+    if (m || map.getBounds().contains(latLngOf(n.event))) m = placeMarker(n.event, true);
+    flash(m);
+    if (fenceShapes.has(n.fence)) flash(fenceShapes.get(n.fence));
+    else if (fenceToggle.checked && !fences.has(n.fence) && Date.now() - unknownReload > 10000) {
+      unknownReload = Date.now(); // a fence defined since the page read them; at most every 10 s
+      loadFences();
+    }
+  }
+
   // --- the graticule of a map without tiles ---
 
   function graticule() {
@@ -351,7 +714,8 @@
     }).catch(function (e) { setStatus(e.message, true); });
 
   first.then(function () {
-    var done = [refresh()];
+    var done = [refresh(), followPositions(), followFeed()];
+    if (fenceToggle.checked) done.push(loadFences());
     var c = numbers(params.get('circle'), 3);
     var b = numbers(params.get('box'), 4);
     if (c) done.push(runShape({ kind: 'circle', center: L.latLng(c[0], c[1]), radius: c[2] }));
@@ -362,9 +726,11 @@
       else setStatus('?polygon= wants LAT,LON;LAT,LON;LAT,LON', true);
     }
     if (params.get('entity')) done.push(showTrack(params.get('entity')));
-    var poll = params.has('poll') ? Number(params.get('poll')) : 2000;
-    if (poll > 0) setInterval(refresh, poll);
-    map.on('moveend', refresh);
+    if (liveMode === 'polling') setLive('polling');
+    map.on('moveend', function () {
+      refresh();
+      followPositions();
+    });
     Promise.all(done).then(function () { document.body.dataset.ready = 'true'; });
   });
 })();
