@@ -8,11 +8,16 @@ import (
 	"io"
 	"math"
 	stdhttp "net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -182,6 +187,14 @@ func startBrowser(t *testing.T, bin string) *browser {
 		t.Fatalf("no page target in %+v; stderr:\n%s", targets, stderr.String())
 	}
 	return b
+}
+
+// use makes t the test that the browser's failures fail (a subtest's),
+// until the function it returns is called.
+func (b *browser) use(t *testing.T) (restore func()) {
+	saved := b.t
+	b.t = t
+	return func() { b.t = saved }
 }
 
 // call sends a command (to the page once attached) and decodes its result.
@@ -467,7 +480,7 @@ func TestMapPageLive(t *testing.T) {
 	}
 	nano := func(deg float64) int64 { return int64(math.Round(deg * 1e9)) }
 	walker, early, mover := newID(), newID(), newID()
-	e.insert(ev(walker, nano(52.545), nano(13.40)), ev(early, nano(52.40), nano(13.47)), ev(mover, nano(52.47), nano(13.30)))
+	e.insert(ev(walker, nano(52.545), nano(13.40)), ev(early, nano(52.40), nano(13.47)), ev(mover, nano(52.47), nano(13.33)))
 	e.insert(ev(early, nano(52.49), nano(13.47))) // enters the zoo before the page opens: not listed
 
 	b := startBrowser(t, bin)
@@ -503,8 +516,10 @@ func TestMapPageLive(t *testing.T) {
 	if want := []string{"exit depot " + walker, "enter depot " + walker}; !slices.Equal(listed, want) {
 		t.Errorf("events listed %q, want %q", listed, want)
 	}
+	b.screenshot("map-page-live.png")
 
 	t.Run("positions", func(t *testing.T) {
+		defer b.use(t)()
 		// The stream's contract: GET /feed/positions?bbox=S,W,N,E. Where
 		// the server lacks it (404) the page polls; where it has it, a
 		// move shows without polling.
@@ -516,6 +531,7 @@ func TestMapPageLive(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
+		b.waitFor(`document.getElementById("status").dataset.live !== "starting"`)
 		var live string
 		b.eval(`document.getElementById("status").dataset.live`, &live)
 		if resp.StatusCode == stdhttp.StatusNotFound {
@@ -523,15 +539,131 @@ func TestMapPageLive(t *testing.T) {
 				t.Fatalf("no position stream, and the page's live mode is %q, not polling", live)
 			}
 			newcomer := newID()
-			e.insert(ev(newcomer, nano(52.47), nano(13.35)))
+			e.insert(ev(newcomer, nano(52.47), nano(13.36)))
 			b.waitFor(fmt.Sprintf(`window.geoeventMarkers.has(%q)`, newcomer))
 			return
 		}
 		if live != "stream" {
 			t.Fatalf("GET /feed/positions answers %d, and the page's live mode is %q, not stream", resp.StatusCode, live)
 		}
-		e.insert(ev(mover, nano(52.475), nano(13.31)))
+		e.insert(ev(mover, nano(52.475), nano(13.34)))
 		b.waitFor(fmt.Sprintf(`Math.abs(window.geoeventMarkers.get(%q).getLatLng().lat - 52.475) < 1e-9`, mover))
 	})
-	b.screenshot("map-page-live.png")
+	t.Run("positions-contract", func(t *testing.T) {
+		defer b.use(t)()
+		// The page against the stream's contract, served by a stand-in in
+		// front of the gateway: it opens the view's box, moves a marker
+		// as a position arrives, removes it on a delete, and opens the
+		// new box when the map moves.
+		stub := newPositionsStub(t, e.base)
+		b.open(stub.url + "/?poll=0&view=52.52,13.43,12")
+		var live string
+		b.eval(`document.getElementById("status").dataset.live`, &live)
+		if live != "stream" {
+			t.Fatalf("live mode %q with a position stream, want stream", live)
+		}
+		box := stub.box(0)
+		if box[0] >= 52.52 || box[2] <= 52.52 || box[1] >= 13.43 || box[3] <= 13.43 {
+			t.Errorf("bbox %v does not hold the view's centre 52.52, 13.43", box)
+		}
+		e.insert(ev(mover, nano(52.48), nano(13.35)))
+		r := e.req("GET", "/entity/"+mover, nil)
+		expectOK(t, r, "get mover")
+		event, _ := json.Marshal(get(r.body, "event"))
+		stub.send("event: position\nid: 7\ndata: " + string(event) + "\n\n")
+		b.waitFor(fmt.Sprintf(`Math.abs(window.geoeventMarkers.get(%q).getLatLng().lat - 52.48) < 1e-9`, mover))
+		stub.send(fmt.Sprintf("event: delete\nid: 8\ndata: {\"entity_id\": %q}\n\n", mover))
+		b.waitFor(fmt.Sprintf(`!window.geoeventMarkers.has(%q)`, mover))
+		b.eval(`void window.geoeventMap.panBy([300, 0], {animate: false})`, nil)
+		if moved := stub.box(1); moved[1] <= box[1] {
+			t.Errorf("after panning east the bbox is %v, was %v", moved, box)
+		}
+	})
+}
+
+// positionsStub serves GET /feed/positions by the position stream's
+// contract, and passes every other request to the gateway.
+type positionsStub struct {
+	t     *testing.T
+	url   string
+	mu    sync.Mutex
+	boxes [][4]float64
+	conns []chan string // the open streams, oldest first
+	added chan struct{}
+}
+
+func newPositionsStub(t *testing.T, gateway string) *positionsStub {
+	target, err := url.Parse(gateway)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	s := &positionsStub{t: t, added: make(chan struct{}, 16)}
+	srv := httptest.NewServer(stdhttp.HandlerFunc(func(w stdhttp.ResponseWriter, r *stdhttp.Request) {
+		if r.URL.Path != "/feed/positions" {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		var box [4]float64
+		parts := strings.Split(r.URL.Query().Get("bbox"), ",")
+		for i := range box {
+			if len(parts) != 4 {
+				break
+			}
+			box[i], _ = strconv.ParseFloat(parts[i], 64)
+		}
+		ch := make(chan string, 8)
+		s.mu.Lock()
+		s.boxes = append(s.boxes, box)
+		s.conns = append(s.conns, ch)
+		s.mu.Unlock()
+		s.added <- struct{}{}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		w.(stdhttp.Flusher).Flush()
+		for {
+			select {
+			case msg := <-ch:
+				io.WriteString(w, msg)
+				w.(stdhttp.Flusher).Flush()
+			case <-r.Context().Done():
+				return
+			}
+		}
+	}))
+	t.Cleanup(func() {
+		srv.CloseClientConnections() // the page's streams end only so
+		srv.Close()
+	})
+	s.url = srv.URL
+	return s
+}
+
+// box waits for the i-th stream to open and returns the bbox it asked for.
+func (s *positionsStub) box(i int) [4]float64 {
+	s.t.Helper()
+	for {
+		s.mu.Lock()
+		n := len(s.boxes)
+		s.mu.Unlock()
+		if n > i {
+			break
+		}
+		select {
+		case <-s.added:
+		case <-time.After(20 * time.Second):
+			s.t.Fatalf("waited 20 s for stream %d of the positions", i)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.boxes[i]
+}
+
+// send writes an event to the newest stream.
+func (s *positionsStub) send(msg string) {
+	s.mu.Lock()
+	ch := s.conns[len(s.conns)-1]
+	s.mu.Unlock()
+	ch <- msg
 }

@@ -374,6 +374,7 @@
   var liveMode = params.get('live') === '0' ? 'polling' : 'starting'; // then 'stream' or 'polling'
   var positions = null; // the EventSource of the view's box
   var pollTimer = null;
+  statusEl.dataset.live = liveMode;
 
   function liveText() {
     if (liveMode === 'stream') return 'live';
@@ -402,12 +403,14 @@
   }
 
   // followPositions opens the stream of the view's box (again after each
-  // move of the map), and resolves once it is open or the page polls.
+  // move of the map), and resolves once it is open, the page polls, or 2 s
+  // have passed (a stream may send its headers only with its first event).
   function followPositions() {
     if (positions) positions.close();
     positions = null;
     if (liveMode === 'polling') return Promise.resolve();
     return new Promise(function (resolve) {
+      setTimeout(resolve, 2000);
       var es = new EventSource('feed/positions?bbox=' + viewBox());
       var opened = false;
       positions = es;
