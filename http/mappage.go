@@ -20,9 +20,11 @@ import (
 // Leaflet 1.9.4 (http/static/leaflet, its licence beside it) and the
 // page's own script, embedded so that building needs no npm and the page
 // no network. Its files are served under /map/. The page calls the API of
-// the same origin, so it needs no CORS. Base-map tiles are optional
-// (Config.MapTiles); without them the map has a plain background and a
-// graticule.
+// the same origin, so it needs no CORS: the queries, GET /fences, and the
+// streams GET /feed (fence events) and GET /feed/positions (moves in the
+// view; where the server answers 404 the page polls a radius query
+// instead). Base-map tiles are optional (Config.MapTiles); without them
+// the map has a plain background and a graticule.
 
 //go:embed static
 var staticFiles embed.FS
