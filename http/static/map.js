@@ -571,13 +571,16 @@
   var feedLast = null; // BigInt: the last sequence seen (or the end it started at)
   var feedFailures = 0;
   var feedList = document.getElementById('events');
-  var MAX_SEQ = (1n << 64n) - 1n;
+  var SEQ_SPAN = 1n << 32n; // the sequences of one log index
   var unknownReload = 0; // when a notification last made the page read the fences again
 
-  // feedEnd finds the sequence after which the feed holds nothing: the
-  // least S for which GET /feed?after=S answers no notification (and not
-  // 241 FEED_TRIMMED, the answer to an after in the feed's trimmed past).
-  // A binary search over the 64-bit sequences: at most 65 reads of one
+  // feedEnd finds a sequence after which the feed holds nothing yet. A
+  // sequence is a log index times 2^32 plus a position, so after
+  // after(i) = (i+1) * 2^32 - 1 a reader has all of index i's
+  // notifications: the page searches for the least i after which GET
+  // /feed?after=after(i) answers no notification (and not 241
+  // FEED_TRIMMED, the answer to an after in the feed's trimmed past).
+  // A binary search over the 32-bit indexes: at most 34 reads of one
   // notification, each a search in the feed.
   function feedEnd() {
     function holds(after) { // whether the feed holds something after after
@@ -588,23 +591,24 @@
         throw e;
       });
     }
-    var lo, hi = MAX_SEQ; // holds(lo) is yes, holds(hi) no
+    function after(i) { return (i + 1n) * SEQ_SPAN - 1n; }
+    var lo, hi = SEQ_SPAN - 1n; // holds(after(lo)) is yes (or lo is -1), holds(after(hi)) no
     function search() {
-      if (hi - lo <= 1n) return hi;
+      if (hi - lo <= 1n) return after(hi);
       var mid = lo + (hi - lo) / 2n;
-      return holds(mid).then(function (q) {
+      return holds(after(mid)).then(function (q) {
         if (q.yes) lo = mid; else hi = mid;
         return search();
       });
     }
-    return holds(MAX_SEQ).then(function (p) {
+    return holds(after(hi)).then(function (p) {
       if (p.start > 0n) { // the oldest notification held
-        lo = p.start - 1n;
+        lo = p.start / SEQ_SPAN - 1n;
         return search();
       }
       return holds(0n).then(function (q) { // none held: none yet, or all trimmed
         if (!q.yes) return 0n;
-        lo = 0n;
+        lo = -1n;
         return search();
       });
     });
