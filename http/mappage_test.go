@@ -478,6 +478,34 @@ func TestMapPageLive(t *testing.T) {
 	} {
 		expectOK(t, e.req("PUT", "/fences/"+f.name+"?form=a", f.body), "put "+f.name)
 	}
+	// A thousand more out of view, so that the page reads two pages of
+	// GET /fences (by 8 writers: a one-replica cluster commits them
+	// together).
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < 1000; i += 8 {
+				lat := -30 - float64(i)/100
+				r, err := tryRequest(e.base, "PUT", fmt.Sprintf("/fences/sydney%03d?form=a", i),
+					map[string]any{"shape": "bbox", "min": pt(lat, 151), "max": pt(lat+0.005, 151.005)})
+				if err == nil && r.status != 200 {
+					err = fmt.Errorf("PUT sydney%03d: %d %s", i, r.status, r.raw)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
 	nano := func(deg float64) int64 { return int64(math.Round(deg * 1e9)) }
 	walker, early, mover := newID(), newID(), newID()
 	e.insert(ev(walker, nano(52.545), nano(13.40)), ev(early, nano(52.40), nano(13.47)), ev(mover, nano(52.47), nano(13.33)))
@@ -486,24 +514,36 @@ func TestMapPageLive(t *testing.T) {
 	b := startBrowser(t, bin)
 	b.open(e.base + "/?poll=300&view=52.52,13.43,12")
 	b.waitFor(`document.getElementById("fence-info").dataset.drawn === "3"`)
-	var drawn struct {
-		Names          []string
-		Classes, Total string
-		HoleSubpaths   int
+	type fencesDrawn struct {
+		Names                []string
+		Classes, Total, Read string
+		HoleSubpaths         int
+		Info                 string
 	}
-	b.eval(`(() => { const ps = [...document.querySelectorAll("path.ge-fence")];
-		return {Names: ps.map(p => p.dataset.fence).sort(),
-			Classes: ps.map(p => p.getAttribute("class").match(/ge-fence-\w+/)[0]).sort().join(" "),
-			Total: document.getElementById("fence-info").dataset.total,
-			HoleSubpaths: (document.querySelector("path.ge-fence-polygon").getAttribute("d").match(/M/g) || []).length}; })()`, &drawn)
-	if !slices.Equal(drawn.Names, []string{"depot", "park", "zoo"}) || drawn.Classes != "ge-fence-bbox ge-fence-circle ge-fence-polygon" ||
-		drawn.Total != "5" || drawn.HoleSubpaths != 2 {
-		t.Errorf("fences drawn: %+v; want depot, park (with its hole: 2 subpaths) and zoo of 5", drawn)
+	drawn := func() (d fencesDrawn) {
+		b.eval(`(() => { const ps = [...document.querySelectorAll("path.ge-fence")], info = document.getElementById("fence-info");
+			return {Names: ps.map(p => p.dataset.fence).sort(),
+				Classes: ps.map(p => p.getAttribute("class").match(/ge-fence-\w+/)[0]).sort().join(" "),
+				Total: info.dataset.total, Read: info.dataset.read, Info: info.textContent,
+				HoleSubpaths: (document.querySelector("path.ge-fence-polygon").getAttribute("d").match(/M/g) || []).length}; })()`, &d)
+		return d
+	}
+	if d := drawn(); !slices.Equal(d.Names, []string{"depot", "park", "zoo"}) || d.Classes != "ge-fence-bbox ge-fence-circle ge-fence-polygon" ||
+		d.Total != "1005" || d.Read != "1005" || d.HoleSubpaths != 2 || d.Info != "1005 fences; 3 in view" {
+		t.Errorf("fences drawn: %+v; want depot, park (with its hole: 2 subpaths) and zoo of 1005", d)
 	}
 	b.eval(`document.getElementById("fences-toggle").click()`, nil)
 	b.waitFor(`document.querySelectorAll("path.ge-fence").length === 0`)
 	b.eval(`document.getElementById("fences-toggle").click()`, nil)
 	b.waitFor(`document.querySelectorAll("path.ge-fence").length === 3`)
+
+	// ?fences=2 draws two of the three in view (the first by name), and
+	// says so.
+	b.open(e.base + "/?poll=300&view=52.52,13.43,12&fences=2")
+	b.waitFor(`document.getElementById("fence-info").dataset.drawn === "2"`)
+	if d := drawn(); !slices.Equal(d.Names, []string{"depot", "park"}) || d.Info != "1005 fences; the first 2 of 3 in view drawn" {
+		t.Errorf("fences drawn with ?fences=2: %+v; want depot and park, the first 2 of 3", d)
+	}
 
 	// The walker enters the depot, then leaves it: both events are listed,
 	// the newest first.

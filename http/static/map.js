@@ -8,7 +8,7 @@
 //   ?view=LAT,LON,ZOOM  ?circle=LAT,LON,RADIUS_M  ?box=SOUTH,WEST,NORTH,EAST
 //   ?polygon=LAT,LON;LAT,LON;LAT,LON...  ?entity=ID
 //   ?poll=MS (polling's period; 0: no polling)  ?live=0 (poll, no stream)
-//   ?fences=0 (fences hidden)
+//   ?fences=N (fences drawn at most, 2,000 by default; 0: hidden)
 (function () {
   'use strict';
 
@@ -17,7 +17,7 @@
   var MAX_TRACK = 10000;    // points of a track at most
   var TRACK_SPAN_NS = 86400n * 1000000000n; // a track shows the day before the latest event
   var MAX_FENCES_LOADED = 100000; // fences read from GET /fences at most
-  var MAX_FENCES_DRAWN = 2000;    // fences drawn at most (those in view)
+  var MAX_FENCES_DRAWN = 2000;    // fences drawn at most (those in view), unless ?fences= says fewer
   var MAX_NOTIFICATIONS = 20;     // fence events listed
 
   var params = new URLSearchParams(location.search);
@@ -445,7 +445,7 @@
 
   // GET /fences has no spatial filter: the page reads up to
   // MAX_FENCES_LOADED definitions (a page of 1,000 at a time) and draws
-  // those whose bounds meet the view, MAX_FENCES_DRAWN at most. It reads
+  // those whose bounds meet the view, maxDrawn at most. It reads
   // them again when shown again and when the feed names a fence it lacks.
   var fencePane = map.createPane('fences');
   fencePane.style.zIndex = 350; // under the entities and drawn shapes (400), so that they stay clickable
@@ -456,6 +456,7 @@
   var fenceToggle = document.getElementById('fences-toggle');
   var fenceInfo = document.getElementById('fence-info');
   var fenceLoad = null; // the load under way
+  var maxDrawn = params.has('fences') ? Math.floor(Number(params.get('fences'))) : MAX_FENCES_DRAWN;
 
   var FENCE_STYLES = {
     polygon: { color: '#6b46c1', fillColor: '#9f7aea', fillOpacity: 0.12, weight: 2 },
@@ -516,7 +517,7 @@
     return layer;
   }
 
-  // drawFences draws the fences in view, MAX_FENCES_DRAWN at most, and
+  // drawFences draws the fences in view, maxDrawn at most, and
   // removes the others.
   function drawFences() {
     if (!fenceToggle.checked) return;
@@ -526,7 +527,7 @@
     fences.forEach(function (fence, name) {
       if (!view.intersects(fence.bounds)) return;
       inView++;
-      if (want.size < MAX_FENCES_DRAWN) want.add(name);
+      if (want.size < maxDrawn) want.add(name);
     });
     fenceShapes.forEach(function (layer, name) {
       if (!want.has(name)) {
@@ -541,13 +542,15 @@
       fenceShapes.set(name, layer);
     });
     fenceInfo.dataset.total = String(fencesTotal);
+    fenceInfo.dataset.read = String(fences.size);
     fenceInfo.dataset.drawn = String(fenceShapes.size);
     fenceInfo.textContent = fencesTotal + ' fence' + (fencesTotal === 1 ? '' : 's') +
       (fences.size < fencesTotal ? ' (the first ' + fences.size + ' read)' : '') + '; ' +
       (inView > fenceShapes.size ? 'the first ' + fenceShapes.size + ' of ' + inView + ' in view drawn' : inView + ' in view');
   }
 
-  fenceToggle.checked = params.get('fences') !== '0';
+  fenceToggle.checked = maxDrawn !== 0;
+  if (!(maxDrawn > 0 && maxDrawn < MAX_FENCES_DRAWN)) maxDrawn = MAX_FENCES_DRAWN; // 0 (hidden), NaN or more: the default
   fenceToggle.addEventListener('change', function () {
     if (fenceToggle.checked) {
       map.addLayer(fenceLayer);
