@@ -145,7 +145,8 @@
     }
     m.ev = ev;
     if (live) m.touched = ++touches;
-    m.bindTooltip(ev.entity_id + '<br>' + formatTime(ev.timestamp_ns));
+    var tip = ev.entity_id + '<br>' + formatTime(ev.timestamp_ns);
+    if (m.getTooltip()) m.setTooltipContent(tip); else m.bindTooltip(tip);
     return m;
   }
 
@@ -420,8 +421,7 @@
         resolve();
       };
       es.addEventListener('position', function (e) {
-        var ev = JSON.parse(e.data);
-        flash(placeMarker(ev, true));
+        placeMarker(JSON.parse(e.data), true);
       });
       es.addEventListener('delete', function (e) {
         removeMarker(JSON.parse(e.data).entity_id);
@@ -453,6 +453,7 @@
   var fences = new Map();      // name -> {def, bounds}, in name order
   var fenceShapes = new Map(); // name -> its drawn layer
   var fencesTotal = 0;
+  var fencesRead = false; // whether a read of the fences has finished
   var fenceToggle = document.getElementById('fences-toggle');
   var fenceInfo = document.getElementById('fence-info');
   var fenceLoad = null; // the load under way
@@ -479,6 +480,7 @@
     }
     fenceLoad = step(null).then(function () {
       fences = loaded;
+      fencesRead = true;
       fenceShapes.forEach(function (layer) { fenceLayer.removeLayer(layer); });
       fenceShapes.clear();
       drawFences();
@@ -520,7 +522,7 @@
   // drawFences draws the fences in view, maxDrawn at most, and
   // removes the others.
   function drawFences() {
-    if (!fenceToggle.checked) return;
+    if (!fenceToggle.checked || !fencesRead) return;
     var view = map.getBounds();
     var want = new Set();
     var inView = 0;
@@ -570,7 +572,6 @@
   // end (feedEnd), streams from there, and on a lost connection opens
   // the stream again after the last sequence it saw (the URL's after=
   // outranks the Last-Event-ID header, so the page resumes by after=).
-  var feed = null;     // the EventSource
   var feedLast = null; // BigInt: the last sequence seen (or the end it started at)
   var feedFailures = 0;
   var feedList = document.getElementById('events');
@@ -623,7 +624,6 @@
     return start.then(function () {
       return new Promise(function (resolve) {
         var es = new EventSource('feed?after=' + feedLast);
-        feed = es;
         es.onopen = function () {
           feedFailures = 0;
           resolve();
