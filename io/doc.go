@@ -14,7 +14,8 @@
 //     applied index, its heartbeat time, the data counts once a second)
 //     for health probes and metrics, which read it from other goroutines
 //     and never wait for the loop. With Options.Metrics the readers count
-//     client requests by operation and the disk goroutine times its
+//     client requests by operation (and, with the writers, time them
+//     until their answers are written) and the disk goroutine times its
 //     fsyncs and snapshot files (metrics.go); the loop itself records
 //     nothing but leader changes.
 //   - The disk goroutine performs AppendLog, SaveHardState, Sync and
