@@ -244,15 +244,17 @@ func writeBackup(ctx context.Context, w stdio.Writer, src *backupSource) (Backup
 // Opening the log is a recovery: a torn tail is cut, as a start would.
 // progress, when not nil, is called with the bytes written so far.
 func BackupDir(ctx context.Context, dir string, w stdio.Writer, progress func(int64)) (BackupManifest, error) {
+	// The cluster file first: a directory that is not a data directory
+	// gets no lock file.
+	info, err := ReadClusterFile(dir)
+	if err != nil {
+		return BackupManifest{}, err
+	}
 	lock, err := LockDir(dir)
 	if err != nil {
 		return BackupManifest{}, err
 	}
 	defer lock.Close()
-	info, err := ReadClusterFile(dir)
-	if err != nil {
-		return BackupManifest{}, err
-	}
 	log, _, err := store.OpenLog(dir, store.LogOptions{})
 	if err != nil {
 		return BackupManifest{}, fmt.Errorf("open the log: %w", err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/io/store"
 )
 
 // backupOf takes s's backup into memory.
@@ -186,4 +187,47 @@ func FuzzRestoreBackup(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Restoring a member of a cluster of several keeps its identity, or takes
+// the one asked for, and starts it repairing unless the whole cluster is
+// restored.
+func TestRestoreIdentity(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := Format(dir, ClusterInfo{Cluster: testCluster, ReplicaIndex: 1, ReplicaCount: 3}); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if _, err := BackupDir(context.Background(), dir, &b, nil); err != nil {
+		t.Fatal(err)
+	}
+	two := uint32(2)
+	for _, tc := range []struct {
+		opts      RestoreOptions
+		index     uint32
+		repairing bool
+	}{
+		{RestoreOptions{}, 1, true},
+		{RestoreOptions{Replica: &two, WholeCluster: true}, 2, false},
+	} {
+		to := filepath.Join(t.TempDir(), "r")
+		if _, err := RestoreBackup(bytes.NewReader(b.Bytes()), to, tc.opts); err != nil {
+			t.Fatal(err)
+		}
+		info, err := ReadClusterFile(to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs, _, err := store.LoadHardState(to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Cluster != testCluster || info.ReplicaCount != 3 || info.ReplicaIndex != tc.index || hs.Repairing != tc.repairing || hs.Vote != store.NoVote {
+			t.Fatalf("%+v: restored %+v, hard state %+v", tc.opts, info, hs)
+		}
+	}
+	bad := uint32(3)
+	if _, err := RestoreBackup(bytes.NewReader(b.Bytes()), filepath.Join(t.TempDir(), "r"), RestoreOptions{Replica: &bad}); err == nil {
+		t.Fatal("restored as replica 3 of 3")
+	}
 }

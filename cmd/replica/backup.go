@@ -186,7 +186,7 @@ func restore(args []string, stdout, stderr io.Writer, terminal bool) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "replica restore: %s: %v\n", *from, err)
 		if errors.Is(err, geoio.ErrBadBackup) {
-			fmt.Fprintf(stderr, "replica restore: nothing was restored: %s was not created\n", *data)
+			fmt.Fprintf(stderr, "replica restore: nothing was restored into %s\n", *data)
 		}
 		return exitError
 	}

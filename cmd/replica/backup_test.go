@@ -131,7 +131,7 @@ func TestBackupUnderLoadAndRestore(t *testing.T) {
 		}
 		target := filepath.Join(tmp, "from-"+name)
 		code, _, stderr := runCmd(t, "restore", "--from", bad, "--data", target)
-		if code != 1 || !strings.Contains(stderr, "not a whole GeoEvent backup") || !strings.Contains(stderr, "nothing was restored") {
+		if code != 1 || !strings.Contains(stderr, "not a whole GeoEvent backup") || !strings.Contains(stderr, "nothing was restored into") {
 			t.Fatalf("%s: replica restore: exit %d\n%s", name, code, stderr)
 		}
 		if _, err := os.Stat(target); !os.IsNotExist(err) {
