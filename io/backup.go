@@ -12,6 +12,7 @@ import (
 	stdio "io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -489,10 +490,14 @@ func parseSnapshotFileName(name string) (index, term uint64, ok bool) {
 }
 
 // linkOrCopy makes dst a hard link to src, or a copy where the file system
-// has no links.
+// has no links, and on Windows, where a file open under one name cannot
+// be deleted under another: the snapshot writer must be free to remove an
+// old snapshot while a backup reads it.
 func linkOrCopy(src, dst string) error {
-	if err := os.Link(src, dst); err == nil {
-		return nil
+	if runtime.GOOS != "windows" {
+		if err := os.Link(src, dst); err == nil {
+			return nil
+		}
 	}
 	in, err := os.Open(src)
 	if err != nil {
