@@ -402,6 +402,8 @@ type conn struct {
 	// in flight and nothing read or written for IdleTimeout.
 	inFlight  atomic.Int64
 	lastWrite atomic.Int64
+	// times times the client's requests (nil without metrics): metrics.go.
+	times *opTimes
 }
 
 // answered notes that the replica sent c a frame: a request is answered.
@@ -465,7 +467,7 @@ func (s *Server) accept() {
 			}
 			continue
 		}
-		c := &conn{id: s.newConnID(), nc: nc, ack: make(chan struct{}, readAhead)}
+		c := &conn{id: s.newConnID(), nc: nc, ack: make(chan struct{}, readAhead), times: newOpTimes(s.metrics)}
 		c.q = sendQueue{wake: make(chan struct{}, 1), maxBytes: s.opts.SendQueueBytes, maxFrames: s.opts.SendQueueFrames,
 			hardBytes: clientQueueSlack * s.opts.SendQueueBytes, lastTake: time.Now()}
 		switch s.track(c) {
@@ -890,6 +892,7 @@ func (s *Server) read(c *conn) {
 					}
 				}
 				c.inFlight.Add(requests)
+				c.times.arrived(good, lastRead) // the fill that completed them
 			}
 			ev := netEvent{kind: kind, c: c, netFrame: good[0], more: good[1:]}
 			kept := false
@@ -1085,9 +1088,12 @@ func (s *Server) write(c *conn) {
 		if !ok {
 			return
 		}
+		c.times.replies(frames)
 		err := s.writeFrames(c.nc, frames)
 		if err == nil {
-			c.lastWrite.Store(time.Now().UnixNano())
+			now := time.Now()
+			c.lastWrite.Store(now.UnixNano())
+			c.times.written(now)
 		}
 		for i, b := range c.q.written {
 			s.reuseReply(b)

@@ -23,6 +23,7 @@ const (
 	opSnapshot
 	opSnapshotWritten // internal: the snapshot writer finished one
 	opRead
+	opCall // call runs on the disk goroutine, in order (a backup's reads: backup.go)
 )
 
 // diskOp is one storage request of the replica, queued for the disk
@@ -40,6 +41,7 @@ type diskOp struct {
 	// snapshot (historian), which the snapshot's file waits for: a
 	// snapshot on disk has its history.
 	history chan error
+	call    func(d *disk) // opCall
 }
 
 // awaitHistory waits for the history checkpoint of op, a snapshot; an
@@ -409,6 +411,8 @@ func (d *disk) do(op *diskOp) error {
 			entries[i] = core.LogEntry{Index: e.Index, Term: e.Term, Data: e.Data}
 		}
 		d.report(completion{read: true, index: op.index, entries: entries})
+	case opCall:
+		op.call(d)
 	case opSnapshotWritten:
 		if op.index > d.lastSnap {
 			// Package store keeps the snapshot before this one as a

@@ -14,7 +14,8 @@
 //     applied index, its heartbeat time, the data counts once a second)
 //     for health probes and metrics, which read it from other goroutines
 //     and never wait for the loop. With Options.Metrics the readers count
-//     client requests by operation and the disk goroutine times its
+//     client requests by operation (and, with the writers, time them
+//     until their answers are written) and the disk goroutine times its
 //     fsyncs and snapshot files (metrics.go); the loop itself records
 //     nothing but leader changes.
 //   - The disk goroutine performs AppendLog, SaveHardState, Sync and
@@ -213,4 +214,15 @@
 //	log.manifest                  the log's first and last segments (package store)
 //	hardstate                     term, vote, commit, the repairing flag (package store)
 //	snapshot-<index>-<term>.snap  snapshots, the newest and one fallback (package store)
+//	snapshot-<index>.history/     each snapshot's history checkpoint (historian.go)
+//	history/                      the history store (package history)
+//	backup-pin-*/                 a backup's links to the snapshot and checkpoint it copies (backup.go)
+//	backup.sock                   where `replica start` and `dev` serve backups (cmd/replica)
+//
+// # Backups
+//
+// Server.Backup writes a consistent backup of the running replica, and
+// BackupDir one of a data directory no replica serves; RestoreBackup lays
+// a backup out as a new data directory, every part checked first
+// (backup.go, backup_restore.go).
 package io

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -73,6 +74,10 @@ func (lc *LocalConn) Exchange(ctx context.Context, h core.Header, payload []byte
 		return core.Header{}, nil, core.Errorf(core.MalformedRequest, "a frame payload of %d bytes exceeds %d", len(payload), core.MaxFramePayload)
 	}
 	s := lc.s
+	var start time.Time // a request's arrival, with metrics: its latency is recorded when answered
+	if s.metrics != nil && h.Type == core.MsgRequest {
+		start = time.Now()
+	}
 	select {
 	case s.events <- netEvent{kind: evLocalFrame, c: lc.c, netFrame: s.netFrame(evFrame, h, payload)}:
 	case <-s.loopDone:
@@ -92,6 +97,11 @@ func (lc *LocalConn) Exchange(ctx context.Context, h core.Header, payload []byte
 		if err != nil {
 			lc.broken = true
 			return core.Header{}, nil, err
+		}
+		if !start.IsZero() {
+			if op, ok := requestOp(h, payload); ok {
+				s.metrics.answered(op, time.Since(start))
+			}
 		}
 		return rh, p, nil
 	case <-s.loopDone:

@@ -1,7 +1,9 @@
 package io
 
 import (
+	"encoding/binary"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -84,10 +86,12 @@ var (
 
 // serverMetrics are the server's instruments in Options.Metrics. The loop
 // never records into them but for the rare leader change; the readers
-// count requests, the disk goroutine its fsyncs and snapshots, and gauges
-// read Health when scraped.
+// count requests (and with the writers time them: opTimes), the disk
+// goroutine its fsyncs and snapshots, and gauges read Health when
+// scraped.
 type serverMetrics struct {
-	requests      []*metrics.Counter // by operation code, binary-protocol client requests
+	requests      []*metrics.Counter             // by operation code, binary-protocol client requests
+	latency       []*metrics.PrometheusHistogram // by operation code: from a request's arrival to its answer written
 	registers     *metrics.Counter
 	leaderChanges *metrics.Counter
 	disk          diskMetrics
@@ -119,6 +123,12 @@ func newServerMetrics(s *Server, set *metrics.Set) *serverMetrics {
 	for op := range 256 {
 		if o := core.Operation(op); o.Valid() {
 			m.requests[op] = set.NewCounter(fmt.Sprintf(`geoevent_requests_total{op=%q}`, o.String()))
+		}
+	}
+	m.latency = make([]*metrics.PrometheusHistogram, 256)
+	for op := range 256 {
+		if o := core.Operation(op); o.Valid() {
+			m.latency[op] = set.NewPrometheusHistogramExt(fmt.Sprintf(`geoevent_request_seconds{op=%q}`, o.String()), LatencyBuckets)
 		}
 	}
 	m.registers = set.NewCounter(`geoevent_session_registers_total`)
@@ -187,18 +197,134 @@ func (m *serverMetrics) countFrame(h core.Header, payload []byte) {
 	case core.MsgRegister:
 		m.registers.Inc()
 	case core.MsgRequest:
-		op := payload
-		if h.ClientID == 0 {
-			// A read without a session: the cluster id comes first.
-			if _, req, err := core.CutSessionlessRead(payload); err == nil {
-				op = req
-			}
-		}
-		if len(op) > 0 {
-			if c := m.requests[op[0]]; c != nil {
+		if op, ok := requestOp(h, payload); ok {
+			if c := m.requests[op]; c != nil {
 				c.Inc()
 			}
 		}
+	}
+}
+
+// requestOp is the operation code of a request frame's payload.
+func requestOp(h core.Header, payload []byte) (uint8, bool) {
+	op := payload
+	if h.ClientID == 0 {
+		// A read without a session: the cluster id comes first.
+		if _, req, err := core.CutSessionlessRead(payload); err == nil {
+			op = req
+		}
+	}
+	if len(op) == 0 {
+		return 0, false
+	}
+	return op[0], true
+}
+
+// answered records the latency of a request of operation op, answered
+// took after it arrived. A nil m records nothing.
+func (m *serverMetrics) answered(op uint8, took time.Duration) {
+	if m == nil {
+		return
+	}
+	if l := m.latency[op]; l != nil {
+		l.Update(took.Seconds())
+	}
+}
+
+// opTimes times a TCP connection's requests, from their arrival to their
+// answer written, without the loop: the reader notes when each request
+// frame arrived (arrived), the writer finds the replies among the frames
+// it writes and records the time since (replies, then written). A reply
+// or error frame answers the request of its client id and request number.
+// At most maxTimedRequests wait at once per connection: a client that
+// sends more without reading has the others go untimed.
+type opTimes struct {
+	m       *serverMetrics
+	mu      sync.Mutex
+	pending map[opKey]opStart
+	keys    []opStart // the writer's: the answers of the frames being written
+}
+
+type opKey struct {
+	client  uint64
+	request uint32
+}
+
+type opStart struct {
+	op uint8
+	at time.Time
+}
+
+const maxTimedRequests = 4096
+
+func newOpTimes(m *serverMetrics) *opTimes {
+	if m == nil {
+		return nil
+	}
+	return &opTimes{m: m, pending: make(map[opKey]opStart)}
+}
+
+// arrived notes the request frames among frames, which arrived at at (on
+// the connection's reader). A nil t does nothing.
+func (t *opTimes) arrived(frames []netFrame, at time.Time) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	for i := range frames {
+		f := &frames[i]
+		if f.h.Type != core.MsgRequest || len(t.pending) >= maxTimedRequests {
+			continue
+		}
+		if op, ok := requestOp(f.h, f.payload); ok {
+			t.pending[opKey{f.h.ClientID, f.h.Request}] = opStart{op, at}
+		}
+	}
+	t.mu.Unlock()
+}
+
+// replies finds the answers among the pieces of the frames about to be
+// written (on the connection's writer), each frame's header at the start
+// of a piece; written then records them. A nil t does nothing.
+func (t *opTimes) replies(pieces [][]byte) {
+	if t == nil {
+		return
+	}
+	t.keys = t.keys[:0]
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.pending) == 0 {
+		return
+	}
+	left := 0 // bytes of the current frame still to come
+	for _, p := range pieces {
+		for len(p) > 0 {
+			if left == 0 {
+				if len(p) < core.FrameLengthSize+core.FrameHeaderSize {
+					return // a header split across pieces: time nothing more in this write
+				}
+				left = core.FrameLengthSize + int(binary.LittleEndian.Uint32(p))
+				if typ := core.MessageType(p[16]); typ == core.MsgReply || typ == core.MsgError {
+					k := opKey{binary.LittleEndian.Uint64(p[4:]), binary.LittleEndian.Uint32(p[12:])}
+					if st, ok := t.pending[k]; ok {
+						delete(t.pending, k)
+						t.keys = append(t.keys, st)
+					}
+				}
+			}
+			n := min(left, len(p))
+			left, p = left-n, p[n:]
+		}
+	}
+}
+
+// written records the answers replies found, written at at.
+func (t *opTimes) written(at time.Time) {
+	if t == nil {
+		return
+	}
+	for _, st := range t.keys {
+		t.m.answered(st.op, at.Sub(st.at))
 	}
 }
 

@@ -1,6 +1,7 @@
 package io
 
 import (
+	"bytes"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -138,5 +139,95 @@ func TestDiskMetrics(t *testing.T) {
 	}
 	if value("geoevent_history_disk_bytes") <= 0 {
 		t.Errorf("the history store's files: %v bytes", value("geoevent_history_disk_bytes"))
+	}
+}
+
+// TestRequestLatency: a request's latency is recorded by operation once
+// its answer is written, over TCP (pings sent many to a write, answered
+// many to a writev) and over an in-process connection; the walk over a
+// write's pieces finds replies and errors, several to a piece, and stops
+// at a header split across pieces.
+func TestRequestLatency(t *testing.T) {
+	set := metrics.NewSet()
+	dir := formatDir(t)
+	s := serve(t, dir, Options{Metrics: set})
+	c := dial(t, s.Addr())
+	c.register(testCluster)
+	const pings = 40
+	var out []byte
+	for range pings {
+		c.req++
+		out = core.AppendFrame(out, core.Header{ClientID: c.session, Request: c.req, Type: core.MsgRequest}, []byte{byte(core.OpPing)})
+	}
+	if _, err := c.nc.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	for range pings {
+		if h, _ := c.recv(); h.Type != core.MsgReply {
+			t.Fatalf("reply type %v", h.Type)
+		}
+	}
+	lc, err := s.DialLocal(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	if _, _, err := lc.Exchange(t.Context(), core.Header{Request: 1, Type: core.MsgRequest}, core.AppendSessionlessRead(nil, testCluster, []byte{byte(core.OpPing)})); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		var b strings.Builder
+		set.WritePrometheus(&b)
+		for _, line := range strings.Split(b.String(), "\n") {
+			if v, ok := strings.CutPrefix(line, `geoevent_request_seconds_count{op="ping"} `); ok {
+				n, _ := strconv.Atoi(v)
+				return n
+			}
+		}
+		return 0
+	}
+	// The writer records after its write returns: the client may read first.
+	for deadline := time.Now().Add(5 * time.Second); count() < pings+1 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if n := count(); n != pings+1 {
+		t.Fatalf("%d ping latencies recorded, want %d", n, pings+1)
+	}
+
+	m := &serverMetrics{latency: make([]*metrics.PrometheusHistogram, 256)}
+	tm := newOpTimes(m)
+	req := func(client uint64, r uint32) netFrame {
+		return netFrame{h: core.Header{ClientID: client, Request: r, Type: core.MsgRequest}, payload: []byte{byte(core.OpPing)}}
+	}
+	tm.arrived([]netFrame{req(1, 1), req(1, 2), req(2, 1), {h: core.Header{ClientID: 3, Type: core.MsgRegister}}}, time.Now())
+	reply := core.AppendFrame(nil, core.Header{ClientID: 1, Request: 1, Type: core.MsgReply}, []byte{1, 0, 0, 0})
+	errFrame := core.AppendFrame(nil, core.Header{ClientID: 2, Request: 1, Type: core.MsgError}, make([]byte, 8))
+	other := core.AppendFrame(nil, core.Header{ClientID: 1, Request: 9, Type: core.MsgReply}, []byte{1, 0, 0})
+	tm.replies([][]byte{reply[:10], reply[10:], append(bytes.Clone(errFrame), other...)})
+	if len(tm.keys) != 0 || len(tm.pending) != 3 {
+		t.Fatalf("a header split across pieces: %d answers found, %d pending; want none found", len(tm.keys), len(tm.pending))
+	}
+	// A reply, then an error and another reply in one piece.
+	tm.replies([][]byte{reply, append(bytes.Clone(errFrame), other...)})
+	if len(tm.keys) != 2 || len(tm.pending) != 1 {
+		t.Fatalf("%d answers found, %d left pending; want 2 and 1", len(tm.keys), len(tm.pending))
+	}
+	tm.written(time.Now())
+}
+
+// BenchmarkTimeRequest is what timing one request costs its connection's
+// reader and writer together (arrived, replies, written), none of it on
+// the loop.
+func BenchmarkTimeRequest(b *testing.B) {
+	s := openUnrun(b, metrics.NewSet())
+	tm := newOpTimes(s.metrics)
+	f := []netFrame{{h: core.Header{ClientID: 1, Type: core.MsgRequest}, payload: []byte{byte(core.OpPing)}}}
+	reply := core.AppendFrame(nil, core.Header{ClientID: 1, Type: core.MsgReply}, []byte{byte(core.OpPing), 0, 0})
+	pieces := [][]byte{reply}
+	now := time.Now()
+	for b.Loop() {
+		tm.arrived(f, now)
+		tm.replies(pieces)
+		tm.written(now)
 	}
 }

@@ -150,6 +150,7 @@ type Server struct {
 	health  atomic.Pointer[Health] // the loop's last published state (metrics.go)
 	dataAt  time.Time              // loop-owned: when health's Data was taken
 	metrics *serverMetrics         // nil: none recorded
+	backups backupBusy             // one Backup at a time (backup.go)
 
 	peers      []*peer // outbound connections, by replica index (nil: this replica)
 	peerCtx    context.Context

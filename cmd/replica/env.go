@@ -63,6 +63,19 @@ With --http it also serves the HTTP JSON API, /metrics, /healthz and /readyz.`,
 Run a one-replica cluster for development: format DIR with a random cluster
 id when it is new or empty, then serve the binary protocol and the HTTP
 JSON API (with /metrics, /healthz and /readyz).`,
+	"backup": `usage: replica backup --data DIR --to FILE
+
+Write a consistent backup of the replica whose data directory is DIR to
+FILE. When a replica runs on DIR, it serves the backup (on DIR/backup.sock):
+its state at the commit index it knew when the backup began, every write
+acknowledged before then included. When none runs, the backup is read from
+DIR. FILE is replaced only once the backup is whole and checked.`,
+	"restore": `usage: replica restore --from FILE --data NEWDIR [--replica I] [--whole-cluster]
+
+Make NEWDIR, new or empty, a data directory holding the state of the backup
+FILE, for replica start or dev to serve. Every part of the backup is checked
+against its checksum first: a damaged backup is refused and NEWDIR is not
+created.`,
 }
 
 // printUsage writes a command's help: what it does, then each flag with

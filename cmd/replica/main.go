@@ -3,6 +3,8 @@
 //	replica format --cluster ID --replica I --replica-count N --data DIR
 //	replica start  --data DIR --addresses A0,A1,...  [--http HOST:PORT] [--cors-origin ORIGIN]... [--pprof HOST:PORT] [connection flags]
 //	replica dev    [--data DIR] [--http HOST:PORT] [--addresses HOST:PORT] [--cors-origin ORIGIN]... [--pprof HOST:PORT] [connection flags]
+//	replica backup  --data DIR --to FILE
+//	replica restore --from FILE --data NEWDIR [--replica I] [--whole-cluster]
 //
 // format makes DIR the data directory of replica I of cluster ID (a UUID or
 // a decimal id) with N replicas (1, 3 or 5); it refuses a directory that is
@@ -53,6 +55,15 @@
 // probes /healthz and /readyz, which answer from the state the replica's
 // event loop publishes (io.Server.Health; see package http).
 //
+// backup writes a consistent backup of the replica whose data directory is
+// DIR to FILE (backup.go, io.Server.Backup): when a replica runs on DIR,
+// that replica serves it on the Unix socket DIR/backup.sock (start and
+// dev listen there), holding every write acknowledged before the backup
+// began; when none runs, backup reads DIR itself, holding its lock.
+// restore lays a backup out as a new data directory (io.RestoreBackup),
+// checking every part's checksum first: a damaged backup is refused and
+// creates nothing. See docs/operations.md, "Backup and restore".
+//
 // The connection flags (start and dev) bound the binary protocol's
 // connections (io.Options): --read-timeout (default 30s) closes a
 // connection whose frame is not complete that long after its first byte,
@@ -92,6 +103,8 @@ const usage = `usage:
   replica format --cluster ID --replica I --replica-count N --data DIR
   replica start  --data DIR --addresses A0,A1,...  [--http HOST:PORT] [--cors-origin ORIGIN]... [--pprof HOST:PORT] [connection flags]
   replica dev    [--data DIR] [--http HOST:PORT] [--addresses HOST:PORT] [--cors-origin ORIGIN]... [--pprof HOST:PORT] [connection flags]
+  replica backup  --data DIR --to FILE
+  replica restore --from FILE --data NEWDIR [--replica I] [--whole-cluster]
 
 format  make DIR the data directory of replica I (0-based) of the cluster ID
         (a UUID or a decimal id) of N replicas (1, 3 or 5); DIR must be new
@@ -106,6 +119,10 @@ dev     a one-replica cluster for development: formats DIR (default
         serves the binary protocol on --addresses (default 127.0.0.1:3000)
         and the HTTP JSON API on --http (default 127.0.0.1:8080; "" for
         none).
+backup  write a consistent backup of the replica in DIR to FILE, while it
+        runs (it serves the backup on DIR/backup.sock) or not.
+restore make NEWDIR a data directory holding a backup's state, for start
+        or dev to serve; a damaged backup is refused and creates nothing.
 
 --cors-origin (start, dev; repeatable or comma-separated) lets browser pages
 of ORIGIN (scheme://host[:port], e.g. http://localhost:3000) call the HTTP
@@ -143,7 +160,18 @@ const (
 )
 
 func main() {
+	terminal = isTerminal(os.Stderr)
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// terminal: standard error is a terminal, where backup and restore draw
+// their progress.
+var terminal bool
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -158,6 +186,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return start(args[1:], stderr)
 	case "dev":
 		return dev(args[1:], stdout, stderr)
+	case "backup":
+		return backup(args[1:], stdout, stderr, terminal)
+	case "restore":
+		return restore(args[1:], stdout, stderr, terminal)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -413,6 +445,8 @@ func serve(log *zap.Logger, cfg serveConfig, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "replica %s: %v\n", cmd, err)
 		return exitError
 	}
+	stopBackups := serveBackups(srv, dir, log)
+	defer stopBackups()
 	var gw *ghttp.Server
 	var backend *ghttp.ClientBackend
 	if httpAddr != "" {

@@ -13,7 +13,7 @@ import (
 )
 
 // TestOperationsDocAgrees: docs/operations.md lists every flag of replica
-// format, start and dev with its environment variable, as -h lists them,
+// format, start, dev, backup and restore with its environment variable, as -h lists them,
 // and every geoevent_ metric a running server serves at /metrics, and
 // nothing else; the Grafana dashboard uses only documented metrics and
 // Go's that the server serves. (Every OpenAPI route against the gateway's:
@@ -28,7 +28,7 @@ func TestOperationsDocAgrees(t *testing.T) {
 	// Flags: -h against the table.
 	helpLine := regexp.MustCompile(`(?m)^  --([a-z-]+)(?: \S+)?\s+(GEOEVENT_[A-Z_]+)$`)
 	helped := map[string]string{}
-	for _, cmd := range []string{"format", "start", "dev"} {
+	for _, cmd := range []string{"format", "start", "dev", "backup", "restore"} {
 		code, _, stderr := runCmd(t, cmd, "-h")
 		if code != 0 {
 			t.Fatalf("replica %s -h: exit %d", cmd, code)
