@@ -97,10 +97,15 @@ func TestHalfFrameIsClosedAfterTheReadTimeout(t *testing.T) {
 	s := serve(t, formatDir(t), Options{ReadTimeout: timeout})
 	frame := core.AppendFrame(nil, core.Header{Request: 1, Type: core.MsgRegister}, core.AppendRegister(nil, testCluster))
 
+	// Five pieces over about a third of the timeout: few sleeps, so that a
+	// loaded machine's oversleeping does not carry the frame past it.
 	slow := dial(t, s.Addr())
-	for i := range frame {
-		slow.nc.Write(frame[i : i+1])
-		time.Sleep(timeout / time.Duration(2*len(frame)))
+	const pieces = 5
+	for i := range pieces {
+		slow.nc.Write(frame[i*len(frame)/pieces : (i+1)*len(frame)/pieces])
+		if i < pieces-1 {
+			time.Sleep(timeout / (3 * pieces))
+		}
 	}
 	if h, _ := slow.recv(); h.Type != core.MsgRegisterReply {
 		t.Fatalf("a frame sent slowly within the read timeout: got %v", h.Type)
