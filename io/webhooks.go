@@ -116,8 +116,9 @@ const idleRecord = time.Second
 
 // Webhooks is a running deliverer (StartWebhooks).
 type Webhooks struct {
-	s      *Server
 	opts   WebhookOptions
+	leads  func() bool     // the replica leads, as the loop last published
+	gone   <-chan struct{} // closed when the server's loop has ended
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -148,9 +149,18 @@ func (s *Server) StartWebhooks(opts WebhookOptions) (*Webhooks, error) {
 	if opts.Client == nil || opts.Body == nil {
 		return nil, errors.New("io: webhooks need a Client and a Body")
 	}
+	leads := func() bool {
+		h := s.Health()
+		return h.Running && !h.Replaying && h.Role == replica.Leader
+	}
+	return startWebhooks(opts, leads, s.loopDone), nil
+}
+
+// startWebhooks starts the dispatcher over leads and gone (a test's own).
+func startWebhooks(opts WebhookOptions, leads func() bool, gone <-chan struct{}) *Webhooks {
 	opts.setDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &Webhooks{s: s, opts: opts, ctx: ctx, cancel: cancel, done: make(chan struct{}), workers: map[string]*hookWorker{}}
+	w := &Webhooks{opts: opts, leads: leads, gone: gone, ctx: ctx, cancel: cancel, done: make(chan struct{}), workers: map[string]*hookWorker{}}
 	if set := opts.Metrics; set != nil {
 		set.NewGauge(`geoevent_webhooks`, func() float64 {
 			w.mu.Lock()
@@ -159,7 +169,7 @@ func (s *Server) StartWebhooks(opts WebhookOptions) (*Webhooks, error) {
 		})
 	}
 	go w.dispatch()
-	return w, nil
+	return w
 }
 
 // Close stops every worker and waits for them: a post in flight is cut
@@ -167,12 +177,6 @@ func (s *Server) StartWebhooks(opts WebhookOptions) (*Webhooks, error) {
 func (w *Webhooks) Close() {
 	w.cancel()
 	<-w.done
-}
-
-// leads reports whether the replica leads, as the loop last published.
-func (w *Webhooks) leads() bool {
-	h := w.s.Health()
-	return h.Running && !h.Replaying && h.Role == replica.Leader
 }
 
 func (w *Webhooks) dispatch() {
@@ -193,7 +197,7 @@ func (w *Webhooks) dispatch() {
 		select {
 		case <-w.ctx.Done():
 			return
-		case <-w.s.loopDone:
+		case <-w.gone:
 			return
 		case <-t.C:
 		}

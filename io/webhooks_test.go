@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	stdio "io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -232,5 +233,96 @@ func TestWebhookDelivery(t *testing.T) {
 	set.WritePrometheus(&buf)
 	if strings.Contains(buf.String(), `hook="exits"`) || !strings.Contains(buf.String(), `geoevent_webhook_lag_entries{hook="all"} 0`) {
 		t.Fatalf("metrics after the delete:\n%s", buf.String())
+	}
+}
+
+// fakeHooks is a WebhookClient over a feed of the test's: one hook, whose
+// position hook_delivered moves, and notifications of which those up to
+// dropped have been trimmed.
+type fakeHooks struct {
+	mu      sync.Mutex
+	hook    core.Hook
+	feed    []uint64 // retained sequences, ascending
+	dropped uint64
+}
+
+func (f *fakeHooks) Hooks(ctx context.Context, req *core.HookListRequest) (*core.HookList, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &core.HookList{Hooks: []core.Hook{f.hook}, Total: 1, FeedLast: f.feed[len(f.feed)-1]}, nil
+}
+
+func (f *fakeHooks) ReadFeed(ctx context.Context, req *core.FeedRequest) (*core.FeedPage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if req.After < f.dropped {
+		return nil, core.Errorf(core.FeedTrimmed, "trimmed")
+	}
+	page := &core.FeedPage{Start: f.feed[0], Next: req.After}
+	for _, s := range f.feed {
+		if s > req.After && len(page.Notifications) < int(req.Limit) {
+			page.Notifications = append(page.Notifications, core.Notification{Seq: s, Type: core.NotifyEnter, Fence: "f", OpNS: 1})
+			page.Next = s
+		}
+	}
+	page.HasMore = page.Next < f.feed[len(f.feed)-1] && req.After != math.MaxUint64
+	return page, nil
+}
+
+func (f *fakeHooks) HookDelivered(ctx context.Context, req *core.HookDelivered) (*core.HookDeliveredReply, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if req.Version == f.hook.Version && req.Seq > f.hook.Delivered {
+		f.hook.Delivered = req.Seq
+	}
+	return &core.HookDeliveredReply{Delivered: f.hook.Delivered}, nil
+}
+
+func (f *fakeHooks) delivered() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hook.Delivered
+}
+
+// TestWebhookTrimmedAndLeadership: a hook whose position the feed has
+// trimmed past is delivered from the feed's start, and the post says so;
+// workers run only while the replica leads, and resume from the recorded
+// position when it leads again.
+func TestWebhookTrimmedAndLeadership(t *testing.T) {
+	rc := newReceiver(t)
+	fake := &fakeHooks{hook: core.Hook{Name: "h", URL: rc.URL, Version: 1, Delivered: 10}, dropped: 50}
+	for s := uint64(51); s <= 60; s++ {
+		fake.feed = append(fake.feed, s)
+	}
+	var leading atomic.Bool
+	leading.Store(true)
+	w := startWebhooks(WebhookOptions{Client: fake, Body: ghttp.WebhookBody, Batch: 4, Poll: 10 * time.Millisecond},
+		leading.Load, make(chan struct{}))
+	defer w.Close()
+	waitFor(t, "the trimmed feed's delivery", 5*time.Second, func() bool { return fake.delivered() == 60 })
+	if got := rc.seqs(); !slices.Equal(got, fake.feed) {
+		t.Fatalf("delivered %v, want %v", got, fake.feed)
+	}
+	rc.mu.Lock()
+	if len(rc.trimmed) != 3 || !rc.trimmed[0] || rc.trimmed[1] || rc.trimmed[2] {
+		t.Fatalf("trimmed flags of the posts: %v", rc.trimmed)
+	}
+	rc.mu.Unlock()
+
+	// Not leading: no worker, no post.
+	leading.Store(false)
+	waitFor(t, "the workers to stop", 5*time.Second, func() bool { w.mu.Lock(); defer w.mu.Unlock(); return len(w.workers) == 0 })
+	fake.mu.Lock()
+	fake.feed = append(fake.feed, 61, 62)
+	fake.mu.Unlock()
+	time.Sleep(100 * time.Millisecond)
+	if n := len(rc.seqs()); n != 10 {
+		t.Fatalf("%d notifications posted; a replica that does not lead posted", n)
+	}
+	// Leading again: from the recorded position on.
+	leading.Store(true)
+	waitFor(t, "the delivery after leading again", 5*time.Second, func() bool { return fake.delivered() == 62 })
+	if got := rc.seqs(); !slices.Equal(got[10:], []uint64{61, 62}) {
+		t.Fatalf("after leading again: %v", got)
 	}
 }
