@@ -61,7 +61,8 @@ type WebhookOptions struct {
 	// Body renders one post's JSON body (package http's WebhookBody).
 	Body func(hook string, ns []core.Notification, trimmed bool) []byte
 	// HTTP posts (nil: a client of its own, without cookies or an overall
-	// timeout; each post has Timeout).
+	// timeout, that follows no redirect: a 3xx is a failure, as a POST
+	// redirected would be sent again as a GET; each post has Timeout).
 	HTTP *http.Client
 	// Timeout bounds one post, from sending to the answer's status
 	// (default 10 s).
@@ -85,7 +86,7 @@ type WebhookOptions struct {
 
 func (o *WebhookOptions) setDefaults() {
 	if o.HTTP == nil {
-		o.HTTP = &http.Client{}
+		o.HTTP = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
