@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	"pgregory.net/rapid"
+
 	"github.com/geoevent/geoevent/core"
 )
 
@@ -226,4 +228,109 @@ func TestHookSnapshots(t *testing.T) {
 	if err != nil || back.Digest() != plain.Digest() || back.Digest() == New().Digest() {
 		t.Fatalf("restoring a state whose hooks were deleted: %v", err)
 	}
+}
+
+// TestHooksAgainstModel runs random hook operations against a model (a
+// map of hooks with their positions) while the feed grows, and checks
+// every answer, the list's pages, and that a snapshot restores the same
+// hooks and digest.
+func TestHooksAgainstModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		sm := New()
+		type mhook struct {
+			url                string
+			delivered, version uint64
+		}
+		model := map[string]*mhook{}
+		var version uint64
+		names := []string{"a", "b", "c"}
+		for range rapid.IntRange(1, 40).Draw(t, "steps") {
+			name := rapid.SampledFrom(names).Draw(t, "name")
+			switch rapid.IntRange(0, 4).Draw(t, "op") {
+			case 0: // the feed grows
+				sm.watch.feed.lastSeq += rapid.Uint64Range(1, 1<<33).Draw(t, "grow")
+			case 1:
+				url := rapid.SampledFrom([]string{"http://x/1", "https://y/2", "ftp://bad"}).Draw(t, "url")
+				r, err := sm.PutHook(epoch, &core.Hook{Name: name, URL: url})
+				if url == "ftp://bad" {
+					if errCode(t, err) != core.InvalidHook.Code {
+						t.Fatalf("put %s: %v", url, err)
+					}
+					continue
+				}
+				m, exists := model[name]
+				if err != nil || r.Created == exists {
+					t.Fatalf("put %s: %+v %v (exists %v)", name, r, err, exists)
+				}
+				version++
+				if !exists {
+					m = &mhook{delivered: sm.watch.feed.lastSeq}
+					model[name] = m
+				}
+				m.url, m.version = url, version
+			case 2:
+				_, err := sm.DeleteHook(epoch, &core.HookName{Name: name})
+				if _, ok := model[name]; ok != (err == nil) {
+					t.Fatalf("delete %s: %v", name, err)
+				}
+				delete(model, name)
+			case 3:
+				m := model[name]
+				v := rapid.Uint64Range(0, version+1).Draw(t, "version")
+				seq := rapid.Uint64Range(0, sm.watch.feed.lastSeq+1).Draw(t, "seq")
+				r, err := sm.HookDelivered(epoch, &core.HookDelivered{Name: name, Version: v, Seq: seq})
+				switch {
+				case m == nil:
+					if errCode(t, err) != core.HookNotFound.Code {
+						t.Fatalf("delivered to a missing hook: %v", err)
+					}
+				case seq > sm.watch.feed.lastSeq:
+					if errCode(t, err) != core.InvalidArgument.Code {
+						t.Fatalf("delivered beyond the feed: %v", err)
+					}
+				default:
+					advance := v == m.version && seq > m.delivered
+					if advance {
+						m.delivered = seq
+					}
+					if err != nil || r.Advanced != advance || r.Delivered != m.delivered {
+						t.Fatalf("delivered %d v%d to %+v: %+v %v", seq, v, *m, r, err)
+					}
+				}
+			case 4:
+				h, err := sm.GetHook(epoch, &core.HookName{Name: name})
+				m := model[name]
+				if m == nil {
+					if errCode(t, err) != core.HookNotFound.Code {
+						t.Fatalf("get a missing hook: %v", err)
+					}
+					continue
+				}
+				if err != nil || h.URL != m.url || h.Delivered != m.delivered || h.Version != m.version {
+					t.Fatalf("get %s: %+v, model %+v (%v)", name, h, *m, err)
+				}
+			}
+		}
+		l, err := sm.ListHooks(epoch, &core.HookListRequest{Limit: 2})
+		if err != nil || int(l.Total) != len(model) || l.HasMore != (len(model) > 2) {
+			t.Fatalf("list: %+v %v, model has %d", l, err, len(model))
+		}
+		var buf bytes.Buffer
+		if err := sm.WriteSnapshot(&buf); err != nil {
+			t.Fatal(err)
+		}
+		cp, err := ReadSnapshot(bytes.NewReader(buf.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cp.Digest() != sm.Digest() {
+			t.Fatal("the restored state has another digest")
+		}
+		for name, m := range model {
+			h, err := cp.GetHook(epoch, &core.HookName{Name: name})
+			if err != nil || h.Delivered != m.delivered || h.Version != m.version || h.URL != m.url {
+				t.Fatalf("restored %s: %+v (%v), model %+v", name, h, err, *m)
+			}
+		}
+	})
 }
