@@ -326,3 +326,62 @@ func TestWebhookTrimmedAndLeadership(t *testing.T) {
 		t.Fatalf("after leading again: %v", got)
 	}
 }
+
+// BenchmarkWebhookDelivery: notifications per second through a hook to a
+// receiver on loopback, in posts of 500: each op is a write of 1,000
+// entities crossing a fence, delivered and recorded.
+func BenchmarkWebhookDelivery(b *testing.B) {
+	dir := b.TempDir() + "/data"
+	if err := Format(dir, ClusterInfo{Cluster: testCluster, ReplicaIndex: 0, ReplicaCount: 1}); err != nil {
+		b.Fatal(err)
+	}
+	s, err := Open(dir, Options{Addresses: []string{"127.0.0.1:0"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go s.Run(context.Background())
+	defer s.Close()
+	c, err := client.New([]string{"local"}, client.Options{Cluster: testCluster,
+		Dial: func(ctx context.Context, _ string) (client.Conn, error) { return s.DialLocal(ctx) }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	var got atomic.Int64
+	rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Notifications []json.RawMessage `json:"notifications"`
+		}
+		bs, _ := stdio.ReadAll(r.Body)
+		json.Unmarshal(bs, &body)
+		got.Add(int64(len(body.Notifications)))
+	}))
+	defer rc.Close()
+	wh, err := s.StartWebhooks(WebhookOptions{Client: c, Body: ghttp.WebhookBody, Poll: 5 * time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer wh.Close()
+	ctx := context.Background()
+	if _, err := c.PutFence(ctx, &core.Fence{Name: "zone", Shape: core.FenceBBox, Max: core.Coordinate{LatNano: 1e9, LonNano: 1e9}}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.PutHook(ctx, &core.Hook{Name: "h", URL: rc.URL}); err != nil {
+		b.Fatal(err)
+	}
+	const n = 1000
+	evs := make([]core.GeoEvent, n)
+	b.ResetTimer()
+	for i := range b.N {
+		for j := range evs {
+			evs[j] = core.GeoEvent{EntityID: core.Uint128{Hi: 5, Lo: uint64(j + 1)}, LatNano: 5e8 + int64(i%2)*2e9, LonNano: 5e8}
+		}
+		if _, err := c.Upsert(ctx, evs); err != nil {
+			b.Fatal(err)
+		}
+		for got.Load() < int64((i+1)*n) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "notifications/s")
+}
