@@ -163,6 +163,10 @@
 // holds the same feed. A Watch begun from an earlier Watcher's Last
 // resumes with nothing missed and nothing repeated.
 //
+// PutHook, Hook, Hooks and DeleteHook manage webhooks, to which the
+// leader posts the feed's notifications (at least once); HookDelivered is
+// the leader's acknowledgement of a delivery.
+//
 // # Robustness
 //
 // Nothing the server sends makes the client panic: a frame that is

@@ -57,6 +57,11 @@ import (
 //	delete_fence
 //	list_fences           *FenceListRequest   str after, u32 limit
 //	read_feed             *FeedRequest        u64 after, u16 count, count str fences, u8 types, u32 limit
+//	put_hook              *Hook               hook (see Hook's encoder in hooks.go)
+//	get_hook,             *HookName           str name
+//	delete_hook
+//	list_hooks            *HookListRequest    str after, u32 limit
+//	hook_delivered        *HookDelivered      str name, u64 version, u64 seq
 //
 // Replies (AppendReply / DecodeReply):
 //
@@ -91,6 +96,11 @@ import (
 //	read_feed             *FeedPage           u32 count, count x (u64 seq, u8 type, str fence, event,
 //	                                          bool has_prev, coord prev, u64 op_ns), u64 start, u64 next,
 //	                                          bool has_more
+//	put_hook              *PutHookReply       bool created
+//	get_hook              *Hook               hook
+//	list_hooks            *HookList           u32 count, count hooks, bool has_more, u32 total, u64 feed_last
+//	delete_hook           *DeleteHookReply    bool deleted
+//	hook_delivered        *HookDeliveredReply u64 delivered, bool advanced
 //
 // The Append functions accept the value type or a pointer to it (and, for
 // get_latest_batch, a plain []Uint128 or []LatestResult); the Decode

@@ -51,6 +51,7 @@ var (
 	InvalidTimeRange   = CodeInfo{107, "INVALID_TIME_RANGE", 400, false}
 	InvalidArgument    = CodeInfo{108, "INVALID_ARGUMENT", 400, false}
 	InvalidFence       = CodeInfo{120, "INVALID_FENCE", 400, false} // a fence's name, shape kind or report types
+	InvalidHook        = CodeInfo{121, "INVALID_HOOK", 400, false}  // a hook's name, URL or feed filter
 
 	// State, 200-299. Codes 201-205 and 212 are ours: the session protocol
 	// of the binary client and backpressure.
@@ -74,11 +75,13 @@ var (
 	ShardMigrationFailed = CodeInfo{224, "SHARD_MIGRATION_FAILED", 500, false} // spec
 	FenceNotFound        = CodeInfo{240, "FENCE_NOT_FOUND", 404, false}
 	FeedTrimmed          = CodeInfo{241, "FEED_TRIMMED", 400, false} // the feed no longer holds notifications after the requested sequence
+	HookNotFound         = CodeInfo{242, "HOOK_NOT_FOUND", 404, false}
 
 	// Resource limits, 300-399.
 	BatchTooLarge       = CodeInfo{300, "BATCH_TOO_LARGE", 400, false}        // spec
 	QueryResultTooLarge = CodeInfo{300, "QUERY_RESULT_TOO_LARGE", 400, false} // spec
 	TooManyFences       = CodeInfo{340, "TOO_MANY_FENCES", 400, false}
+	TooManyHooks        = CodeInfo{341, "TOO_MANY_HOOKS", 400, false}
 
 	// Security boundary, 400-499: reserved by the spec for external layers.
 	EncryptionKeyUnavailable     = CodeInfo{410, "ENCRYPTION_KEY_UNAVAILABLE", 503, true}      // spec
@@ -102,11 +105,12 @@ var Codes = []CodeInfo{
 	RequestMismatch,
 	InvalidCoordinates, InvalidEntityID, InvalidRadius, EmptyRequest, PolygonTooComplex,
 	InvalidPolygon, InvalidCursor, InvalidEvent, NoTTLSet, InvalidTimeRange, InvalidArgument, InvalidFence,
+	InvalidHook,
 	SessionExpired, RequestInFlight, StaleRequest, WrongCluster, SessionLimit,
 	ClusterUnavailable, ClusterBusy, FollowerReadOnly, StaleFollower, PrimaryUnreachable, ReplicationTimeout,
 	ConflictDetected, GeoShardMismatch, NotShardLeader, ShardUnavailable, ReshardingInProgress,
-	InvalidShardCount, ShardMigrationFailed, FenceNotFound, FeedTrimmed,
-	BatchTooLarge, QueryResultTooLarge, TooManyFences,
+	InvalidShardCount, ShardMigrationFailed, FenceNotFound, FeedTrimmed, HookNotFound,
+	BatchTooLarge, QueryResultTooLarge, TooManyFences, TooManyHooks,
 	EncryptionKeyUnavailable, DecryptionFailed, EncryptionNotEnabled, KeyRotationInProgress,
 	UnsupportedEncryptionVersion,
 	InternalError, Corruption,

@@ -387,6 +387,8 @@ var opTable = [...]OpCodec{
 	OpQueryBBox: QueryBBox, OpQueryNearest: QueryNearest,
 	OpPutFence: PutFence, OpGetFence: GetFence, OpListFences: ListFences, OpDeleteFence: DeleteFence,
 	OpReadFeed: ReadFeed,
+	OpPutHook:  PutHook, OpGetHook: GetHook, OpListHooks: ListHooks, OpDeleteHook: DeleteHook,
+	OpHookDelivered: HookDeliveredOp,
 }
 
 func encNone(e encoder, _ *None) encoder               { return e }

@@ -10,7 +10,8 @@ import (
 // that go through the log with a change.
 func TestOpTable(t *testing.T) {
 	writes := map[Operation]bool{OpInsert: true, OpUpsert: true, OpDeleteEntities: true, OpTTLSet: true,
-		OpTTLExtend: true, OpTTLClear: true, OpCleanupExpired: true, OpPutFence: true, OpDeleteFence: true}
+		OpTTLExtend: true, OpTTLClear: true, OpCleanupExpired: true, OpPutFence: true, OpDeleteFence: true,
+		OpPutHook: true, OpDeleteHook: true, OpHookDelivered: true}
 	names := map[string]bool{}
 	for _, op := range allOps() {
 		o, ok := Lookup(op)

@@ -28,6 +28,7 @@
 //	GET    /metrics                     Prometheus's text format
 //	PUT    /fences/{name}               define or replace a fence (GET and DELETE it too; GET /fences lists)
 //	GET    /feed                        fence transitions: Server-Sent Events, or with wait_ms a long-poll page
+//	PUT    /hooks/{name}                define or replace a webhook: a URL and a feed filter (GET and DELETE it too; GET /hooks lists)
 //
 // # Forms
 //

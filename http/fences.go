@@ -60,10 +60,7 @@ func (g *Gateway) putFence(c *call) *failure {
 
 // GET /fences/{name}.
 func (g *Gateway) getFence(c *call) *failure {
-	if _, f := c.params(); f != nil {
-		return f
-	}
-	name, f := fenceName(c.pathID)
+	name, f := c.namedPath(fenceName)
 	if f != nil {
 		return f
 	}
@@ -76,44 +73,23 @@ func (g *Gateway) getFence(c *call) *failure {
 
 // DELETE /fences/{name}.
 func (g *Gateway) deleteFence(c *call) *failure {
-	if _, f := c.params(); f != nil {
-		return f
-	}
-	name, f := fenceName(c.pathID)
+	name, f := c.namedPath(fenceName)
 	if f != nil {
 		return f
 	}
 	if _, f := submit(c, core.DeleteFence, &core.FenceName{Name: name}); f != nil {
 		return f
 	}
-	return c.ok(func(w *jw) {
-		w.open()
-		w.key("deleted")
-		w.boolean(true)
-		w.close()
-	})
+	return c.ok(deleted)
 }
 
 // GET /fences?after=NAME&limit=N.
 func (g *Gateway) listFences(c *call) *failure {
-	p, f := c.params("after", "limit")
+	after, limit, f := c.namePage(core.MaxFenceList, fenceName)
 	if f != nil {
 		return f
 	}
-	limit, f := p.u64("limit")
-	if f != nil {
-		return f
-	}
-	if limit > core.MaxFenceList {
-		return fail(core.QueryResultTooLarge, "limit %d exceeds %d", limit, core.MaxFenceList)
-	}
-	after := p["after"]
-	if after != "" {
-		if after, f = fenceName(after); f != nil {
-			return f
-		}
-	}
-	r, f := submit(c, core.ListFences, &core.FenceListRequest{After: after, Limit: uint32(limit)})
+	r, f := submit(c, core.ListFences, &core.FenceListRequest{After: after, Limit: limit})
 	if f != nil {
 		return f
 	}
@@ -131,6 +107,45 @@ func (g *Gateway) listFences(c *call) *failure {
 		w.u64(uint64(r.Total))
 		w.close()
 	})
+}
+
+// namedPath checks a request on a named thing's path (/fences/{name},
+// /hooks/{name}): no parameters, and a name that check accepts.
+func (c *call) namedPath(check func(string) (string, *failure)) (string, *failure) {
+	if _, f := c.params(); f != nil {
+		return "", f
+	}
+	return check(c.pathID)
+}
+
+// namePage reads the parameters of a list of named things: after (a name
+// that check accepts, or none) and limit (at most most; 0: the default).
+func (c *call) namePage(most uint64, check func(string) (string, *failure)) (after string, limit uint32, f *failure) {
+	p, f := c.params("after", "limit")
+	if f != nil {
+		return "", 0, f
+	}
+	n, f := p.u64("limit")
+	if f != nil {
+		return "", 0, f
+	}
+	if n > most {
+		return "", 0, fail(core.QueryResultTooLarge, "limit %d exceeds %d", n, most)
+	}
+	if after = p["after"]; after != "" {
+		if after, f = check(after); f != nil {
+			return "", 0, f
+		}
+	}
+	return after, uint32(n), nil
+}
+
+// deleted writes the answer of a DELETE.
+func deleted(w *jw) {
+	w.open()
+	w.key("deleted")
+	w.boolean(true)
+	w.close()
 }
 
 // parseFence reads a fence's body (see the top of the file).

@@ -18,6 +18,7 @@ var fuzzRoutes = []struct {
 	{"GET", "/entity/", false}, {"GET", "/entity/history", false},
 	{"POST", "/query/bbox", false}, {"POST", "/query/nearest", false},
 	{"PUT", "/fences/f", true}, {"GET", "/fences/", false}, {"GET", "/feed?wait_ms=0&", false},
+	{"PUT", "/hooks/h", true}, {"GET", "/hooks/", false},
 }
 
 // FuzzRequests sends arbitrary bodies (and path segments) to every
@@ -50,6 +51,8 @@ func FuzzRequests(f *testing.F) {
 		`{"shape":"bbox","min":{"lat_nano":1,"lon_nano":2},"max":{"lat_nano":0,"lon_nano":3},"group_id":7}`,
 		`{"shape":"polygon","vertices":[{"lat":0,"lon":0},{"lat":1,"lon":0},{"lat":1,"lon":1}],"report":["sideways"]}`,
 		`after=5&fences=a,b&types=enter,exit&limit=3`, `types=&fences=a%2Cb`,
+		`{"url":"https://example.com/geo","fences":["depot"],"types":["enter","exit"]}`,
+		`{"url":"ftp://x","fences":["a,b"],"types":["sideways"],"extra":1}`,
 	} {
 		for i := range fuzzRoutes {
 			f.Add(uint8(i), []byte(s))

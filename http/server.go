@@ -167,6 +167,10 @@ func New(cfg Config) (*Gateway, error) {
 	add("DELETE", "/fences/{name}", g.deleteFence)
 	add("GET", "/fences", g.listFences)
 	add("GET", "/feed", g.feed)
+	add("PUT", "/hooks/{name}", g.putHook)
+	add("GET", "/hooks/{name}", g.getHook)
+	add("DELETE", "/hooks/{name}", g.deleteHook)
+	add("GET", "/hooks", g.listHooks)
 	for _, path := range paths {
 		e := byPath[path]
 		for _, m := range []string{"GET", "POST", "PUT", "DELETE"} {
@@ -182,7 +186,7 @@ func New(cfg Config) (*Gateway, error) {
 			}
 		}
 		g.mux.HandleFunc(path, func(w stdhttp.ResponseWriter, r *stdhttp.Request) {
-			// A path has at most one wildcard: {entity_id} or a fence's {name}.
+			// A path has at most one wildcard: {entity_id}, or a fence's or hook's {name}.
 			g.serveEndpoint(&call{g: g, w: w, r: r, pathID: r.PathValue("entity_id") + r.PathValue("name")}, e)
 		})
 	}

@@ -103,6 +103,12 @@
 //     never blocks the loop either: a full queue, or a peer that cannot be
 //     reached, drops the message (Raft sends again). See peers.go for the
 //     hello that opens these connections.
+//   - With StartWebhooks (cmd/replica starts it), a webhook dispatcher
+//     that follows the role the loop publishes and, while the replica
+//     leads, one worker per hook that reads the feed, posts its
+//     notifications to the hook's URL and submits the delivered position
+//     through a client of the local replica, as the gateway does
+//     (webhooks.go). They never call into the loop but as a client.
 //
 // # Reading frames: memory and limits
 //

@@ -52,11 +52,16 @@ var executors = [...]executor{
 		}
 		return &core.PingReply{Pong: true}, nil
 	}),
-	core.OpPutFence:    sm(core.PutFence, (*statemachine.StateMachine).PutFence),
-	core.OpGetFence:    sm(core.GetFence, (*statemachine.StateMachine).GetFence),
-	core.OpListFences:  sm(core.ListFences, (*statemachine.StateMachine).ListFences),
-	core.OpDeleteFence: sm(core.DeleteFence, (*statemachine.StateMachine).DeleteFence),
-	core.OpReadFeed:    sm(core.ReadFeed, (*statemachine.StateMachine).ReadFeed),
+	core.OpPutFence:      sm(core.PutFence, (*statemachine.StateMachine).PutFence),
+	core.OpGetFence:      sm(core.GetFence, (*statemachine.StateMachine).GetFence),
+	core.OpListFences:    sm(core.ListFences, (*statemachine.StateMachine).ListFences),
+	core.OpDeleteFence:   sm(core.DeleteFence, (*statemachine.StateMachine).DeleteFence),
+	core.OpReadFeed:      sm(core.ReadFeed, (*statemachine.StateMachine).ReadFeed),
+	core.OpPutHook:       sm(core.PutHook, (*statemachine.StateMachine).PutHook),
+	core.OpGetHook:       sm(core.GetHook, (*statemachine.StateMachine).GetHook),
+	core.OpListHooks:     sm(core.ListHooks, (*statemachine.StateMachine).ListHooks),
+	core.OpDeleteHook:    sm(core.DeleteHook, (*statemachine.StateMachine).DeleteHook),
+	core.OpHookDelivered: sm(core.HookDeliveredOp, (*statemachine.StateMachine).HookDelivered),
 }
 
 // executor runs one operation with a request as core.DecodeRequest gives

@@ -59,6 +59,10 @@ func allowedCode(op *opRec, c core.Code) bool {
 		return c == core.EntityNotFound.Code || c == core.NoTTLSet.Code
 	case core.OpGetFence, core.OpDeleteFence:
 		return c == core.FenceNotFound.Code
+	case core.OpGetHook, core.OpDeleteHook:
+		return c == core.HookNotFound.Code
+	case core.OpHookDelivered:
+		return c == core.HookNotFound.Code || c == core.InvalidArgument.Code
 	}
 	return false
 }

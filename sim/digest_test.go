@@ -20,11 +20,11 @@ func TestFixedSeedDigests(t *testing.T) {
 		faults   string
 		digest   string
 	}{
-		{1, 20000, 1, "all", "7603ecd5a98953072a0465bdef46b6114fbbd48f448a792e5b9b4b24e31e2ab6"},
-		{2, 20000, 3, "all", "4ee87b4682fc430a24a9eb1820d23570b5267252325e22f591d035bb0c2778d1"},
-		{3, 20000, 3, "crash", "54d424bb217280099e9b63155d9e10e4ff20be03493086aa3d697b19c801e168"},
-		{4, 20000, 5, "network", "97471401a5ef5d2c330a94ad22e7cdb10762a2c847e8a034f46748f16bd8c6de"},
-		{5, 20000, 3, "partition", "d005bc14fc855aa6b479a666894ca24f2ddda57678b336d8d8db1e4d19935642"},
+		{1, 20000, 1, "all", "27f3281f929d540c47af9874461ddd6b96e4a8557a27ca2d540ef2e6c3e87141"},
+		{2, 20000, 3, "all", "54ee126f1765588fd4fe06ab711db907a564f6461eb533bf0b2cf61fc0f1654c"},
+		{3, 20000, 3, "crash", "01c0a485b6c8f1cffd3f376b709e7a18f1a85df5a7cdeb5fc9334c2ab8bd20d4"},
+		{4, 20000, 5, "network", "3c85236e0d7fcdc717190cc8f638f8ab95342e0a547ad7fbde221b13f548c212"},
+		{5, 20000, 3, "partition", "d1de0737b8af13dacaffd463c7ca2f24212724e98a2f81f2c6cfe5d30638ef62"},
 	} {
 		faults, err := ParseFaults(c.faults)
 		if err != nil {

@@ -41,6 +41,7 @@ var opWeights = []opWeight{
 	{core.OpStats, 2}, {core.OpStatus, 1}, {core.OpTopology, 1}, {core.OpPing, 1},
 	{core.OpQueryBBox, 3}, {core.OpQueryNearest, 3},
 	{core.OpPutFence, 2}, {core.OpGetFence, 1}, {core.OpListFences, 1}, {core.OpDeleteFence, 1}, {core.OpReadFeed, 2},
+	{core.OpPutHook, 1}, {core.OpGetHook, 1}, {core.OpListHooks, 1}, {core.OpDeleteHook, 1}, {core.OpHookDelivered, 1},
 }
 
 func newWorkload(w *world) *workload {
@@ -212,6 +213,8 @@ func (wl *workload) build(c *client, kind core.Operation) *opRec {
 		op.req, op.entities = q, []core.Uint128{id}
 	case core.OpPutFence, core.OpGetFence, core.OpListFences, core.OpDeleteFence, core.OpReadFeed:
 		op.req = wl.fenceRequest(kind)
+	case core.OpPutHook, core.OpGetHook, core.OpListHooks, core.OpDeleteHook, core.OpHookDelivered:
+		op.req = wl.hookRequest(kind)
 	}
 	return op
 }
@@ -249,6 +252,27 @@ func (wl *workload) fenceRequest(kind core.Operation) any {
 		q.Fences = []string{name}
 	}
 	return q
+}
+
+// hookRequest builds a hook operation: hooks h0-h2. The workload plays the
+// leader's deliverer too (hook_delivered), with positions and versions
+// that may be stale, equal or beyond the feed.
+func (wl *workload) hookRequest(kind core.Operation) any {
+	r := wl.w.rng
+	name := fmt.Sprintf("h%d", r.IntN(3))
+	switch kind {
+	case core.OpPutHook:
+		h := &core.Hook{Name: name, URL: fmt.Sprintf("http://127.0.0.1:%d/%s", 8000+r.IntN(3), name), Types: core.NotifyMask(r.IntN(8)) << 1}
+		if r.IntN(2) == 0 {
+			h.Fences = []string{fmt.Sprintf("f%d", r.IntN(4))}
+		}
+		return h
+	case core.OpGetHook, core.OpDeleteHook:
+		return &core.HookName{Name: name}
+	case core.OpListHooks:
+		return &core.HookListRequest{Limit: uint32(r.IntN(3))}
+	}
+	return &core.HookDelivered{Name: name, Version: 1 + r.Uint64N(6), Seq: r.Uint64N(1 << 40)}
 }
 
 func (wl *workload) filterAndPage(g *core.GroupFilter, p *core.Page) {

@@ -112,6 +112,7 @@ func FuzzReadSnapshot(f *testing.F) {
 	f.Add(empty.Bytes())
 	f.Add(small.Bytes())
 	f.Add(small.Bytes()[:small.Len()/2])
+	f.Add(hookedSnapshot(f))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tries := [][]byte{b}
 		if len(b) >= 4 {

@@ -30,6 +30,7 @@ import (
 //	            of the older events (0: none)
 //	            the latest event, packed
 //	then        the fences and the feed (watchsnap.go)
+//	then        the hooks, once there are any (hooks.go)
 //	then      4 CRC-32C (Castagnoli) of every byte before it
 //
 // A snapshot holds memory's state alone: an entity's older events are in
@@ -175,6 +176,7 @@ func (v *storeView) appendEncoding(dst []byte, slots []uint32, flush func([]byte
 		}
 	}
 	buf, _ = wv.appendWatch(buf, flush)
+	buf = wv.hooks.append(buf)
 	return buf
 }
 
@@ -239,6 +241,9 @@ func ReadSnapshot(r io.Reader) (*StateMachine, error) {
 	sm.flushSpatial()
 	if d.err == nil {
 		if err := d.readWatch(sm); err != nil {
+			return nil, err
+		}
+		if err := d.readHooks(sm); err != nil {
 			return nil, err
 		}
 	}

@@ -80,6 +80,7 @@ type StateMachine struct {
 	scanWork uint64
 
 	watch watchState // fences and the feed: fences.go, feed.go
+	hooks hookSet    // webhooks: hooks.go
 }
 
 // SetMaxScanWork bounds each radius, polygon and latest page to n units of

@@ -34,6 +34,7 @@ type watchView struct {
 	fences                        []*fence // name order
 	feed                          feedView
 	index, opNS, lastSeq, dropped uint64
+	hooks                         hookView // the section after this one (hooks.go)
 }
 
 func (sm *StateMachine) watchView() watchView {
@@ -45,6 +46,7 @@ func (sm *StateMachine) watchView() watchView {
 	f := &sm.watch.feed
 	v.feed = f.view()
 	v.index, v.opNS, v.lastSeq, v.dropped = f.index, f.opNS, f.lastSeq, f.dropped
+	v.hooks = sm.hookView()
 	return v
 }
 

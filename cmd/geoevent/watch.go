@@ -107,35 +107,14 @@ func fence(e *env, args []string) int {
 	if !ok {
 		return code
 	}
-	name := ""
-	if len(pos) == 2 {
-		name = url.PathEscape(pos[1])
+	if code, done := named(e, pos, "fence", "/fences", "&form=a"); done {
+		return code
 	}
-	switch {
-	case pos[0] == "list" && len(pos) == 1:
-		raw, err := e.api.retry("GET", "/fences?form=a&limit=1000", nil, nil)
-		if err != nil {
-			return e.fail(err)
-		}
-		printRaw(e.stdout, raw)
-		return exitOK
-	case pos[0] == "get" && name != "":
-		raw, err := e.api.retry("GET", "/fences/"+name+"?form=a", nil, nil)
-		if err != nil {
-			return e.fail(err)
-		}
-		printRaw(e.stdout, raw)
-		return exitOK
-	case pos[0] == "delete" && name != "":
-		if _, err := e.api.retry("DELETE", "/fences/"+name, nil, nil); err != nil {
-			return e.fail(err)
-		}
-		fmt.Fprintf(e.stdout, "deleted fence %s\n", pos[1])
-		return exitOK
-	case pos[0] != "put" || name == "":
+	if pos[0] != "put" || len(pos) != 2 {
 		fset.Usage()
 		return exitUsage
 	}
+	name := url.PathEscape(pos[1])
 	body, err := fenceShape(e, *bbox, *circle, *file)
 	if err != nil {
 		return e.fail(err)

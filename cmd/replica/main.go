@@ -447,20 +447,29 @@ func serve(log *zap.Logger, cfg serveConfig, stderr io.Writer) int {
 	}
 	stopBackups := serveBackups(srv, dir, log)
 	defer stopBackups()
+	// The gateway and the webhooks' deliverer are clients of the replica
+	// in this process: their sessions submit to the event loop over
+	// in-process connections (the replica holds requests until it has
+	// applied what it recovered, and a follower forwards them to the
+	// leader).
+	dial := func(ctx context.Context) (client.Conn, error) {
+		lc, err := srv.DialLocal(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return lc, nil
+	}
+	hooks, stopHooks, err := startWebhooks(srv, dial, log, set)
+	if err != nil {
+		srv.Close()
+		log.Error("cannot start the webhooks", zap.Error(err))
+		fmt.Fprintf(stderr, "replica %s: webhooks: %v\n", cmd, err)
+		return exitError
+	}
+	defer stopHooks()
 	var gw *ghttp.Server
 	var backend *ghttp.ClientBackend
 	if httpAddr != "" {
-		// The gateway is a client of the replica in this process: its
-		// sessions submit to the event loop over in-process connections
-		// (the replica holds requests until it has applied what it
-		// recovered, and a follower forwards them to the leader).
-		dial := func(ctx context.Context) (client.Conn, error) {
-			lc, err := srv.DialLocal(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return lc, nil
-		}
 		backend, err = ghttp.NewLocalBackend(dial, client.Options{Cluster: srv.Cluster().Cluster})
 		if err == nil {
 			gw, err = ghttp.Listen(httpAddr, ghttp.Config{Backend: backend, Logger: log, CORSOrigins: cfg.cors, MapTiles: cfg.mapTiles,
@@ -510,6 +519,7 @@ func serve(log *zap.Logger, cfg serveConfig, stderr io.Writer) int {
 		}
 		cancel()
 	}
+	hooks.Close() // no more posts: the replica is about to stop
 	stopRun()
 	if !ran {
 		if rerr := <-runDone; err == nil {
@@ -531,6 +541,23 @@ func serve(log *zap.Logger, cfg serveConfig, stderr io.Writer) int {
 		log.Info("signal received: stopped cleanly")
 	}
 	return exitOK
+}
+
+// startWebhooks starts the deliverer of the webhooks (io/webhooks.go) over
+// a client of the local replica; stop closes that client once the
+// deliverer is closed.
+func startWebhooks(srv *geoio.Server, dial func(context.Context) (client.Conn, error), log *zap.Logger, set *metrics.Set) (*geoio.Webhooks, func(), error) {
+	hc, err := client.New([]string{ghttp.LocalAddress}, client.Options{Cluster: srv.Cluster().Cluster, PoolSize: 8,
+		Dial: func(ctx context.Context, _ string) (client.Conn, error) { return dial(ctx) }})
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := srv.StartWebhooks(geoio.WebhookOptions{Client: hc, Body: ghttp.WebhookBody, Logger: log, Metrics: set})
+	if err != nil {
+		hc.Close()
+		return nil, nil, err
+	}
+	return w, func() { w.Close(); hc.Close() }, nil
 }
 
 const corsUsage = "let browser pages of `ORIGIN` (scheme://host[:port], e.g. http://localhost:3000) call the HTTP API cross-origin; repeatable or comma-separated; * allows any origin: for development only (default: none)"

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestOperationsDocAgrees: docs/operations.md lists every flag of replica
@@ -55,12 +56,19 @@ func TestOperationsDocAgrees(t *testing.T) {
 	base := "http://" + httpAddrFromBanner(t, srv)
 	send(t, "GET", base+"/no/such/path", "") // an error code, for geoevent_http_errors_total
 	getJSON(t, base+"/ping")
-	res, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	send(t, "PUT", base+"/hooks/ops", `{"url":"http://127.0.0.1:9/"}`) // a hook, for the per-hook metrics
+	var body []byte
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		res, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ = io.ReadAll(res.Body)
+		res.Body.Close()
+		if strings.Contains(string(body), `hook="ops"`) || time.Now().After(deadline) {
+			break // the leader delivers the hook
+		}
 	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
 	served := map[string]string{}
 	all := map[string]bool{}
 	for _, line := range strings.Split(string(body), "\n") {
