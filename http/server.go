@@ -63,6 +63,12 @@ type Config struct {
 	// (health.go). The server sets it; a gateway with a remote backend
 	// has none.
 	Health func() Health
+	// Feed, when set, is the local replica's news for the feed's readers
+	// (io.Server implements it; feedtail.go): GET /feed waits for the
+	// feed to move instead of polling it, and GET /feed/positions is
+	// served. The server sets it; a gateway with a remote backend has
+	// none (its feed readers poll; it has no position stream).
+	Feed LocalFeed
 	// MapTiles is the base-map tile URL template of the map page at GET /
 	// (see CheckMapTiles); "" draws the map on a plain background.
 	MapTiles string
@@ -90,6 +96,7 @@ type Gateway struct {
 	budget  *byteBudget // of request body bytes in flight
 	metrics *gatewayMetrics
 	streams streamsEnd // closed when the server shuts down: feed.go
+	tail    feedTail   // the feed's newest notifications, shared by its readers: feedtail.go
 }
 
 // endpoint is one path of the API and its handler for each method it takes.
