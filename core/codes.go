@@ -73,7 +73,8 @@ var (
 	InvalidShardCount    = CodeInfo{223, "INVALID_SHARD_COUNT", 400, false}    // spec
 	ShardMigrationFailed = CodeInfo{224, "SHARD_MIGRATION_FAILED", 500, false} // spec
 	FenceNotFound        = CodeInfo{240, "FENCE_NOT_FOUND", 404, false}
-	FeedTrimmed          = CodeInfo{241, "FEED_TRIMMED", 400, false} // the feed no longer holds notifications after the requested sequence
+	FeedTrimmed          = CodeInfo{241, "FEED_TRIMMED", 400, false}      // the feed no longer holds notifications after the requested sequence
+	StreamFellBehind     = CodeInfo{245, "STREAM_FELL_BEHIND", 503, true} // a position stream's reader fell too far behind: the stream ended; open another
 
 	// Resource limits, 300-399.
 	BatchTooLarge       = CodeInfo{300, "BATCH_TOO_LARGE", 400, false}        // spec
@@ -105,7 +106,7 @@ var Codes = []CodeInfo{
 	SessionExpired, RequestInFlight, StaleRequest, WrongCluster, SessionLimit,
 	ClusterUnavailable, ClusterBusy, FollowerReadOnly, StaleFollower, PrimaryUnreachable, ReplicationTimeout,
 	ConflictDetected, GeoShardMismatch, NotShardLeader, ShardUnavailable, ReshardingInProgress,
-	InvalidShardCount, ShardMigrationFailed, FenceNotFound, FeedTrimmed,
+	InvalidShardCount, ShardMigrationFailed, FenceNotFound, FeedTrimmed, StreamFellBehind,
 	BatchTooLarge, QueryResultTooLarge, TooManyFences,
 	EncryptionKeyUnavailable, DecryptionFailed, EncryptionNotEnabled, KeyRotationInProgress,
 	UnsupportedEncryptionVersion,

@@ -28,6 +28,7 @@
 //	GET    /metrics                     Prometheus's text format
 //	PUT    /fences/{name}               define or replace a fence (GET and DELETE it too; GET /fences lists)
 //	GET    /feed                        fence transitions: Server-Sent Events, or with wait_ms a long-poll page
+//	GET    /feed/positions              every event this replica applies inside a box or fence, as Server-Sent Events
 //
 // # Forms
 //

@@ -222,17 +222,9 @@ func (c *call) feedStream(req *core.FeedRequest) *failure {
 	if f != nil {
 		return f
 	}
-	fl, _ := c.w.(stdhttp.Flusher)
-	h := c.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	c.w.WriteHeader(stdhttp.StatusOK)
-	if c.r.Method == "HEAD" {
+	fl, ok := c.startSSE()
+	if !ok {
 		return nil
-	}
-	if fl != nil {
-		fl.Flush() // the headers now: a reader learns the stream is open before the first event
 	}
 	var w jw
 	lastWrite := time.Now()
@@ -270,6 +262,26 @@ func (c *call) feedStream(req *core.FeedRequest) *failure {
 			return nil
 		}
 	}
+}
+
+// startSSE answers 200 with an event stream's headers, and sends them
+// at once: a reader learns the stream is open before the first event. ok
+// is false for a HEAD request, which gets nothing more. fl is nil when the
+// writer cannot flush.
+func (c *call) startSSE() (fl stdhttp.Flusher, ok bool) {
+	fl, _ = c.w.(stdhttp.Flusher)
+	h := c.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	c.w.WriteHeader(stdhttp.StatusOK)
+	if c.r.Method == "HEAD" {
+		return nil, false
+	}
+	if fl != nil {
+		fl.Flush()
+	}
+	return fl, true
 }
 
 // feedPage writes a long-poll page; start and next are sequences, as

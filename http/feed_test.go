@@ -169,25 +169,15 @@ func (b *feedReadCounter) Do(ctx context.Context, call ghttp.Call) error {
 	return b.Backend.Do(ctx, call)
 }
 
-// sseReader reads a feed stream's events into a channel.
+// sseReader reads a feed stream's events (id and data) into a channel.
 func sseReader(t *testing.T, ctx context.Context, url string) <-chan [2]string {
 	t.Helper()
-	req, _ := stdhttp.NewRequestWithContext(ctx, "GET", url, nil)
-	res, err := stdhttp.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.StatusCode != 200 {
-		t.Fatalf("%s: %d", url, res.StatusCode)
-	}
+	lines := sseLines(t, ctx, url)
 	out := make(chan [2]string, 1024)
 	go func() {
-		defer res.Body.Close()
 		defer close(out)
-		sc := bufio.NewScanner(res.Body)
 		var id string
-		for sc.Scan() {
-			line := sc.Text()
+		for line := range lines {
 			if v, ok := strings.CutPrefix(line, "id: "); ok {
 				id = v
 			}
@@ -276,4 +266,29 @@ func TestFeedReadersShareTheTail(t *testing.T) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// sseLines reads a stream's lines into a channel, closed when it ends.
+func sseLines(t *testing.T, ctx context.Context, url string) <-chan string {
+	t.Helper()
+	req, _ := stdhttp.NewRequestWithContext(ctx, "GET", url, nil)
+	res, err := stdhttp.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != 200 {
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		t.Fatalf("%s: %d %s", url, res.StatusCode, b)
+	}
+	out := make(chan string, 1024)
+	go func() {
+		defer res.Body.Close()
+		defer close(out)
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			out <- sc.Text()
+		}
+	}()
+	return out
 }

@@ -69,6 +69,9 @@ type Config struct {
 	// served. The server sets it; a gateway with a remote backend has
 	// none (its feed readers poll; it has no position stream).
 	Feed LocalFeed
+	// MaxPositionStreams bounds the GET /feed/positions streams open at
+	// once (0: DefaultMaxPositionStreams); one more is 503 CLUSTER_BUSY.
+	MaxPositionStreams int
 	// MapTiles is the base-map tile URL template of the map page at GET /
 	// (see CheckMapTiles); "" draws the map on a plain background.
 	MapTiles string
@@ -88,15 +91,16 @@ type Route struct {
 
 // Gateway is the JSON API as an http.Handler.
 type Gateway struct {
-	cfg     Config
-	log     *zap.Logger
-	mux     *stdhttp.ServeMux
-	routes  []Route
-	cors    corsPolicy
-	budget  *byteBudget // of request body bytes in flight
-	metrics *gatewayMetrics
-	streams streamsEnd // closed when the server shuts down: feed.go
-	tail    feedTail   // the feed's newest notifications, shared by its readers: feedtail.go
+	cfg        Config
+	log        *zap.Logger
+	mux        *stdhttp.ServeMux
+	routes     []Route
+	cors       corsPolicy
+	budget     *byteBudget // of request body bytes in flight
+	metrics    *gatewayMetrics
+	streams    streamsEnd      // closed when the server shuts down: feed.go
+	tail       feedTail        // the feed's newest notifications, shared by its readers: feedtail.go
+	posStreams positionStreams // GET /feed/positions streams open: positions.go
 }
 
 // endpoint is one path of the API and its handler for each method it takes.
@@ -174,6 +178,7 @@ func New(cfg Config) (*Gateway, error) {
 	add("DELETE", "/fences/{name}", g.deleteFence)
 	add("GET", "/fences", g.listFences)
 	add("GET", "/feed", g.feed)
+	add("GET", "/feed/positions", g.positions)
 	for _, path := range paths {
 		e := byPath[path]
 		for _, m := range []string{"GET", "POST", "PUT", "DELETE"} {
