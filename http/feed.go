@@ -133,8 +133,12 @@ func (g *Gateway) feed(c *call) *failure {
 		defer g.tailLeave()
 	}
 	if poll {
+		g.readers.polls.Add(1)
+		defer g.readers.polls.Add(-1)
 		return c.feedPoll(req, time.Duration(waitMS)*time.Millisecond)
 	}
+	g.readers.streams.Add(1)
+	defer g.readers.streams.Add(-1)
 	return c.feedStream(req)
 }
 

@@ -223,6 +223,9 @@ func TestFeedReadersShareTheTail(t *testing.T) {
 	if idle := cb.reads.Load() - before; idle > streams {
 		t.Fatalf("%d feed reads by %d idle streams in 500 ms", idle, streams)
 	}
+	if m := metricLine(t, base, "geoevent_http_feed_streams"); m != "geoevent_http_feed_streams 12" {
+		t.Fatalf("metrics: %q", m)
+	}
 	const moves = 40
 	for i := range moves {
 		id := newID()
@@ -291,4 +294,21 @@ func sseLines(t *testing.T, ctx context.Context, url string) <-chan string {
 		}
 	}()
 	return out
+}
+
+// metricLine returns the line of GET /metrics that starts with name.
+func metricLine(t *testing.T, base, name string) string {
+	t.Helper()
+	res, err := stdhttp.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, name+" ") || strings.HasPrefix(l, name+"{") {
+			return l
+		}
+	}
+	return ""
 }

@@ -180,6 +180,9 @@ func TestPositionStreamLimits(t *testing.T) {
 	positionReader(t, ctx1, base+"/feed/positions?bbox=0,0,1,1")
 	positionReader(t, ctx, base+"/feed/positions?bbox=0,0,1,1")
 	expectErr(t, request(t, base, "GET", "/feed/positions?bbox=0,0,1,1", nil), "third", "b", 503, core.ClusterBusy.Code, "CLUSTER_BUSY")
+	if m := metricLine(t, base, "geoevent_http_position_streams"); m != "geoevent_http_position_streams 2" {
+		t.Fatalf("metrics: %q", m)
+	}
 	cancel1()
 	deadline := time.Now().Add(5 * time.Second)
 	for {

@@ -101,6 +101,7 @@ type Gateway struct {
 	streams    streamsEnd      // closed when the server shuts down: feed.go
 	tail       feedTail        // the feed's newest notifications, shared by its readers: feedtail.go
 	posStreams positionStreams // GET /feed/positions streams open: positions.go
+	readers    feedReaders     // GET /feed streams and long polls open (metrics.go)
 }
 
 // endpoint is one path of the API and its handler for each method it takes.
@@ -139,6 +140,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, mux: stdhttp.NewServeMux(),
 		cors: cors, budget: newByteBudget(cfg.BodyBudget), metrics: newGatewayMetrics(set)}
+	g.feedGauges()
 	byPath := map[string]*endpoint{}
 	var paths []string
 	add := func(method, path string, h handlerFunc) {
