@@ -2,7 +2,6 @@ package http
 
 import (
 	"context"
-	"fmt"
 	stdhttp "net/http"
 	"strconv"
 	"strings"
@@ -161,10 +160,7 @@ func (c *call) nextNotes(req *core.FeedRequest, limit int, dst []tailNote) (note
 		return dst, 0, false, 0, nil, f
 	}
 	for i := range page.Notifications {
-		n := &page.Notifications[i]
-		var w jw
-		w.notification(n)
-		dst = append(dst, tailNote{*n, w.b})
+		dst = append(dst, newTailNote(&page.Notifications[i]))
 	}
 	if len(dst) > 0 || page.HasMore {
 		wait = nil
@@ -235,8 +231,7 @@ func (c *call) feedStream(req *core.FeedRequest) *failure {
 	for {
 		w.b = w.b[:0]
 		for i := range notes {
-			n := &notes[i]
-			w.b = fmt.Appendf(w.b, "id: %d\nevent: %s\ndata: %s\n\n", n.n.Seq, n.n.Type, n.data)
+			w.b = append(w.b, notes[i].sse...)
 		}
 		req.After = max(req.After, next)
 		if len(w.b) == 0 && time.Since(lastWrite) >= feedKeepAlive {
@@ -300,7 +295,7 @@ func (w *jw) feedPage(notes []tailNote, start, next uint64, more bool) {
 			w.notification(&notes[i].n)
 		} else {
 			w.sep()
-			w.b = append(w.b, notes[i].data...)
+			w.b = append(w.b, notes[i].data()...)
 		}
 	}
 	w.closeArr()

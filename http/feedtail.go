@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -48,11 +49,32 @@ const (
 	tailRetry        = 100 * time.Millisecond
 )
 
-// tailNote is one notification of the window with its JSON (Form B).
+// tailNote is one notification of the window with its Server-Sent Event
+// (id, event and data lines), whose data is its JSON (Form B): rendered
+// once, written by every stream.
 type tailNote struct {
-	n    core.Notification
-	data []byte
+	n   core.Notification
+	sse []byte
+	at  int // where data starts in sse
 }
+
+// newTailNote renders n.
+func newTailNote(n *core.Notification) tailNote {
+	var w jw
+	w.notification(n)
+	b := make([]byte, 0, len(w.b)+64)
+	b = append(b, "id: "...)
+	b = strconv.AppendUint(b, n.Seq, 10)
+	b = append(b, "\nevent: "...)
+	b = append(b, n.Type.String()...)
+	b = append(b, "\ndata: "...)
+	at := len(b)
+	b = append(b, w.b...)
+	return tailNote{*n, append(b, "\n\n"...), at}
+}
+
+// data is the notification's JSON.
+func (t *tailNote) data() []byte { return t.sse[t.at : len(t.sse)-2] }
 
 // feedTail is the window: every notification with a sequence above from
 // and at most upto, oldest first. A slice of notes handed out is never
@@ -149,10 +171,7 @@ func (g *Gateway) runTail() {
 			t.from, t.upto, t.valid = after, after, true
 		}
 		for i := range page.Notifications {
-			n := &page.Notifications[i]
-			var w jw
-			w.notification(n)
-			t.notes = append(t.notes, tailNote{*n, w.b})
+			t.notes = append(t.notes, newTailNote(&page.Notifications[i]))
 		}
 		t.upto, t.start = max(t.upto, page.Next), page.Start
 		if len(t.notes) > tailMax {

@@ -120,6 +120,7 @@ type config struct {
 	fences      int   // --fences: bbox fences defined before the run
 	feedURL     string
 	baseline    bool // --baseline: with --subscribers, a run without them first
+	subscribe   bool // --subscribe-only: be the subscriber process of a run (subscribers.go)
 }
 
 func main() {
@@ -128,7 +129,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
-	if err := run(cfg); err != nil {
+	if cfg.subscribe {
+		err = runSubscribeOnly(cfg)
+	} else {
+		err = run(cfg)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -160,6 +166,7 @@ func parseFlags(args []string) (config, error) {
 	subs := fs.Int("subscribers", 0, "Server-Sent Event streams of GET /feed to keep open at --feed during the run, timing each notification from its op_ns (see subscribers.go)")
 	fences := fs.Int("fences", 0, "bbox fences of about 1 km to define at random in the box at --feed before the run (bench-0 ...)")
 	feedURL := fs.String("feed", "", "the HTTP base URL of the replica gateway whose feed --subscribers read and where --fences are defined")
+	subscribeOnly := fs.Bool("subscribe-only", false, "be the subscriber process of a --subscribers run (the bench starts it itself)")
 	baseline := fs.Bool("baseline", true, "with --subscribers, run the load once without them first and report the ratio of the ingest rates")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -167,7 +174,13 @@ func parseFlags(args []string) (config, error) {
 	cfg := config{addresses: strings.Split(*addrs, ","), op: *op, entities: *entities, batch: *batch,
 		concurrency: *conc, duration: *dur, preload: *preload, progress: *progress, httpURL: *httpURL, httpClient: *httpClient,
 		cpuProfile: *cpuProfile, procs: *procs, span: *span, redisAddr: *redisAddr, tile38Addr: *tile38Addr, peerKey: *peerKey, peerPipe: *peerPipe, events: *maxEvents,
-		rate: *rate, subscribers: *subs, fences: *fences, feedURL: strings.TrimRight(*feedURL, "/"), baseline: *baseline}
+		rate: *rate, subscribers: *subs, fences: *fences, feedURL: strings.TrimRight(*feedURL, "/"), baseline: *baseline, subscribe: *subscribeOnly}
+	if cfg.subscribe {
+		if cfg.subscribers < 1 || cfg.feedURL == "" {
+			return cfg, errors.New("--subscribe-only needs --subscribers and --feed")
+		}
+		return cfg, nil
+	}
 	targets := 0
 	for _, s := range []string{cfg.httpURL, cfg.redisAddr, cfg.tile38Addr} {
 		if s != "" {
@@ -260,6 +273,7 @@ func run(cfg config) error {
 		debug.SetGCPercent(benchGOGC)
 	}
 	var c target
+	var acks *ackLog // the binary protocol's acknowledgements, with --subscribers
 	switch {
 	case cfg.redisAddr != "" || cfg.tile38Addr != "":
 		r, err := newRESPTarget(cfg.redisAddr+cfg.tile38Addr, cfg.tile38Addr != "", cfg.peerKey, cfg.concurrency, cfg.peerPipe)
@@ -278,7 +292,12 @@ func run(cfg config) error {
 		if err != nil {
 			return err
 		}
-		c = binaryTarget{cl}
+		bt := binaryTarget{c: cl}
+		if cfg.subscribers > 0 {
+			bt.acks = &ackLog{}
+			acks = bt.acks
+		}
+		c = bt
 	}
 	defer c.close()
 	ctx := context.Background()
@@ -330,18 +349,22 @@ func run(cfg config) error {
 		alone = float64(rec.events.Load()) / el.Seconds()
 		fmt.Printf("without subscribers: events/s %.0f  errors %d\n", alone, rec.errors.Load())
 	}
-	var subs *subscribers
+	var subs *subscriberProc
 	if cfg.subscribers > 0 {
 		var err error
-		if subs, err = startSubscribers(cfg.feedURL, cfg.subscribers); err != nil {
+		acks.reset() // the baseline's are of no use
+		if subs, err = spawnSubscribers(cfg); err != nil {
 			return err
 		}
 		fmt.Printf("%d feed streams open\n", cfg.subscribers)
 	}
 	rec, el := measure(ctx, c, cfg, names, total)
+	var got subscriberResult
 	if subs != nil {
-		time.Sleep(200 * time.Millisecond) // the last notifications arrive
-		subs.stop()
+		var err error
+		if got, err = subs.finish(); err != nil {
+			return fmt.Errorf("the subscriber process: %w", err)
+		}
 	}
 	slices.Sort(rec.latencies)
 	fmt.Printf("%s op=%s concurrency=%d batch=%d duration=%s procs=%d\n", proto, cfg.op, cfg.concurrency, cfg.batch, el.Round(time.Millisecond), runtime.GOMAXPROCS(0))
@@ -350,7 +373,7 @@ func run(cfg config) error {
 	fmt.Printf("latency p50 %s  p99 %s  p999 %s  max %s\n",
 		percentile(rec.latencies, 0.50), percentile(rec.latencies, 0.99), percentile(rec.latencies, 0.999), percentile(rec.latencies, 1))
 	if subs != nil {
-		subs.report(cfg.subscribers, el)
+		got.report(cfg.subscribers, el, acks)
 		if alone > 0 {
 			fmt.Printf("ingest with subscribers / without: %.3f\n", rate/alone)
 		}

@@ -3,18 +3,26 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/geoevent/geoevent/core"
 )
 
 // Feed subscribers (--subscribers N --feed URL): the measurement of many
@@ -23,12 +31,20 @@ import (
 // benchmark box (PUT /fences/bench-N at --feed, replacing those of an
 // earlier run), so that moves make notifications; then the ingest runs
 // once alone (unless --baseline=false) and once with N Server-Sent Event
-// streams of GET /feed open at --feed (one connection each). Each
+// streams of GET /feed open at --feed (one connection each), read by a
+// second bench process (the bench started again with --subscribe-only),
+// so that the readers do not take the load's threads. Each
 // notification's latency is its arrival at the bench minus its op_ns (the
 // leader's time for the entry, taken before it committed: the latency
 // from commit and then some), and each stream checks its sequences only
 // grow. The report is the ingest rate of both runs and their ratio, the
-// notifications received and the latency percentiles.
+// notifications received and the latency percentiles. Over the binary
+// protocol it also times notifications from the acknowledgement of the
+// write that made them (the first sampledStreams streams keep each
+// notification's event timestamp and arrival; matched after the run with
+// the batch whose stored timestamps hold it): how long after its writer
+// learnt of the commit a reader did. A notification that arrives first
+// counts as 0.
 
 // fenceSide is the side of a bench fence, in nanodegrees (about 1.1 km
 // of latitude).
@@ -103,8 +119,49 @@ func (h *latencyHist) percentile(p float64) time.Duration {
 	return time.Duration(h.max.Load())
 }
 
+// sampledStreams is how many streams keep their notifications' arrivals
+// for the match with the acknowledgements.
+const sampledStreams = 10
+
+// ackLog records when each batch was acknowledged: its events' stored
+// timestamps, which the server assigns in order, entry after entry, so
+// batches' spans do not overlap.
+type ackLog struct {
+	mu    sync.Mutex
+	spans []ackSpan
+}
+
+type ackSpan struct{ lo, hi, at int64 }
+
+func (a *ackLog) add(results []core.EventResult) {
+	if len(results) == 0 {
+		return
+	}
+	now := time.Now().UnixNano()
+	lo, hi := int64(results[0].TimestampNS), int64(results[0].TimestampNS)
+	for _, r := range results {
+		lo, hi = min(lo, int64(r.TimestampNS)), max(hi, int64(r.TimestampNS))
+	}
+	a.mu.Lock()
+	a.spans = append(a.spans, ackSpan{lo, hi, now})
+	a.mu.Unlock()
+}
+
+func (a *ackLog) reset() {
+	if a != nil {
+		a.mu.Lock()
+		a.spans = nil
+		a.mu.Unlock()
+	}
+}
+
+// arrival is a sampled notification: its event's timestamp and when it
+// came.
+type arrival struct{ TS, At int64 }
+
 // subscribers are the feed's readers of a run.
 type subscribers struct {
+	arrivals  [sampledStreams][]arrival
 	hist      latencyHist
 	received  atomic.Int64
 	disorder  atomic.Int64 // sequences that did not grow
@@ -128,11 +185,15 @@ func startSubscribers(base string, n int) (*subscribers, error) {
 		return nil, err
 	}
 	ready := make(chan error, n)
-	for range n {
+	for i := range n {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.read(ctx, hc, base, after, ready)
+			var sample *[]arrival
+			if i < sampledStreams {
+				sample = &s.arrivals[i]
+			}
+			s.read(ctx, hc, base, after, ready, sample)
 		}()
 	}
 	for range n {
@@ -185,7 +246,8 @@ func jsonString(b []byte, key string) (uint64, bool) {
 }
 
 // read follows one stream until ctx ends.
-func (s *subscribers) read(ctx context.Context, hc *http.Client, base string, after uint64, ready chan<- error) {
+// With sample, it keeps each notification's arrival there.
+func (s *subscribers) read(ctx context.Context, hc *http.Client, base string, after uint64, ready chan<- error, sample *[]arrival) {
 	req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/feed?after=%d", base, after), nil)
 	res, err := hc.Do(req)
 	if err == nil && res.StatusCode != 200 {
@@ -205,7 +267,7 @@ func (s *subscribers) read(ctx context.Context, hc *http.Client, base string, af
 		if err != nil {
 			if ctx.Err() == nil {
 				s.failures.Add(1)
-				s.firstFail.Do(func() { fmt.Println("bench: a feed stream ended:", err) })
+				s.firstFail.Do(func() { fmt.Fprintln(os.Stderr, "bench: a feed stream ended:", err) })
 			}
 			return
 		}
@@ -222,9 +284,14 @@ func (s *subscribers) read(ctx context.Context, hc *http.Client, base string, af
 				s.hist.add(time.Duration(now - int64(op)))
 				s.received.Add(1)
 			}
+			if sample != nil {
+				if ts, ok := jsonString(line, `"timestamp_ns":"`); ok {
+					*sample = append(*sample, arrival{int64(ts), now})
+				}
+			}
 		case bytes.HasPrefix(line, []byte("event: error")):
 			s.failures.Add(1)
-			s.firstFail.Do(func() { fmt.Println("bench: a feed stream failed") })
+			s.firstFail.Do(func() { fmt.Fprintln(os.Stderr, "bench: a feed stream failed") })
 		}
 	}
 }
@@ -234,13 +301,113 @@ func (s *subscribers) stop() {
 	s.wg.Wait()
 }
 
-// report prints the subscribers' figures after a run of el.
-func (s *subscribers) report(n int, el time.Duration) {
-	got := s.received.Load()
+// subscriberResult is what the subscriber process reports at its end.
+type subscriberResult struct {
+	Received, Disorder, Failures int64
+	P50, P99, P999, Max          time.Duration // from op_ns
+	Arrivals                     []arrival     // of the sampled streams
+}
+
+func (s *subscribers) result() subscriberResult {
+	r := subscriberResult{Received: s.received.Load(), Disorder: s.disorder.Load(), Failures: s.failures.Load(),
+		P50: s.hist.percentile(0.50), P99: s.hist.percentile(0.99), P999: s.hist.percentile(0.999), Max: s.hist.percentile(1)}
+	for _, a := range s.arrivals {
+		r.Arrivals = append(r.Arrivals, a...)
+	}
+	return r
+}
+
+// runSubscribeOnly is the subscriber process (--subscribe-only): it opens
+// the streams, says "ready" on its output, reads them until its input
+// closes and then writes its result as one JSON line.
+func runSubscribeOnly(cfg config) error {
+	s, err := startSubscribers(cfg.feedURL, cfg.subscribers)
+	if err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	io.Copy(io.Discard, os.Stdin)
+	time.Sleep(200 * time.Millisecond) // the last notifications arrive
+	s.stop()
+	return json.NewEncoder(os.Stdout).Encode(s.result())
+}
+
+// subscriberProc is the subscriber process of a run: the streams' readers
+// run beside the load's sessions, not on their threads, as remote readers
+// would.
+type subscriberProc struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+}
+
+// spawnSubscribers starts the bench again as the subscriber process and
+// waits until its streams are open.
+func spawnSubscribers(cfg config) (*subscriberProc, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, "--subscribe-only", "--subscribers", strconv.Itoa(cfg.subscribers), "--feed", cfg.feedURL)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &subscriberProc{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
+	line, err := p.out.ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "ready" {
+		stdin.Close()
+		cmd.Wait()
+		return nil, fmt.Errorf("the subscriber process did not start: %q %v", line, err)
+	}
+	return p, nil
+}
+
+// finish ends the subscriber process and returns its result.
+func (p *subscriberProc) finish() (subscriberResult, error) {
+	p.stdin.Close()
+	var r subscriberResult
+	err := json.NewDecoder(p.out).Decode(&r)
+	if werr := p.cmd.Wait(); err == nil {
+		err = werr
+	}
+	return r, err
+}
+
+// report prints the subscribers' figures after a run of el, with the
+// latency from the writers' acknowledgements when acks is not nil.
+func (r *subscriberResult) report(n int, el time.Duration, acks *ackLog) {
 	fmt.Printf("subscribers %d  notifications received %d (%.0f/s, %.0f per stream)  out of order %d  streams failed %d\n",
-		n, got, float64(got)/el.Seconds(), float64(got)/float64(n), s.disorder.Load(), s.failures.Load())
-	fmt.Printf("notification latency from op_ns p50 %s  p99 %s  p999 %s  max %s\n",
-		s.hist.percentile(0.50), s.hist.percentile(0.99), s.hist.percentile(0.999), s.hist.percentile(1))
+		n, r.Received, float64(r.Received)/el.Seconds(), float64(r.Received)/float64(n), r.Disorder, r.Failures)
+	fmt.Printf("notification latency from op_ns p50 %s  p99 %s  p999 %s  max %s\n", r.P50, r.P99, r.P999, r.Max)
+	if acks == nil {
+		return
+	}
+	spans := acks.spans
+	slices.SortFunc(spans, func(a, b ackSpan) int { return cmp.Compare(a.lo, b.lo) })
+	var h latencyHist
+	matched, early := 0, 0
+	for _, a := range r.Arrivals {
+		i := sort.Search(len(spans), func(i int) bool { return spans[i].hi >= a.TS })
+		if i == len(spans) || spans[i].lo > a.TS {
+			continue // a write of another client, or of the baseline
+		}
+		matched++
+		if a.At < spans[i].at {
+			early++
+		}
+		h.add(time.Duration(a.At - spans[i].at))
+	}
+	fmt.Printf("notification latency from the write's acknowledgement (%d notifications of %d streams; %d came first) p50 %s  p99 %s  p999 %s  max %s\n",
+		matched, min(n, sampledStreams), early, h.percentile(0.50), h.percentile(0.99), h.percentile(0.999), h.percentile(1))
 }
 
 var errNoFeed = errors.New("--subscribers and --fences need --feed, the HTTP base URL of a replica's gateway (replica start --http)")
