@@ -163,6 +163,10 @@
 // holds the same feed. A Watch begun from an earlier Watcher's Last
 // resumes with nothing missed and nothing repeated.
 //
+// WatchPositions is over HTTP, not the binary protocol: it reads a
+// replica gateway's GET /feed/positions, every event that replica applies
+// inside a box or a fence from now on (not durable: no resume).
+//
 // # Robustness
 //
 // Nothing the server sends makes the client panic: a frame that is

@@ -3,10 +3,12 @@ package http_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/geoevent/geoevent/client"
 	"github.com/geoevent/geoevent/core"
 	ghttp "github.com/geoevent/geoevent/http"
 )
@@ -197,4 +199,53 @@ func TestPositionStreamLimits(t *testing.T) {
 	}
 	noFeed := serveGateway(t, ghttp.Config{Backend: e.backend})
 	expectErr(t, request(t, "http://"+noFeed.Addr().String(), "GET", "/feed/positions?bbox=0,0,1,1", nil), "no feed", "b", 400, core.InvalidArgument.Code, "INVALID_ARGUMENT")
+}
+
+// TestWatchPositionsClient: the Go client's WatchPositions reads a box's
+// and a fence's streams, events decoded as the gateway rendered them,
+// deletions included, and reports a refused area with its code.
+func TestWatchPositionsClient(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	expectOK(t, e.req("PUT", "/fences/west", map[string]any{"shape": "bbox",
+		"min": map[string]any{"lat_nano": -1_000_000_000, "lon_nano": -181_000_000_000 + 1_000_000_000},
+		"max": map[string]any{"lat_nano": 0, "lon_nano": -170_000_000_000}}), "put west")
+	box, err := client.WatchPositions(ctx, nil, e.base, client.PositionArea{
+		Min: core.Coordinate{LatNano: 0, LonNano: 0}, Max: core.Coordinate{LatNano: 1_000_000_000, LonNano: 1_500_000_001}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer box.Close()
+	fence, err := client.WatchPositions(ctx, nil, e.base, client.PositionArea{Fence: "west"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fence.Close()
+	time.Sleep(50 * time.Millisecond)
+	a, b := newID(), newID()
+	e.insert(ev(a, 500_000_000, 1_500_000_001, "group_id", "18446744073709551615", "altitude_mm", -12, "heading_cdeg", 9000))
+	e.insert(ev(b, -500_000_000, -175_000_000_000))
+	e.req("DELETE", "/entities", map[string]any{"entity_ids": []string{a}})
+
+	got, err := box.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := core.ParseID(a, false)
+	if got.Deleted || got.Event.EntityID != want || got.Event.LonNano != 1_500_000_001 || got.Event.GroupID != 1<<64-1 ||
+		got.Event.AltitudeMM != -12 || got.Event.HeadingCdeg != 9000 || got.Event.TimestampNS == 0 || got.Index == 0 {
+		t.Fatalf("box: %+v", got)
+	}
+	if got, err := box.Next(); err != nil || !got.Deleted || got.Event.EntityID != want {
+		t.Fatalf("box delete: %+v %v", got, err)
+	}
+	if got, err := fence.Next(); err != nil || got.Event.LonNano != -175_000_000_000 {
+		t.Fatalf("fence: %+v %v", got, err)
+	}
+	_, err = client.WatchPositions(ctx, nil, e.base, client.PositionArea{Fence: "nope"})
+	var ce *core.Error
+	if !errors.As(err, &ce) || ce.Code != core.FenceNotFound.Code {
+		t.Fatalf("unknown fence: %v", err)
+	}
 }
