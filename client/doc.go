@@ -166,6 +166,9 @@
 // PutHook, Hook, Hooks and DeleteHook manage webhooks, to which the
 // leader posts the feed's notifications (at least once); HookDelivered is
 // the leader's acknowledgement of a delivery.
+// WatchPositions is over HTTP, not the binary protocol: it reads a
+// replica gateway's GET /feed/positions, every event that replica applies
+// inside a box or a fence from now on (not durable: no resume).
 //
 // # Robustness
 //

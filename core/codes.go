@@ -76,6 +76,7 @@ var (
 	FenceNotFound        = CodeInfo{240, "FENCE_NOT_FOUND", 404, false}
 	FeedTrimmed          = CodeInfo{241, "FEED_TRIMMED", 400, false} // the feed no longer holds notifications after the requested sequence
 	HookNotFound         = CodeInfo{242, "HOOK_NOT_FOUND", 404, false}
+	StreamFellBehind     = CodeInfo{245, "STREAM_FELL_BEHIND", 503, true} // a position stream's reader fell too far behind: the stream ended; open another
 
 	// Resource limits, 300-399.
 	BatchTooLarge       = CodeInfo{300, "BATCH_TOO_LARGE", 400, false}        // spec
@@ -109,7 +110,7 @@ var Codes = []CodeInfo{
 	SessionExpired, RequestInFlight, StaleRequest, WrongCluster, SessionLimit,
 	ClusterUnavailable, ClusterBusy, FollowerReadOnly, StaleFollower, PrimaryUnreachable, ReplicationTimeout,
 	ConflictDetected, GeoShardMismatch, NotShardLeader, ShardUnavailable, ReshardingInProgress,
-	InvalidShardCount, ShardMigrationFailed, FenceNotFound, FeedTrimmed, HookNotFound,
+	InvalidShardCount, ShardMigrationFailed, FenceNotFound, FeedTrimmed, HookNotFound, StreamFellBehind,
 	BatchTooLarge, QueryResultTooLarge, TooManyFences, TooManyHooks,
 	EncryptionKeyUnavailable, DecryptionFailed, EncryptionNotEnabled, KeyRotationInProgress,
 	UnsupportedEncryptionVersion,

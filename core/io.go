@@ -176,3 +176,12 @@ type Clock interface {
 type Rand interface {
 	Uint64() uint64
 }
+
+// AppliedWrites is what applying the log entry at Index wrote to the
+// history store (IO.WriteHistory): every event it put, every deletion.
+// Package io hands them, while someone listens, to the position stream
+// (GET /feed/positions); they are not modified once handed over.
+type AppliedWrites struct {
+	Index  uint64
+	Writes []HistoryWrite
+}

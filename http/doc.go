@@ -29,6 +29,7 @@
 //	PUT    /fences/{name}               define or replace a fence (GET and DELETE it too; GET /fences lists)
 //	GET    /feed                        fence transitions: Server-Sent Events, or with wait_ms a long-poll page
 //	PUT    /hooks/{name}                define or replace a webhook: a URL and a feed filter (GET and DELETE it too; GET /hooks lists)
+//	GET    /feed/positions              every event this replica applies inside a box or fence, as Server-Sent Events
 //
 // # Forms
 //

@@ -2,7 +2,6 @@ package http
 
 import (
 	"context"
-	"fmt"
 	stdhttp "net/http"
 	"strconv"
 	"strings"
@@ -25,8 +24,12 @@ import (
 //
 // Without wait_ms the answer is a stream of Server-Sent Events, one per
 // notification: "id:" its sequence, "event:" its type, "data:" its JSON.
-// The gateway waits by polling the feed (a cheap read) every
-// feedPollInterval; the deterministic core never waits. The replica the
+// The deterministic core never waits: the gateway does. With
+// Config.Feed (the server's), a reader waits for the replica's event loop
+// to publish that the feed moved, and readers that are caught up share
+// one read of what is new (feedtail.go): a commit costs one read through
+// the loop however many read. Without it (a remote backend) a reader
+// polls the feed every feedPollInterval. The replica the
 // gateway reaches answers a feed read itself, from what it has applied
 // (a follower does not forward it to the leader, and answers while there
 // is none). Any replica's feed is the same up to its applied index, so a
@@ -124,30 +127,89 @@ func (g *Gateway) feed(c *call) *failure {
 	if f != nil {
 		return f
 	}
+	if g.cfg.Feed != nil {
+		g.tailJoin()
+		defer g.tailLeave()
+	}
 	if poll {
+		g.readers.polls.Add(1)
+		defer g.readers.polls.Add(-1)
 		return c.feedPoll(req, time.Duration(waitMS)*time.Millisecond)
 	}
+	g.readers.streams.Add(1)
+	defer g.readers.streams.Add(-1)
 	return c.feedStream(req)
+}
+
+// nextNotes returns the notifications after req.After that match req, at
+// most limit of them: from the tail's window when it covers req.After,
+// else read from the replica. It returns the sequence to go on from,
+// whether there are more now and the feed's start; when there are none,
+// wait is closed once there may be (nil: poll).
+func (c *call) nextNotes(req *core.FeedRequest, limit int, dst []tailNote) (notes []tailNote, next uint64, more bool, start uint64, wait <-chan struct{}, f *failure) {
+	if c.g.cfg.Feed != nil {
+		if notes, next, more, start, wait, ok := c.g.tail.take(req, limit, dst); ok {
+			return notes, next, more, start, wait, nil
+		}
+		_, wait = c.g.cfg.Feed.FeedNews() // taken before the read: what comes after it closes wait
+	}
+	r := *req
+	r.Limit = uint32(limit)
+	page, f := c.readFeed(&r)
+	if f != nil {
+		return dst, 0, false, 0, nil, f
+	}
+	for i := range page.Notifications {
+		dst = append(dst, newTailNote(&page.Notifications[i]))
+	}
+	if len(dst) > 0 || page.HasMore {
+		wait = nil
+	}
+	return dst, page.Next, page.HasMore, page.Start, wait, nil
+}
+
+// waitFeed waits for news of the feed (wait; nil: a poll interval),
+// until deadline at the latest. It reports false when the request or the
+// server ends.
+func (c *call) waitFeed(wait <-chan struct{}, deadline time.Time) bool {
+	d := feedPollInterval
+	if wait != nil {
+		d = feedFallbackPoll // in case news is missed: the loop ended, a read failed
+	}
+	if !deadline.IsZero() {
+		d = min(d, time.Until(deadline))
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-c.r.Context().Done():
+		return false
+	case <-c.g.streams.done():
+		return false
+	case <-wait:
+	case <-t.C:
+	}
+	return true
 }
 
 // feedPoll answers one JSON page, waiting up to wait for a notification.
 func (c *call) feedPoll(req *core.FeedRequest, wait time.Duration) *failure {
 	deadline := time.Now().Add(wait)
+	limit := int(req.Limit)
+	if limit == 0 {
+		limit = core.DefaultFeedLimit
+	}
 	for {
-		page, f := c.readFeed(req)
+		notes, next, more, start, news, f := c.nextNotes(req, limit, nil)
 		if f != nil {
 			return f
 		}
-		if len(page.Notifications) > 0 || page.HasMore || !time.Now().Before(deadline) {
-			return c.ok(func(w *jw) { w.feedPage(page) })
-		}
-		req.After = page.Next // past what the filter skipped
-		select {
-		case <-c.r.Context().Done():
-			return nil
-		case <-c.g.streams.done():
-			return c.ok(func(w *jw) { w.feedPage(page) })
-		case <-time.After(min(feedPollInterval, time.Until(deadline))):
+		req.After = max(req.After, next) // past what the filter skipped
+		if len(notes) > 0 || more || !time.Now().Before(deadline) || !c.waitFeed(news, deadline) {
+			if c.r.Context().Err() != nil {
+				return nil
+			}
+			return c.ok(func(w *jw) { w.feedPage(notes, start, req.After, more) })
 		}
 	}
 }
@@ -156,33 +218,22 @@ func (c *call) feedPoll(req *core.FeedRequest, wait time.Duration) *failure {
 // before the first event is answered as JSON; one after it ends the
 // stream with an "error" event.
 func (c *call) feedStream(req *core.FeedRequest) *failure {
-	page, f := c.readFeed(req)
+	notes, next, more, _, news, f := c.nextNotes(req, core.MaxFeedLimit, nil)
 	if f != nil {
 		return f
 	}
-	fl, _ := c.w.(stdhttp.Flusher)
-	h := c.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	c.w.WriteHeader(stdhttp.StatusOK)
-	if c.r.Method == "HEAD" {
+	fl, ok := c.startSSE()
+	if !ok {
 		return nil
 	}
-	if fl != nil {
-		fl.Flush() // the headers now: a reader learns the stream is open before the first event
-	}
-	var w, data jw
+	var w jw
 	lastWrite := time.Now()
 	for {
 		w.b = w.b[:0]
-		for i := range page.Notifications {
-			n := &page.Notifications[i]
-			data.b = data.b[:0]
-			data.notification(n)
-			w.b = fmt.Appendf(w.b, "id: %d\nevent: %s\ndata: %s\n\n", n.Seq, n.Type, data.b)
+		for i := range notes {
+			w.b = append(w.b, notes[i].sse...)
 		}
-		req.After = page.Next
+		req.After = max(req.After, next)
 		if len(w.b) == 0 && time.Since(lastWrite) >= feedKeepAlive {
 			w.b = append(w.b, ": keep-alive\n\n"...)
 		}
@@ -195,16 +246,10 @@ func (c *call) feedStream(req *core.FeedRequest) *failure {
 			}
 			lastWrite = time.Now()
 		}
-		if !page.HasMore {
-			select {
-			case <-c.r.Context().Done():
-				return nil
-			case <-c.g.streams.done():
-				return nil
-			case <-time.After(feedPollInterval):
-			}
+		if !more && len(notes) == 0 && !c.waitFeed(news, lastWrite.Add(feedKeepAlive)) {
+			return nil
 		}
-		if page, f = c.readFeed(req); f != nil {
+		if notes, next, more, _, news, f = c.nextNotes(req, core.MaxFeedLimit, notes[:0]); f != nil {
 			if c.r.Context().Err() != nil {
 				return nil
 			}
@@ -218,22 +263,48 @@ func (c *call) feedStream(req *core.FeedRequest) *failure {
 	}
 }
 
+// startSSE answers 200 with an event stream's headers, and sends them
+// at once: a reader learns the stream is open before the first event. ok
+// is false for a HEAD request, which gets nothing more. fl is nil when the
+// writer cannot flush.
+func (c *call) startSSE() (fl stdhttp.Flusher, ok bool) {
+	fl, _ = c.w.(stdhttp.Flusher)
+	h := c.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	c.w.WriteHeader(stdhttp.StatusOK)
+	if c.r.Method == "HEAD" {
+		return nil, false
+	}
+	if fl != nil {
+		fl.Flush()
+	}
+	return fl, true
+}
+
 // feedPage writes a long-poll page; start and next are sequences, as
-// strings.
-func (w *jw) feedPage(p *core.FeedPage) {
+// strings. A notification is written from its JSON (Form B) but in Form A,
+// whose events differ.
+func (w *jw) feedPage(notes []tailNote, start, next uint64, more bool) {
 	w.open()
 	w.key("notifications")
 	w.openArr()
-	for i := range p.Notifications {
-		w.notification(&p.Notifications[i])
+	for i := range notes {
+		if w.formA {
+			w.notification(&notes[i].n)
+		} else {
+			w.sep()
+			w.b = append(w.b, notes[i].data()...)
+		}
 	}
 	w.closeArr()
 	w.key("start")
-	w.str(strconv.FormatUint(p.Start, 10))
+	w.str(strconv.FormatUint(start, 10))
 	w.key("next")
-	w.str(strconv.FormatUint(p.Next, 10))
+	w.str(strconv.FormatUint(next, 10))
 	w.key("has_more")
-	w.boolean(p.HasMore)
+	w.boolean(more)
 	w.close()
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	stdhttp "net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -153,4 +154,161 @@ func TestFeedStreamEndsOnShutdown(t *testing.T) {
 	if _, err := io.ReadAll(res.Body); err != nil {
 		t.Fatalf("the stream did not end cleanly: %v", err)
 	}
+}
+
+// feedReadCounter counts the feed reads that reach the replica.
+type feedReadCounter struct {
+	ghttp.Backend
+	reads atomic.Int64
+}
+
+func (b *feedReadCounter) Do(ctx context.Context, call ghttp.Call) error {
+	if call.Operation() == core.OpReadFeed {
+		b.reads.Add(1)
+	}
+	return b.Backend.Do(ctx, call)
+}
+
+// sseReader reads a feed stream's events (id and data) into a channel.
+func sseReader(t *testing.T, ctx context.Context, url string) <-chan [2]string {
+	t.Helper()
+	lines := sseLines(t, ctx, url)
+	out := make(chan [2]string, 1024)
+	go func() {
+		defer close(out)
+		var id string
+		for line := range lines {
+			if v, ok := strings.CutPrefix(line, "id: "); ok {
+				id = v
+			}
+			if v, ok := strings.CutPrefix(line, "data: "); ok {
+				out <- [2]string{id, v}
+			}
+		}
+	}()
+	return out
+}
+
+// TestFeedReadersShareTheTail: idle streams do not read the feed, and
+// many streams, some filtered, get every notification once, in order,
+// as a direct read of the replica lists them.
+func TestFeedReadersShareTheTail(t *testing.T) {
+	e := newEnv(t)
+	cb := &feedReadCounter{Backend: e.backend}
+	gw := serveGateway(t, ghttp.Config{Backend: cb, Feed: e.replica})
+	base := "http://" + gw.Addr().String()
+	for _, name := range []string{"west", "east"} {
+		lon := 0
+		if name == "east" {
+			lon = 2_000_000_000
+		}
+		expectOK(t, e.req("PUT", "/fences/"+name, map[string]any{"shape": "bbox",
+			"min": map[string]any{"lat_nano": 0, "lon_nano": lon}, "max": map[string]any{"lat_nano": 1_000_000_000, "lon_nano": lon + 1_000_000_000}}), "put "+name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const streams = 12
+	var all [streams]<-chan [2]string
+	for i := range all {
+		url := base + "/feed"
+		if i%3 == 2 {
+			url += "?fences=east"
+		}
+		all[i] = sseReader(t, ctx, url)
+	}
+	time.Sleep(50 * time.Millisecond)
+	before := cb.reads.Load()
+	time.Sleep(500 * time.Millisecond)
+	// Polling every 20 ms, 12 streams would read about 300 times.
+	if idle := cb.reads.Load() - before; idle > streams {
+		t.Fatalf("%d feed reads by %d idle streams in 500 ms", idle, streams)
+	}
+	if m := metricLine(t, base, "geoevent_http_feed_streams"); m != "geoevent_http_feed_streams 12" {
+		t.Fatalf("metrics: %q", m)
+	}
+	const moves = 40
+	for i := range moves {
+		id := newID()
+		lon := int64(500_000_000)
+		if i%2 == 1 {
+			lon += 2_000_000_000
+		}
+		e.insert(ev(id, 500_000_000, lon))
+	}
+	r := e.req("GET", "/feed?wait_ms=0", nil)
+	expectOK(t, r, "feed page")
+	var want, wantEast []string
+	for _, n := range get(r.body, "notifications").([]any) {
+		seq := strings.Trim(str(get(n, "seq")), `"`)
+		want = append(want, seq)
+		if str(get(n, "fence")) == `"east"` {
+			wantEast = append(wantEast, seq)
+		}
+	}
+	if len(want) != moves {
+		t.Fatalf("%d notifications, want %d: %s", len(want), moves, r.raw)
+	}
+	for i, ch := range all {
+		w := want
+		if i%3 == 2 {
+			w = wantEast
+		}
+		for j, seq := range w {
+			select {
+			case got, ok := <-ch:
+				if !ok || got[0] != seq || !json.Valid([]byte(got[1])) {
+					t.Fatalf("stream %d, notification %d: %q, want id %s", i, j, got, seq)
+				}
+			case <-ctx.Done():
+				t.Fatalf("stream %d: notification %d (%s) never came", i, j, seq)
+			}
+		}
+		select {
+		case got := <-ch:
+			t.Fatalf("stream %d: one more: %q", i, got)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// sseLines reads a stream's lines into a channel, closed when it ends.
+func sseLines(t *testing.T, ctx context.Context, url string) <-chan string {
+	t.Helper()
+	req, _ := stdhttp.NewRequestWithContext(ctx, "GET", url, nil)
+	res, err := stdhttp.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != 200 {
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		t.Fatalf("%s: %d %s", url, res.StatusCode, b)
+	}
+	out := make(chan string, 1024)
+	go func() {
+		defer res.Body.Close()
+		defer close(out)
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			out <- sc.Text()
+		}
+	}()
+	return out
+}
+
+// metricLine returns the line of GET /metrics that starts with name.
+func metricLine(t *testing.T, base, name string) string {
+	t.Helper()
+	res, err := stdhttp.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, name+" ") || strings.HasPrefix(l, name+"{") {
+			return l
+		}
+	}
+	return ""
 }

@@ -63,7 +63,7 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := serveGateway(t, ghttp.Config{Backend: backend, Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel))})
+	gw := serveGateway(t, ghttp.Config{Backend: backend, Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), Feed: srv})
 	e := &env{t: t, replica: srv, gw: gw, backend: backend, base: "http://" + gw.Addr().String()}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

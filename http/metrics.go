@@ -106,6 +106,21 @@ func (m *gatewayMetrics) failed(info core.CodeInfo) {
 	c.(*metrics.Counter).Inc()
 }
 
+// feedReaders counts the feed's readers open, for the gauges.
+type feedReaders struct {
+	streams, polls atomic.Int64
+}
+
+// feedGauges registers the gauges of the feed's readers: GET /feed's
+// streams and long polls, GET /feed/positions's streams. With a set that
+// another gateway shares, the first one's are kept.
+func (g *Gateway) feedGauges() {
+	set := g.metrics.set
+	set.GetOrCreateGauge(`geoevent_http_feed_streams`, func() float64 { return float64(g.readers.streams.Load()) })
+	set.GetOrCreateGauge(`geoevent_http_feed_long_polls`, func() float64 { return float64(g.readers.polls.Load()) })
+	set.GetOrCreateGauge(`geoevent_http_position_streams`, func() float64 { return float64(g.posStreams.n.Load()) })
+}
+
 // metricsContentType is Prometheus's text exposition format.
 var metricsContentType = []string{"text/plain; version=0.0.4; charset=utf-8"}
 

@@ -63,6 +63,15 @@ type Config struct {
 	// (health.go). The server sets it; a gateway with a remote backend
 	// has none.
 	Health func() Health
+	// Feed, when set, is the local replica's news for the feed's readers
+	// (io.Server implements it; feedtail.go): GET /feed waits for the
+	// feed to move instead of polling it, and GET /feed/positions is
+	// served. The server sets it; a gateway with a remote backend has
+	// none (its feed readers poll; it has no position stream).
+	Feed LocalFeed
+	// MaxPositionStreams bounds the GET /feed/positions streams open at
+	// once (0: DefaultMaxPositionStreams); one more is 503 CLUSTER_BUSY.
+	MaxPositionStreams int
 	// MapTiles is the base-map tile URL template of the map page at GET /
 	// (see CheckMapTiles); "" draws the map on a plain background.
 	MapTiles string
@@ -82,14 +91,17 @@ type Route struct {
 
 // Gateway is the JSON API as an http.Handler.
 type Gateway struct {
-	cfg     Config
-	log     *zap.Logger
-	mux     *stdhttp.ServeMux
-	routes  []Route
-	cors    corsPolicy
-	budget  *byteBudget // of request body bytes in flight
-	metrics *gatewayMetrics
-	streams streamsEnd // closed when the server shuts down: feed.go
+	cfg        Config
+	log        *zap.Logger
+	mux        *stdhttp.ServeMux
+	routes     []Route
+	cors       corsPolicy
+	budget     *byteBudget // of request body bytes in flight
+	metrics    *gatewayMetrics
+	streams    streamsEnd      // closed when the server shuts down: feed.go
+	tail       feedTail        // the feed's newest notifications, shared by its readers: feedtail.go
+	posStreams positionStreams // GET /feed/positions streams open: positions.go
+	readers    feedReaders     // GET /feed streams and long polls open (metrics.go)
 }
 
 // endpoint is one path of the API and its handler for each method it takes.
@@ -128,6 +140,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, mux: stdhttp.NewServeMux(),
 		cors: cors, budget: newByteBudget(cfg.BodyBudget), metrics: newGatewayMetrics(set)}
+	g.feedGauges()
 	byPath := map[string]*endpoint{}
 	var paths []string
 	add := func(method, path string, h handlerFunc) {
@@ -171,6 +184,7 @@ func New(cfg Config) (*Gateway, error) {
 	add("GET", "/hooks/{name}", g.getHook)
 	add("DELETE", "/hooks/{name}", g.deleteHook)
 	add("GET", "/hooks", g.listHooks)
+	add("GET", "/feed/positions", g.positions)
 	for _, path := range paths {
 		e := byPath[path]
 		for _, m := range []string{"GET", "POST", "PUT", "DELETE"} {

@@ -13,7 +13,12 @@
 //     replica's state (Server.Health: role, term, leader, commit and
 //     applied index, its heartbeat time, the data counts once a second)
 //     for health probes and metrics, which read it from other goroutines
-//     and never wait for the loop. With Options.Metrics the readers count
+//     and never wait for the loop. After every input it also publishes
+//     the feed's newest sequence when it has moved (FeedNews), and, while
+//     the HTTP gateway's position stream listens, keeps each applied
+//     entry's history writes in a bounded ring (PositionsAfter): the
+//     gateway's feed readers wait on these instead of polling
+//     (publish.go). With Options.Metrics the readers count
 //     client requests by operation (and, with the writers, time them
 //     until their answers are written) and the disk goroutine times its
 //     fsyncs and snapshot files (metrics.go); the loop itself records

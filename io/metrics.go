@@ -179,6 +179,12 @@ func newServerMetrics(s *Server, set *metrics.Set) *serverMetrics {
 		}
 		return float64(s.hist.diskBytes.Load())
 	})
+	set.NewGauge(`geoevent_position_listeners`, func() float64 { return float64(s.positions.listeners.Load()) })
+	set.NewGauge(`geoevent_position_ring_writes`, func() float64 {
+		s.positions.mu.Lock()
+		defer s.positions.mu.Unlock()
+		return float64(s.positions.writes)
+	})
 	set.NewGauge(`geoevent_connections`, func() float64 {
 		s.mu.Lock()
 		defer s.mu.Unlock()

@@ -152,6 +152,10 @@ type Server struct {
 	metrics *serverMetrics         // nil: none recorded
 	backups backupBusy             // one Backup at a time (backup.go)
 
+	feedNews  news         // the feed's newest sequence, for the feed's readers (publish.go)
+	feedLast  uint64       // loop-owned: the sequence feedNews last got
+	positions positionRing // the applied entries' writes, while someone listens (publish.go)
+
 	peers      []*peer // outbound connections, by replica index (nil: this replica)
 	peerCtx    context.Context
 	peerCancel context.CancelFunc // at shutdown: stops dialing
@@ -497,6 +501,7 @@ func (s *Server) loop(ctx context.Context) error {
 	defer tick.Stop()
 	s.logStatus()
 	s.publish(time.Now())
+	s.publishFeed()
 	if s.replay.to > 0 {
 		s.replay.start = time.Now()
 		s.replay.logged = s.replay.start
@@ -573,6 +578,7 @@ func (s *Server) loop(ctx context.Context) error {
 			return fmt.Errorf("replica: %w", err)
 		}
 		s.logStatus()
+		s.publishFeed()
 		if s.replay.to > 0 {
 			s.logReplay()
 		}
@@ -884,6 +890,7 @@ func (rio replicaIO) EncodeSnapshot(index uint64, encode func() []byte, entities
 // WriteHistory queues the writes to the history store.
 func (rio replicaIO) WriteHistory(index uint64, writes []core.HistoryWrite) {
 	rio.s.hist.push(histOp{kind: histWrite, index: index, writes: writes})
+	rio.s.positions.offer(index, writes) // the position stream's, while someone listens
 }
 
 // ReadHistory queues the reads; the historian answers from a view taken

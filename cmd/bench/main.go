@@ -28,6 +28,20 @@
 // --events N ends the run once N events are written or read (the
 // operations under way finish), before --duration if it comes first.
 //
+// --rate R paces the sessions to R events a second at most, together.
+//
+// --subscribers N --feed URL measures readers of the fence feed: N
+// Server-Sent Event streams of GET /feed at URL (a replica's gateway) open
+// while the load runs, after a run without them (--baseline, on by
+// default), with --fences F bbox fences of about 1 km defined at random in
+// the box first so that moves make notifications. It reports both ingest
+// rates and their ratio, and the notifications' latency from their op_ns
+// (the leader's time for the entry: the latency from commit and a little
+// more) at p50, p99 and p999 (subscribers.go):
+//
+//	go run ./cmd/bench --cluster <id> --op track --batch 1000 --concurrency 4 --rate 100000 \
+//	    --fences 1000 --subscribers 1000 --feed http://127.0.0.1:8080 --duration 20s
+//
 // capacity.sh is a capacity run of history on disk: it starts a dev
 // replica on a fresh directory, runs a track load of --events, samples the
 // replica's resident memory and the data directory's size, kills it with
@@ -101,6 +115,12 @@ type config struct {
 	procs       int // GOMAXPROCS; 0 leaves Go's default
 	span        time.Duration
 	events      int64 // --events: stop once this many events are done (0: at --duration only)
+	rate        int   // --rate: events a second at most, over all sessions (0: as fast as they go)
+	subscribers int   // --subscribers: feed streams open during the run (subscribers.go)
+	fences      int   // --fences: bbox fences defined before the run
+	feedURL     string
+	baseline    bool // --baseline: with --subscribers, a run without them first
+	subscribe   bool // --subscribe-only: be the subscriber process of a run (subscribers.go)
 }
 
 func main() {
@@ -109,7 +129,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
-	if err := run(cfg); err != nil {
+	if cfg.subscribe {
+		err = runSubscribeOnly(cfg)
+	} else {
+		err = run(cfg)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -137,12 +162,25 @@ func parseFlags(args []string) (config, error) {
 	progress := fs.Duration("progress", 5*time.Second, "progress line interval (0 = none)")
 	procs := fs.Int("procs", 1, "threads running the bench's Go code at once (GOMAXPROCS; 0 = one per core): 1 leaves the other cores to a server on the same machine")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured run (not the preload) to this `file`, for go tool pprof: the load generator's own cost")
+	rate := fs.Int("rate", 0, "events a second at most, over all sessions (0: as fast as they go)")
+	subs := fs.Int("subscribers", 0, "Server-Sent Event streams of GET /feed to keep open at --feed during the run, timing each notification from its op_ns (see subscribers.go)")
+	fences := fs.Int("fences", 0, "bbox fences of about 1 km to define at random in the box at --feed before the run (bench-0 ...)")
+	feedURL := fs.String("feed", "", "the HTTP base URL of the replica gateway whose feed --subscribers read and where --fences are defined")
+	subscribeOnly := fs.Bool("subscribe-only", false, "be the subscriber process of a --subscribers run (the bench starts it itself)")
+	baseline := fs.Bool("baseline", true, "with --subscribers, run the load once without them first and report the ratio of the ingest rates")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
 	cfg := config{addresses: strings.Split(*addrs, ","), op: *op, entities: *entities, batch: *batch,
 		concurrency: *conc, duration: *dur, preload: *preload, progress: *progress, httpURL: *httpURL, httpClient: *httpClient,
-		cpuProfile: *cpuProfile, procs: *procs, span: *span, redisAddr: *redisAddr, tile38Addr: *tile38Addr, peerKey: *peerKey, peerPipe: *peerPipe, events: *maxEvents}
+		cpuProfile: *cpuProfile, procs: *procs, span: *span, redisAddr: *redisAddr, tile38Addr: *tile38Addr, peerKey: *peerKey, peerPipe: *peerPipe, events: *maxEvents,
+		rate: *rate, subscribers: *subs, fences: *fences, feedURL: strings.TrimRight(*feedURL, "/"), baseline: *baseline, subscribe: *subscribeOnly}
+	if cfg.subscribe {
+		if cfg.subscribers < 1 || cfg.feedURL == "" {
+			return cfg, errors.New("--subscribe-only needs --subscribers and --feed")
+		}
+		return cfg, nil
+	}
 	targets := 0
 	for _, s := range []string{cfg.httpURL, cfg.redisAddr, cfg.tile38Addr} {
 		if s != "" {
@@ -169,6 +207,10 @@ func parseFlags(args []string) (config, error) {
 		return cfg, errors.New("--procs must be 0 (one per core) or more")
 	case cfg.events < 0:
 		return cfg, errors.New("--events must be 0 (no limit) or more")
+	case cfg.rate < 0, cfg.subscribers < 0, cfg.fences < 0:
+		return cfg, errors.New("--rate, --subscribers and --fences must be 0 or more")
+	case (cfg.subscribers > 0 || cfg.fences > 0) && cfg.feedURL == "":
+		return cfg, errNoFeed
 	}
 	cfg.mix = map[string]int{cfg.op: 1}
 	if cfg.op == "mixed" {
@@ -231,6 +273,7 @@ func run(cfg config) error {
 		debug.SetGCPercent(benchGOGC)
 	}
 	var c target
+	var acks *ackLog // the binary protocol's acknowledgements, with --subscribers
 	switch {
 	case cfg.redisAddr != "" || cfg.tile38Addr != "":
 		r, err := newRESPTarget(cfg.redisAddr+cfg.tile38Addr, cfg.tile38Addr != "", cfg.peerKey, cfg.concurrency, cfg.peerPipe)
@@ -249,7 +292,12 @@ func run(cfg config) error {
 		if err != nil {
 			return err
 		}
-		c = binaryTarget{cl}
+		bt := binaryTarget{c: cl}
+		if cfg.subscribers > 0 {
+			bt.acks = &ackLog{}
+			acks = bt.acks
+		}
+		c = bt
 	}
 	defer c.close()
 	ctx := context.Background()
@@ -280,6 +328,62 @@ func run(cfg config) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if cfg.fences > 0 {
+		if err := defineFences(cfg.feedURL, cfg.fences); err != nil {
+			return err
+		}
+		fmt.Printf("defined %d fences\n", cfg.fences)
+	}
+	proto := "binary"
+	switch {
+	case cfg.httpURL != "":
+		proto = "http"
+	case cfg.redisAddr != "":
+		proto = "redis"
+	case cfg.tile38Addr != "":
+		proto = "tile38"
+	}
+	var alone float64 // events/s of the run without subscribers
+	if cfg.subscribers > 0 && cfg.baseline {
+		rec, el := measure(ctx, c, cfg, names, total)
+		alone = float64(rec.events.Load()) / el.Seconds()
+		fmt.Printf("without subscribers: events/s %.0f  errors %d\n", alone, rec.errors.Load())
+	}
+	var subs *subscriberProc
+	if cfg.subscribers > 0 {
+		var err error
+		acks.reset() // the baseline's are of no use
+		if subs, err = spawnSubscribers(cfg); err != nil {
+			return err
+		}
+		fmt.Printf("%d feed streams open\n", cfg.subscribers)
+	}
+	rec, el := measure(ctx, c, cfg, names, total)
+	var got subscriberResult
+	if subs != nil {
+		var err error
+		if got, err = subs.finish(); err != nil {
+			return fmt.Errorf("the subscriber process: %w", err)
+		}
+	}
+	slices.Sort(rec.latencies)
+	fmt.Printf("%s op=%s concurrency=%d batch=%d duration=%s procs=%d\n", proto, cfg.op, cfg.concurrency, cfg.batch, el.Round(time.Millisecond), runtime.GOMAXPROCS(0))
+	rate := float64(rec.events.Load()) / el.Seconds()
+	fmt.Printf("ops/s %.0f  events/s %.0f  errors %d\n", float64(rec.ops.Load())/el.Seconds(), rate, rec.errors.Load())
+	fmt.Printf("latency p50 %s  p99 %s  p999 %s  max %s\n",
+		percentile(rec.latencies, 0.50), percentile(rec.latencies, 0.99), percentile(rec.latencies, 0.999), percentile(rec.latencies, 1))
+	if subs != nil {
+		got.report(cfg.subscribers, el, acks)
+		if alone > 0 {
+			fmt.Printf("ingest with subscribers / without: %.3f\n", rate/alone)
+		}
+	}
+	return nil
+}
+
+// measure runs the load for --duration (or --events) and returns what it
+// recorded and how long it took.
+func measure(ctx context.Context, c target, cfg config, names []string, total int) (*recorder, time.Duration) {
 	rec := &recorder{}
 	var nextNew atomic.Uint64
 	nextNew.Store(uint64(cfg.entities) + 1)
@@ -301,13 +405,21 @@ func run(cfg config) error {
 			}
 		}()
 	}
+	// With --rate, each session paces itself to its share of the rate.
+	var every time.Duration
+	if cfg.rate > 0 {
+		every = time.Duration(float64(time.Second) * float64(cfg.batch) * float64(cfg.concurrency) / float64(cfg.rate))
+	}
 	var wg sync.WaitGroup
 	for w := 0; w < cfg.concurrency; w++ {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(uint64(w), 42))
-			for time.Now().Before(deadline) && (cfg.events == 0 || rec.events.Load() < cfg.events) {
+			for k := 0; time.Now().Before(deadline) && (cfg.events == 0 || rec.events.Load() < cfg.events); k++ {
+				if every > 0 {
+					time.Sleep(time.Until(start.Add(time.Duration(k) * every)))
+				}
 				pick := r.IntN(total)
 				op := names[0]
 				for _, n := range names {
@@ -331,22 +443,7 @@ func run(cfg config) error {
 	}
 	wg.Wait()
 	close(stop)
-	el := time.Since(start)
-	slices.Sort(rec.latencies)
-	proto := "binary"
-	switch {
-	case cfg.httpURL != "":
-		proto = "http"
-	case cfg.redisAddr != "":
-		proto = "redis"
-	case cfg.tile38Addr != "":
-		proto = "tile38"
-	}
-	fmt.Printf("%s op=%s concurrency=%d batch=%d duration=%s procs=%d\n", proto, cfg.op, cfg.concurrency, cfg.batch, el.Round(time.Millisecond), runtime.GOMAXPROCS(0))
-	fmt.Printf("ops/s %.0f  events/s %.0f  errors %d\n", float64(rec.ops.Load())/el.Seconds(), float64(rec.events.Load())/el.Seconds(), rec.errors.Load())
-	fmt.Printf("latency p50 %s  p99 %s  p999 %s  max %s\n",
-		percentile(rec.latencies, 0.50), percentile(rec.latencies, 0.99), percentile(rec.latencies, 0.999), percentile(rec.latencies, 1))
-	return nil
+	return rec, time.Since(start)
 }
 
 func point(r *rand.Rand) (int64, int64) {

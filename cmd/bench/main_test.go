@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestParseFlags(t *testing.T) {
 	cfg, err := parseFlags([]string{"--cluster", "1", "--op", "mixed", "--mix", "upsert=3,radius=1,ping=2"})
@@ -16,6 +19,9 @@ func TestParseFlags(t *testing.T) {
 		{"--cluster", "1", "--events", "-1"},
 		{"--http", "http://127.0.0.1:8080", "--http-client", "curl"},
 		{"--cluster", "1", "--op", "latest-batch", "--batch", "10001"},
+		{"--cluster", "1", "--subscribers", "10"}, // no --feed
+		{"--cluster", "1", "--fences", "10"},
+		{"--cluster", "1", "--rate", "-1"},
 	} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("%v accepted", bad)
@@ -53,5 +59,30 @@ func TestPeerFlags(t *testing.T) {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
+	}
+}
+
+func TestSubscriberFlags(t *testing.T) {
+	cfg, err := parseFlags([]string{"--cluster", "1", "--op", "track", "--subscribers", "1000", "--fences", "100",
+		"--feed", "http://127.0.0.1:8080/", "--rate", "100000"})
+	if err != nil || cfg.subscribers != 1000 || cfg.fences != 100 || cfg.feedURL != "http://127.0.0.1:8080" || cfg.rate != 100000 || !cfg.baseline {
+		t.Fatalf("%+v %v", cfg, err)
+	}
+}
+
+func TestLatencyHist(t *testing.T) {
+	var h latencyHist
+	for i := range 100 {
+		h.add(time.Duration(i+1) * time.Millisecond)
+	}
+	h.add(time.Hour)
+	if p := h.percentile(0.5); p < 50*time.Millisecond || p > 52*time.Millisecond {
+		t.Fatalf("p50 %v", p)
+	}
+	if p := h.percentile(1); p != time.Hour {
+		t.Fatalf("max %v", p)
+	}
+	if v, ok := jsonString([]byte(`{"seq":"5","op_ns":"1234"}`), `"op_ns":"`); !ok || v != 1234 {
+		t.Fatalf("op_ns %d %v", v, ok)
 	}
 }

@@ -28,7 +28,10 @@ type target interface {
 	close()
 }
 
-type binaryTarget struct{ c *client.Client }
+type binaryTarget struct {
+	c    *client.Client
+	acks *ackLog // with --subscribers: when each batch was acknowledged (subscribers.go)
+}
 
 func (b binaryTarget) write(ctx context.Context, evs []core.GeoEvent, upsert bool) error {
 	var rep *core.InsertReply
@@ -40,6 +43,9 @@ func (b binaryTarget) write(ctx context.Context, evs []core.GeoEvent, upsert boo
 	}
 	if err == nil && !rep.Committed {
 		err = errors.New("batch not committed")
+	}
+	if err == nil && b.acks != nil {
+		b.acks.add(rep.Results)
 	}
 	return err
 }

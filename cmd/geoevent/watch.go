@@ -3,8 +3,12 @@ package main
 // Fences and the feed of their transitions: fence, watch.
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -12,7 +16,7 @@ import (
 
 func init() {
 	register(command{name: "fence", order: 74, args: "put NAME (--bbox S,W,N,E | --circle LAT,LON,RADIUS_M | --file F) [--group N] [--report T,T] | get NAME | list | delete NAME", summary: "define, show, list and remove fences", run: fence})
-	register(command{name: "watch", order: 75, args: "[--after SEQ] [--fences A,B] [--types enter,exit,inside] [--count N]", summary: "follow the feed of fence transitions (until interrupted, or N of them)", run: watch})
+	register(command{name: "watch", order: 75, args: "[--after SEQ] [--fences A,B] [--types enter,exit,inside] [--count N] | --positions S,W,N,E|FENCE [--group N] [--count N]", summary: "follow the feed of fence transitions, or with --positions every event in an area (until interrupted, or N of them)", run: watch})
 }
 
 // notification is one entry of the feed (docs/api.md, Fences and the feed).
@@ -39,8 +43,19 @@ func watch(e *env, args []string) int {
 	fences := fset.String("fences", "", "only the fences `A,B`")
 	types := fset.String("types", "", "only the types `T,T` (enter, exit, inside)")
 	count := fset.Int("count", 0, "stop after `N` notifications (0: never)")
+	positions := fset.String("positions", "", "instead, every event the server applies inside an `AREA`: S,W,N,E corners in degrees, or a fence's name (GET /feed/positions)")
+	group := fset.String("group", "", "with --positions, only events of group `N`")
 	if _, code, ok := e.parse(fset, args, 0, 0); !ok {
 		return code
+	}
+	if *positions != "" {
+		if *after != "" || *fences != "" || *types != "" {
+			return e.fail(badArg("--positions takes no --after, --fences or --types"))
+		}
+		return watchPositions(e, *positions, *group, *count)
+	}
+	if *group != "" {
+		return e.fail(badArg("--group goes with --positions"))
 	}
 	if *after != "" {
 		if _, err := strconv.ParseUint(*after, 10, 64); err != nil {
@@ -191,4 +206,72 @@ func fenceShape(e *env, bbox, circle, file string) (map[string]any, error) {
 	body := polygonBody(poly)
 	body["shape"] = "polygon"
 	return body, nil
+}
+
+// watchPositions follows GET /feed/positions: a row per event applied in
+// the area (or, with --json, its JSON), "delete" rows for entities the
+// stream showed that are deleted or expire. The stream has no timeout
+// (--timeout bounds requests, and a stream waits as long as nothing
+// moves) and no resume.
+func watchPositions(e *env, area, group string, count int) int {
+	q := url.Values{"form": {"a"}}
+	if strings.Contains(area, ",") {
+		q.Set("bbox", area)
+	} else {
+		q.Set("fence", area)
+	}
+	if group != "" {
+		q.Set("group_id", group)
+	}
+	resp, err := (&http.Client{Transport: e.api.hc.Transport}).Get(e.api.base + "/feed/positions?" + q.Encode())
+	if err != nil {
+		return e.fail(fmt.Errorf("cannot reach the server: %w (is it running? --url or GEOEVENT_URL names it)", err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return e.fail(decodeError(resp.StatusCode, raw))
+	}
+	const row = "%-12s  %-8s  %-36s  %-12s  %-13s  %s\n"
+	if !e.json {
+		fmt.Fprintf(e.stdout, row, "INDEX", "EVENT", "ENTITY", "LAT", "LON", "TIME")
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	var index, kind string
+	for seen := 0; count == 0 || seen < count; {
+		if !sc.Scan() {
+			if err := sc.Err(); err != nil {
+				return e.fail(fmt.Errorf("reading the stream: %w", err))
+			}
+			return e.fail(fmt.Errorf("the server ended the stream"))
+		}
+		line := sc.Bytes()
+		switch {
+		case bytes.HasPrefix(line, []byte("id: ")):
+			index = string(line[4:])
+		case bytes.HasPrefix(line, []byte("event: ")):
+			kind = string(line[7:])
+		case bytes.HasPrefix(line, []byte("data: ")):
+			data := line[6:]
+			if kind == "error" {
+				return e.fail(decodeError(0, data))
+			}
+			seen++
+			if e.json {
+				fmt.Fprintln(e.stdout, string(data))
+				continue
+			}
+			var ev event
+			if err := json.Unmarshal(data, &ev); err != nil {
+				return e.fail(fmt.Errorf("an event the client cannot read: %v", err))
+			}
+			if kind == "delete" {
+				fmt.Fprintf(e.stdout, row, index, kind, ev.EntityID, "", "", "")
+				continue
+			}
+			fmt.Fprintf(e.stdout, row, index, kind, ev.EntityID, degrees(ev.Lat), degrees(ev.Lon), formatTime(ev.TimestampNS.int64()))
+		}
+	}
+	return exitOK
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestFenceAndWatch defines fences with the command line, moves an entity
@@ -56,5 +57,35 @@ func TestFenceAndWatch(t *testing.T) {
 	r = cli(t, url, "", "fence", "get", "yard")
 	if r.code != 1 || !strings.Contains(r.stderr, "240 FENCE_NOT_FOUND") {
 		t.Errorf("fence get of a deleted fence: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestWatchPositions follows a box's position stream with the command
+// line while entities move: the one inside, then its deletion; and a
+// refused area's error.
+func TestWatchPositions(t *testing.T) {
+	url := startDev(t)
+	done := make(chan result, 1)
+	go func() { done <- cli(t, url, "", "watch", "--positions", "52,13,53,14", "--count", "2") }()
+	time.Sleep(300 * time.Millisecond)     // the stream opens before the writes
+	ok(t, url, "put", "8", "51.0", "13.5") // outside
+	ok(t, url, "put", "9", "52.5", "13.5") // inside
+	ok(t, url, "delete", "9")
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("watch --positions did not end")
+	}
+	if r.code != 0 {
+		t.Fatalf("watch --positions: exit %d: %s", r.code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[1], "position") || !strings.Contains(lines[1], "52.5") || !strings.Contains(lines[2], "delete") {
+		t.Fatalf("watch --positions:\n%s", r.stdout)
+	}
+	r = cli(t, url, "", "watch", "--positions", "nope")
+	if r.code != 1 || !strings.Contains(r.stderr, "240 FENCE_NOT_FOUND") {
+		t.Errorf("an unknown fence: exit %d, stderr %q", r.code, r.stderr)
 	}
 }

@@ -473,7 +473,7 @@ func serve(log *zap.Logger, cfg serveConfig, stderr io.Writer) int {
 		backend, err = ghttp.NewLocalBackend(dial, client.Options{Cluster: srv.Cluster().Cluster})
 		if err == nil {
 			gw, err = ghttp.Listen(httpAddr, ghttp.Config{Backend: backend, Logger: log, CORSOrigins: cfg.cors, MapTiles: cfg.mapTiles,
-				Metrics: set, Health: probeHealth(srv)})
+				Metrics: set, Health: probeHealth(srv), Feed: srv})
 			if err != nil {
 				backend.Close()
 			}

@@ -1,0 +1,241 @@
+package http
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/geoevent/geoevent/core"
+)
+
+// LocalFeed is what the local replica's event loop publishes for the
+// feed's readers (io.Server implements it). Its methods never wait for
+// the loop.
+type LocalFeed interface {
+	// FeedNews returns the sequence of the newest notification applied
+	// (0: none) and a channel closed once there is a newer one.
+	FeedNews() (last uint64, changed <-chan struct{})
+	// PositionsListen counts a listener of the applied entries' writes
+	// and returns its cursor (it sees what is applied from then on);
+	// PositionsUnlisten ends it.
+	PositionsListen() (cursor uint64)
+	PositionsUnlisten()
+	// PositionsAfter appends to dst the writes applied since cursor and
+	// returns them with the next cursor and, when there were none, a
+	// channel closed once there are; behind says the listener fell too
+	// far behind and gets nothing more.
+	PositionsAfter(cursor uint64, dst []core.AppliedWrites) (batches []core.AppliedWrites, next uint64, changed <-chan struct{}, behind bool)
+}
+
+// The feed's tail. With Config.Feed, the gateway's feed readers that are
+// caught up share one reader of the replica's feed: a goroutine, running
+// while anyone reads, waits for the feed to move (FeedNews), reads what is
+// new once (unfiltered, chained by sequence: page after page from the
+// Next of the one before, so the window has no gap) and renders each
+// notification's JSON once. Readers filter the window and write the
+// rendered bytes: a commit costs one read through the loop, not one per
+// reader. A reader behind the window (resuming from an older sequence, or
+// after the window was reset by a failed read) reads the replica itself
+// until it has caught up. The feed is the same on every replica up to its
+// applied index, so the window is what a direct read would answer:
+// ordering and exactly-once hold either way.
+const (
+	tailMax          = 1 << 16 // notifications the window keeps at most
+	tailKeep         = 3 * tailMax / 4
+	feedFallbackPoll = time.Second // a waiting reader looks again at least this often
+	tailRetry        = 100 * time.Millisecond
+)
+
+// tailNote is one notification of the window with its Server-Sent Event
+// (id, event and data lines), whose data is its JSON (Form B): rendered
+// once, written by every stream.
+type tailNote struct {
+	n   core.Notification
+	sse []byte
+	at  int // where data starts in sse
+}
+
+// newTailNote renders n.
+func newTailNote(n *core.Notification) tailNote {
+	var w jw
+	w.notification(n)
+	b := make([]byte, 0, len(w.b)+64)
+	b = append(b, "id: "...)
+	b = strconv.AppendUint(b, n.Seq, 10)
+	b = append(b, "\nevent: "...)
+	b = append(b, n.Type.String()...)
+	b = append(b, "\ndata: "...)
+	at := len(b)
+	b = append(b, w.b...)
+	return tailNote{*n, append(b, "\n\n"...), at}
+}
+
+// data is the notification's JSON.
+func (t *tailNote) data() []byte { return t.sse[t.at : len(t.sse)-2] }
+
+// feedTail is the window: every notification with a sequence above from
+// and at most upto, oldest first. A slice of notes handed out is never
+// written again (appends go past its end; a trim copies), so readers use
+// it without the lock.
+type feedTail struct {
+	mu         sync.Mutex
+	users      int  // readers that use the window
+	running    bool // the reading goroutine runs
+	valid      bool
+	notes      []tailNote
+	from, upto uint64
+	start      uint64        // the feed's oldest sequence, as last read
+	ch         chan struct{} // closed when the window changes (nil: nobody waits)
+}
+
+// broadcast wakes the window's waiters (t.mu held).
+func (t *feedTail) broadcast() {
+	if t.ch != nil {
+		close(t.ch)
+		t.ch = nil
+	}
+}
+
+// reset empties the window: its readers read the replica until it is
+// valid again (t.mu held).
+func (t *feedTail) reset() {
+	t.valid, t.notes = false, nil
+	t.broadcast()
+}
+
+// join counts a reader of the window and starts its goroutine.
+func (g *Gateway) tailJoin() {
+	t := &g.tail
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.users++
+	if !t.running {
+		t.running = true
+		go g.runTail()
+	}
+}
+
+func (g *Gateway) tailLeave() {
+	t := &g.tail
+	t.mu.Lock()
+	t.users--
+	t.mu.Unlock()
+}
+
+// runTail keeps the window up with the feed while anyone reads it.
+func (g *Gateway) runTail() {
+	t := &g.tail
+	stop := func() {
+		t.running = false
+		t.reset()
+		t.mu.Unlock()
+	}
+	for {
+		last, changed := g.cfg.Feed.FeedNews()
+		t.mu.Lock()
+		if t.users == 0 {
+			stop()
+			return
+		}
+		valid, after := t.valid, t.upto
+		t.mu.Unlock()
+		if valid && last <= after {
+			select {
+			case <-changed:
+			case <-g.streams.done():
+				t.mu.Lock()
+				stop()
+				return
+			case <-time.After(feedFallbackPoll):
+			}
+			continue
+		}
+		if !valid {
+			after = last // from now on: older notifications are read by those who want them
+		}
+		page, err := g.readFeedAfter(after)
+		t.mu.Lock()
+		if err != nil {
+			t.reset()
+			t.mu.Unlock()
+			select {
+			case <-g.streams.done():
+			case <-time.After(tailRetry):
+			}
+			continue
+		}
+		if !t.valid {
+			t.from, t.upto, t.valid = after, after, true
+		}
+		for i := range page.Notifications {
+			t.notes = append(t.notes, newTailNote(&page.Notifications[i]))
+		}
+		t.upto, t.start = max(t.upto, page.Next), page.Start
+		if len(t.notes) > tailMax {
+			drop := len(t.notes) - tailKeep
+			t.from = t.notes[drop-1].n.Seq
+			t.notes = slices.Clone(t.notes[drop:])
+		}
+		t.broadcast()
+		t.mu.Unlock()
+	}
+}
+
+// readFeedAfter reads the whole feed after a sequence (one page).
+func (g *Gateway) readFeedAfter(after uint64) (*core.FeedPage, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.RequestTimeout)
+	defer cancel()
+	oc := &opCall[core.FeedRequest, core.FeedPage]{op: core.ReadFeed, req: &core.FeedRequest{After: after, Limit: core.MaxFeedLimit}}
+	if err := g.cfg.Backend.Do(ctx, oc); err != nil {
+		return nil, err
+	}
+	if oc.reply == nil {
+		return nil, core.Errorf(core.InternalError, "the backend answered read_feed with %T", oc.bad)
+	}
+	return oc.reply, nil
+}
+
+// feedMatch reports whether n passes req's filter.
+func feedMatch(req *core.FeedRequest, n *core.Notification) bool {
+	return (req.Types == 0 || req.Types.Has(n.Type)) && (len(req.Fences) == 0 || slices.Contains(req.Fences, n.Fence))
+}
+
+// take takes from the window the notifications after req.After that
+// match req, at most limit of them, and returns them with the sequence to
+// go on from, whether the window holds more now and the feed's start. ok
+// is false when the window does not cover req.After: the caller reads the
+// replica. When nothing is taken, changed is closed once the window moves.
+func (t *feedTail) take(req *core.FeedRequest, limit int, dst []tailNote) (notes []tailNote, next uint64, more bool, start uint64, changed <-chan struct{}, ok bool) {
+	t.mu.Lock()
+	if !t.valid || req.After < t.from {
+		t.mu.Unlock()
+		return dst, 0, false, 0, nil, false
+	}
+	window, upto := t.notes, t.upto
+	start = t.start
+	if req.After >= upto {
+		if t.ch == nil {
+			t.ch = make(chan struct{})
+		}
+		changed = t.ch
+		t.mu.Unlock()
+		return dst, req.After, false, start, changed, true
+	}
+	t.mu.Unlock()
+	i := sort.Search(len(window), func(i int) bool { return window[i].n.Seq > req.After })
+	next = upto
+	for ; i < len(window); i++ {
+		if len(dst) == limit {
+			return dst, next, true, start, nil, true
+		}
+		n := &window[i]
+		next = n.n.Seq
+		if feedMatch(req, &n.n) {
+			dst = append(dst, *n)
+		}
+	}
+	return dst, upto, false, start, nil, true
+}
