@@ -141,6 +141,18 @@ type Server struct {
 	disk  *disk
 	hist  *historian       // the history store's goroutine
 	r     *replica.Replica // owned by the loop once Run has started
+	rcfg  replica.Config   // r's, for a rebuild's new replica
+
+	// rebuilding (loop-owned; rebuild.go): the disk's and the historian's
+	// answers are the discarded replica's until each answers its discard;
+	// gen counts rebuilds, so that work done beside the loop for a
+	// discarded replica is not answered to the new one. damage is a
+	// history store's corruption that such work met.
+	rebuilding struct {
+		disk, hist bool
+		gen        uint64
+	}
+	damage error
 
 	events chan netEvent
 	conns  map[core.ConnID]*conn // loop-owned
@@ -292,7 +304,8 @@ func openLocked(dir string, lock *DirLock, opts Options) (s *Server, err error) 
 		s.peerCancel()
 		return nil, fmt.Errorf("start the replica on what %s holds: %w", dir, err)
 	}
-	s.peerFrame = s.r.ReceivePeer
+	s.rcfg = cfg
+	s.peerFrame = func(h core.Header, payload []byte) { s.r.ReceivePeer(h, payload) } // s.r changes on a rebuild
 	if n := len(rec.Entries); n > 0 {
 		s.replay.to, s.replay.entries = rec.Entries[n-1].Index, n
 	}
@@ -540,6 +553,10 @@ func (s *Server) loop(ctx context.Context) error {
 				s.handle(ev)
 			case c := <-s.disk.done:
 				switch {
+				case c.discarded:
+					s.rebuilding.disk = false
+				case c.err == nil && s.rebuilding.disk:
+					// The discarded replica's.
 				case c.err != nil:
 					s.log.Error("storage failed; stopping (restart to recover)", zap.Error(c.err))
 					return fmt.Errorf("storage: %w", c.err)
@@ -552,9 +569,23 @@ func (s *Server) loop(ctx context.Context) error {
 				}
 			case <-s.hist.done.ready:
 				for _, c := range s.hist.done.take() {
-					if c.err != nil {
+					switch {
+					case c.discarded:
+						s.rebuilding.hist = false
+						continue
+					case c.err != nil && !s.rebuilding.hist:
+						if ce := historyDamage(c.err); ce != nil {
+							if err := s.damaged(c.err, ce); err != nil {
+								return err
+							}
+							continue
+						}
+						fallthrough
+					case c.err != nil:
 						s.log.Error("the history store failed; stopping (restart to recover)", zap.Error(c.err))
 						return fmt.Errorf("history store: %w", c.err)
+					case s.rebuilding.hist:
+						continue // the discarded replica's
 					}
 					s.r.HistoryRead(c.token, c.answers)
 				}
@@ -567,7 +598,16 @@ func (s *Server) loop(ctx context.Context) error {
 				s.publish(now)
 			}
 		}
-		if err := s.r.Err(); err != nil {
+		if err := s.r.Err(); err != nil || s.damage != nil {
+			if err == nil {
+				err, s.damage = s.damage, nil
+			}
+			if ce := historyDamage(err); ce != nil {
+				if err := s.damaged(err, ce); err != nil {
+					return err
+				}
+				continue
+			}
 			s.log.Error("replica stopped", zap.Error(err))
 			return fmt.Errorf("replica: %w", err)
 		}
@@ -830,6 +870,12 @@ func (rio replicaIO) ReadLog(from, to uint64, maxBytes int) {
 // large snapshot takes a second or more to encode or decode), then has the
 // loop run answer, unless the loop has ended.
 func (s *Server) beside(what string, index uint64, work func(), answer func()) {
+	gen, reply := s.rebuilding.gen, answer
+	answer = func() {
+		if s.rebuilding.gen == gen { // else its replica was discarded (rebuild.go)
+			reply()
+		}
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -873,6 +919,10 @@ func (rio replicaIO) EncodeSnapshot(index uint64, encode func() []byte, entities
 		}
 	}, func() {
 		if err != nil {
+			if historyDamage(err) != nil {
+				s.damage = err // the loop rebuilds, or stops a lone replica
+				return
+			}
 			s.log.Warn("cannot list the history for a follower's snapshot; it waits for the next", zap.Uint64("index", index), zap.Error(err))
 			return
 		}
