@@ -73,7 +73,7 @@ func historyDamage(err error) *history.CorruptionError {
 // is the history store's corruption ce: a replica with peers rebuilds (nil:
 // the loop goes on), a lone one stops with the error returned.
 func (s *Server) damaged(err error, ce *history.CorruptionError) error {
-	fields := []zap.Field{zap.String("file", ce.File), zap.String("detail", ce.Detail), zap.Error(err)}
+	fields := []zap.Field{zap.String("file", ce.File), zap.String("keys", ce.Keys), zap.String("detail", ce.Detail), zap.Error(err)}
 	if !ce.Entity.IsZero() {
 		fields = append(fields, zap.String("entity", ce.Entity.String()))
 	}
