@@ -49,6 +49,12 @@ type diskOp struct {
 	barrier chan struct{} // opBarrier
 }
 
+// errHistoryFailed is the answer to a checkpoint asked of a historian
+// whose store had failed already: the historian has reported its failure to
+// the loop, which stops the server or rebuilds (rebuild.go), so the
+// snapshot is not written, and the disk does not fail for it.
+var errHistoryFailed = errors.New("the history store failed before")
+
 // awaitHistory waits for the history checkpoint of op, a snapshot; an
 // error fails the snapshot. It waits even while the server stops: the
 // historian, closed only once the disk goroutine has exited, answers every
@@ -193,7 +199,9 @@ func (d *disk) writeSnapshots() {
 		start := time.Now()
 		var size int64
 		if err := d.awaitHistory(&op); err != nil {
-			d.report(completion{err: err})
+			if !errors.Is(err, errHistoryFailed) {
+				d.report(completion{err: err})
+			}
 			continue
 		}
 		err := d.untilSpace("writing a snapshot", func() (err error) {
@@ -394,6 +402,9 @@ func (d *disk) do(op *diskOp) error {
 			return nil
 		}
 		if err := d.awaitHistory(op); err != nil {
+			if errors.Is(err, errHistoryFailed) {
+				return nil
+			}
 			return err
 		}
 		_, err := store.SaveSnapshot(d.dir, op.index, op.term, op.encode)

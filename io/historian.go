@@ -1,7 +1,6 @@
 package io
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -258,7 +257,7 @@ func (h *historian) do(op *histOp) {
 		// After a failed write the store's state is unknown: do nothing
 		// more; the loop stops the server.
 		if op.result != nil {
-			op.result <- errors.New("the history store failed before")
+			op.result <- errHistoryFailed
 		}
 		if op.view != nil {
 			close(op.view)

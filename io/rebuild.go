@@ -96,7 +96,8 @@ func (s *Server) rebuild() error {
 	diskDone := make(chan error, 1)
 	s.disk.push(diskOp{kind: opDiscard, history: diskDone})
 	s.hist.push(histOp{kind: histDiscard, after: diskDone, diskExited: s.disk.exited})
-	s.rebuilding.disk, s.rebuilding.hist = true, true
+	s.rebuilding.disk++
+	s.rebuilding.hist++
 	s.rebuilding.gen++
 	s.replay.to = 0
 	// The new replica's term is above the old one's (replica.New raises

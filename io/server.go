@@ -144,12 +144,13 @@ type Server struct {
 	rcfg  replica.Config   // r's, for a rebuild's new replica
 
 	// rebuilding (loop-owned; rebuild.go): the disk's and the historian's
-	// answers are the discarded replica's until each answers its discard;
+	// answers are a discarded replica's until each answers its last
+	// discard;
 	// gen counts rebuilds, so that work done beside the loop for a
 	// discarded replica is not answered to the new one. damage is a
 	// history store's corruption that such work met.
 	rebuilding struct {
-		disk, hist bool
+		disk, hist int // discards not yet answered
 		gen        uint64
 	}
 	damage error
@@ -554,8 +555,8 @@ func (s *Server) loop(ctx context.Context) error {
 			case c := <-s.disk.done:
 				switch {
 				case c.discarded:
-					s.rebuilding.disk = false
-				case c.err == nil && s.rebuilding.disk:
+					s.rebuilding.disk--
+				case c.err == nil && s.rebuilding.disk > 0:
 					// The discarded replica's.
 				case c.err != nil:
 					s.log.Error("storage failed; stopping (restart to recover)", zap.Error(c.err))
@@ -571,9 +572,9 @@ func (s *Server) loop(ctx context.Context) error {
 				for _, c := range s.hist.done.take() {
 					switch {
 					case c.discarded:
-						s.rebuilding.hist = false
+						s.rebuilding.hist--
 						continue
-					case c.err != nil && !s.rebuilding.hist:
+					case c.err != nil && s.rebuilding.hist == 0:
 						if ce := historyDamage(c.err); ce != nil {
 							if err := s.damaged(c.err, ce); err != nil {
 								return err
@@ -584,7 +585,7 @@ func (s *Server) loop(ctx context.Context) error {
 					case c.err != nil:
 						s.log.Error("the history store failed; stopping (restart to recover)", zap.Error(c.err))
 						return fmt.Errorf("history store: %w", c.err)
-					case s.rebuilding.hist:
+					case s.rebuilding.hist > 0:
 						continue // the discarded replica's
 					}
 					s.r.HistoryRead(c.token, c.answers)
