@@ -57,7 +57,9 @@
 //     empties the store and removes its checkpoints, and a new replica
 //     starts on the empty log, repairing, which the leader fills with its
 //     log or a snapshot. Their answers to the discarded replica's requests
-//     are dropped.
+//     are dropped. A store damaged where opening it reads (pebble's
+//     MANIFEST, the applied index) stops a lone replica from starting and
+//     makes one with peers start so, empty and repairing.
 //   - A snapshot encoder (one goroutine per EncodeSnapshot) encodes the
 //     frozen view of the state the replica hands it, while the loop goes
 //     on, and reports SnapshotEncoded back to the loop. A decoder (one

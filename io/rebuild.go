@@ -140,31 +140,67 @@ func (d *disk) discard(op *diskOp) (err error) {
 		}
 		d.pendingHS = nil
 	}
-	if err := markRepairing(d.dir); err != nil {
+	d.haveSaved = false // the file will differ from savedHS: the next hard state is written
+	if err := discardLog(d.dir, d.log); err != nil {
 		return err
 	}
-	d.haveSaved = false // the file now differs from savedHS: the next hard state is written
-	if err := d.log.Reset(1); err != nil {
+	d.unsynced, d.sinceSync = nil, 0
+	d.lastSnap = 0
+	d.logger.Warn("discarded the log and the snapshots; the hard state is marked repairing")
+	return nil
+}
+
+// discardLog durably sets the Repairing flag of the hard state in dir,
+// then empties log (the next append starts at index 1) and removes every
+// snapshot file.
+func discardLog(dir string, log *store.Log) error {
+	if err := markRepairing(dir); err != nil {
+		return err
+	}
+	if err := log.Reset(1); err != nil {
 		return fmt.Errorf("empty the log to rebuild: %w", err)
 	}
-	d.unsynced, d.sinceSync = nil, 0
-	names, err := os.ReadDir(d.dir)
+	names, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
 	for _, e := range names {
 		if n := e.Name(); strings.HasPrefix(n, "snapshot-") && (strings.HasSuffix(n, ".snap") || strings.HasSuffix(n, ".snap.tmp")) {
-			if err := os.Remove(filepath.Join(d.dir, n)); err != nil {
+			if err := os.Remove(filepath.Join(dir, n)); err != nil {
 				return fmt.Errorf("remove a snapshot to rebuild: %w", err)
 			}
 		}
 	}
-	if err := syncDirPath(d.dir); err != nil {
-		return err
+	return syncDirPath(dir)
+}
+
+// openHistoryOrRebuild is openHistory for a replica of count replicas
+// whose storage recovered rec from log. A store damaged where opening it
+// reads (pebble's MANIFEST, the applied index) stops a replica of one,
+// with what to do; a replica with peers discards its log, snapshots and
+// history as a rebuild does (rebuild.go), and rec becomes what is left:
+// nothing, with the hard state repairing.
+func openHistoryOrRebuild(dir string, log *store.Log, rec *replica.Recovered, count uint32, cacheBytes int64, lg *zap.Logger) (*history.Store, error) {
+	st, err := openHistory(dir, rec.SnapshotIndex, cacheBytes, lg)
+	ce := historyDamage(err)
+	if ce == nil {
+		return st, err
 	}
-	d.lastSnap = 0
-	d.logger.Warn("discarded the log and the snapshots; the hard state is marked repairing")
-	return nil
+	if count == 1 {
+		return nil, fmt.Errorf("%w: a cluster of one replica has no peer to rebuild it from; restore the data directory from a backup", err)
+	}
+	lg.Error("the history store is damaged: discarding this replica's log, snapshots and history, and rebuilding them from the leader",
+		zap.String("file", ce.File), zap.String("keys", ce.Keys), zap.String("detail", ce.Detail), zap.Error(err))
+	if err := discardLog(dir, log); err != nil {
+		return nil, err
+	}
+	if err := removeCheckpointsBefore(dir, ^uint64(0)); err != nil {
+		return nil, err
+	}
+	if *rec, err = readRecovered(dir, log, lg); err != nil {
+		return nil, err
+	}
+	return openHistory(dir, 0, cacheBytes, lg)
 }
 
 // discard is the historian's part of a rebuild (histDiscard): once the

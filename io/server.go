@@ -277,11 +277,11 @@ func openLocked(dir string, lock *DirLock, opts Options) (s *Server, err error) 
 		runDone:    make(chan struct{}),
 	}
 	s.budget.drained = s.relieve
-	s.disk = newDisk(dir, log, rec.SnapshotIndex, s.loopDone, s.log)
-	hst, err := openHistory(dir, rec.SnapshotIndex, opts.HistoryCacheBytes, lg)
+	hst, err := openHistoryOrRebuild(dir, log, &rec, info.ReplicaCount, opts.HistoryCacheBytes, lg)
 	if err != nil {
 		return nil, err
 	}
+	s.disk = newDisk(dir, log, rec.SnapshotIndex, s.loopDone, s.log)
 	s.hist = newHistorian(dir, hst, s.log)
 	defer func() {
 		if err != nil {
