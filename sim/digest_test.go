@@ -20,11 +20,11 @@ func TestFixedSeedDigests(t *testing.T) {
 		faults   string
 		digest   string
 	}{
-		{1, 20000, 1, "all", "7603ecd5a98953072a0465bdef46b6114fbbd48f448a792e5b9b4b24e31e2ab6"},
-		{2, 20000, 3, "all", "4ee87b4682fc430a24a9eb1820d23570b5267252325e22f591d035bb0c2778d1"},
-		{3, 20000, 3, "crash", "54d424bb217280099e9b63155d9e10e4ff20be03493086aa3d697b19c801e168"},
-		{4, 20000, 5, "network", "97471401a5ef5d2c330a94ad22e7cdb10762a2c847e8a034f46748f16bd8c6de"},
-		{5, 20000, 3, "partition", "d005bc14fc855aa6b479a666894ca24f2ddda57678b336d8d8db1e4d19935642"},
+		{1, 20000, 1, "all", "4eb009cf1fcb6b122505accb7b4298e644faaf99ab7bd719599ed6c76017621d"},
+		{2, 20000, 3, "all", "00b104e37ec4b8bbe38730ade121d626627d90915ed619c677ed7fb5a600d1d8"},
+		{3, 20000, 3, "crash", "66450269ad8fccb079eb6997cdeea085a7c12db3a6909bcc615ae4e6ff821de7"},
+		{4, 20000, 5, "network", "01e00d4ea0800bb8e221d5e859699500754f2f8ce2bd10ba5435cc0f1d4d03a3"},
+		{5, 20000, 3, "partition", "a27c09eee2509511264c3fb9f22c2ee9e0ba6f74a151bf50b0ba302631bd4a9d"},
 	} {
 		faults, err := ParseFaults(c.faults)
 		if err != nil {
