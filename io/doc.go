@@ -49,7 +49,7 @@
 //     log above it is then replayed. A failed write to the store stops the
 //     server. A block that fails its checksum is never answered from
 //     (rebuild.go): the read that finds it fails the replica (a client's
-//     history query is answered 216 CORRUPTION first), and the loop logs
+//     history query is answered 501 CORRUPTION first), and the loop logs
 //     the damaged file and key range; a replica of a cluster of one then
 //     stops (restore the data directory from a backup), one with peers
 //     rebuilds: the disk goroutine durably sets the hard state's Repairing

@@ -20,7 +20,7 @@ import (
 // checksum (or a key or value it cannot read) is never answered from: the
 // read that meets it gets a *history.CorruptionError, which reaches the
 // loop as the replica's failure (a read for an entry being applied, or for
-// a client's history query, which is answered 216 CORRUPTION), as the
+// a client's history query, which is answered 501 CORRUPTION), as the
 // historian's (a write that had to read), or from the encoding of a
 // snapshot for a follower. The loop logs the damaged file and key range,
 // then:
