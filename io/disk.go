@@ -23,7 +23,9 @@ const (
 	opSnapshot
 	opSnapshotWritten // internal: the snapshot writer finished one
 	opRead
-	opCall // call runs on the disk goroutine, in order (a backup's reads: backup.go)
+	opCall    // call runs on the disk goroutine, in order (a backup's reads: backup.go)
+	opDiscard // rebuild.go: discard the log and snapshots, mark the hard state repairing
+	opBarrier // to the snapshot writer: close barrier once every snapshot before is written
 )
 
 // diskOp is one storage request of the replica, queued for the disk
@@ -42,7 +44,18 @@ type diskOp struct {
 	// snapshot on disk has its history.
 	history chan error
 	call    func(d *disk) // opCall
+	// gen is the generation of an opSnapshot sent to the snapshot writer
+	// and of the opSnapshotWritten that follows it: one written before an
+	// opDiscard is not the new log's (rebuild.go).
+	gen     uint64
+	barrier chan struct{} // opBarrier
 }
+
+// errHistoryFailed is the answer to a checkpoint asked of a historian
+// whose store had failed already: the historian has reported its failure to
+// the loop, which stops the server or rebuilds (rebuild.go), so the
+// snapshot is not written, and the disk does not fail for it.
+var errHistoryFailed = errors.New("the history store failed before")
 
 // awaitHistory waits for the history checkpoint of op, a snapshot; an
 // error fails the snapshot. It waits even while the server stops: the
@@ -89,12 +102,13 @@ func writeBytes(data []byte) func(w stdio.Writer) error {
 // syncs), SnapshotSaved(index), LogRead(index, entries), or a failure
 // that stops the server.
 type completion struct {
-	snapshot bool // SnapshotSaved
-	read     bool // LogRead; else Synced
-	index    uint64
-	syncs    int // Synced: how many Syncs one fsync answered
-	entries  []core.LogEntry
-	err      error
+	snapshot  bool // SnapshotSaved
+	read      bool // LogRead; else Synced
+	discarded bool // an opDiscard is done (rebuild.go)
+	index     uint64
+	syncs     int // Synced: how many Syncs one fsync answered
+	entries   []core.LogEntry
+	err       error
 }
 
 // disk runs the storage requests of one replica, in order, on one goroutine
@@ -159,6 +173,7 @@ type disk struct {
 
 	m         *diskMetrics // nil: none recorded
 	sinceSync int          // entries appended since the last fsync
+	gen       uint64       // opDiscards done (see diskOp.gen)
 }
 
 func newDisk(dir string, log *store.Log, lastSnap uint64, stopped chan struct{}, logger *zap.Logger) *disk {
@@ -179,10 +194,16 @@ func newDisk(dir string, log *store.Log, lastSnap uint64, stopped chan struct{},
 func (d *disk) writeSnapshots() {
 	defer close(d.snapsExited)
 	for op := range d.snaps {
+		if op.kind == opBarrier {
+			close(op.barrier)
+			continue
+		}
 		start := time.Now()
 		var size int64
 		if err := d.awaitHistory(&op); err != nil {
-			d.report(completion{err: err})
+			if !errors.Is(err, errHistoryFailed) {
+				d.report(completion{err: err})
+			}
 			continue
 		}
 		err := d.untilSpace("writing a snapshot", func() (err error) {
@@ -199,7 +220,7 @@ func (d *disk) writeSnapshots() {
 		d.m.snapshotWritten(took, size)
 		d.logger.Info("snapshot written", zap.Uint64("index", op.index), zap.Int64("bytes", size),
 			zap.Duration("took", took.Round(time.Millisecond)))
-		d.push(diskOp{kind: opSnapshotWritten, index: op.index})
+		d.push(diskOp{kind: opSnapshotWritten, index: op.index, gen: op.gen})
 	}
 }
 
@@ -378,10 +399,14 @@ func (d *disk) do(op *diskOp) error {
 		d.report(completion{index: d.log.LastIndex(), syncs: 1 + op.merged})
 	case opSnapshot:
 		if !snapshotReplacesLog(d.log, op.index, op.term) {
+			op.gen = d.gen
 			d.snaps <- *op // written beside the log; opSnapshotWritten follows
 			return nil
 		}
 		if err := d.awaitHistory(op); err != nil {
+			if errors.Is(err, errHistoryFailed) {
+				return nil
+			}
 			return err
 		}
 		_, err := store.SaveSnapshot(d.dir, op.index, op.term, op.encode)
@@ -413,7 +438,12 @@ func (d *disk) do(op *diskOp) error {
 		d.report(completion{read: true, index: op.index, entries: entries})
 	case opCall:
 		op.call(d)
+	case opDiscard:
+		return d.discard(op)
 	case opSnapshotWritten:
+		if op.gen != d.gen {
+			return nil // of the log an opDiscard removed, with its file
+		}
 		if op.index > d.lastSnap {
 			// Package store keeps the snapshot before this one as a
 			// fallback should this one be damaged; the log after it is

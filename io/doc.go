@@ -53,8 +53,19 @@
 //     leader's snapshot on a follower. At start, the store is restored from
 //     the recovered snapshot's checkpoint (empty without a snapshot); the
 //     log above it is then replayed. A failed write to the store stops the
-//     server; a read that finds a damaged block answers an error, which
-//     stops the replica when it was applying an entry.
+//     server. A block that fails its checksum is never answered from
+//     (rebuild.go): the read that finds it fails the replica (a client's
+//     history query is answered 501 CORRUPTION first), and the loop logs
+//     the damaged file and key range; a replica of a cluster of one then
+//     stops (restore the data directory from a backup), one with peers
+//     rebuilds: the disk goroutine durably sets the hard state's Repairing
+//     flag, empties the log and removes the snapshots, the historian then
+//     empties the store and removes its checkpoints, and a new replica
+//     starts on the empty log, repairing, which the leader fills with its
+//     log or a snapshot. Their answers to the discarded replica's requests
+//     are dropped. A store damaged where opening it reads (pebble's
+//     MANIFEST, the applied index) stops a lone replica from starting and
+//     makes one with peers start so, empty and repairing.
 //   - A snapshot encoder (one goroutine per EncodeSnapshot) encodes the
 //     frozen view of the state the replica hands it, while the loop goes
 //     on, and reports SnapshotEncoded back to the loop. A decoder (one

@@ -1,7 +1,6 @@
 package io
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -69,6 +68,7 @@ const (
 	histCheckpoint // a snapshot's: result gets its outcome
 	histView       // EncodeSnapshot's: view gets a view in queue order
 	histInstall    // a leader's snapshot: the store becomes events, then a checkpoint
+	histDiscard    // rebuild.go: once after says the log is discarded, the store becomes empty
 )
 
 type histOp struct {
@@ -80,14 +80,19 @@ type histOp struct {
 	events []core.GeoEvent
 	result chan error
 	view   chan *history.View
+	// histDiscard: the outcome of the disk's opDiscard, which it waits
+	// for unless the disk goroutine has exited.
+	after      <-chan error
+	diskExited <-chan struct{}
 }
 
 // histCompletion is an answer to ReadHistory, or a failure of the store
 // that stops the server.
 type histCompletion struct {
-	token   uint64
-	answers []core.HistoryAnswer
-	err     error
+	token     uint64
+	answers   []core.HistoryAnswer
+	err       error
+	discarded bool // a histDiscard is done (rebuild.go)
 }
 
 const liveHistoryDir = "history"
@@ -244,11 +249,15 @@ func (h *historian) fail(err error) {
 }
 
 func (h *historian) do(op *histOp) {
+	if op.kind == histDiscard {
+		h.discard(op) // a failed store too: that is what it replaces
+		return
+	}
 	if h.failed {
 		// After a failed write the store's state is unknown: do nothing
 		// more; the loop stops the server.
 		if op.result != nil {
-			op.result <- errors.New("the history store failed before")
+			op.result <- errHistoryFailed
 		}
 		if op.view != nil {
 			close(op.view)

@@ -23,11 +23,7 @@ import (
 // segment and the damaged record's offset.
 func damagedLog(t *testing.T, dir string) (seg string, off int64) {
 	t.Helper()
-	td := startDisk(t, dir, 0)
-	td.append(1, 10, 2)
-	td.d.push(diskOp{kind: opHardState, hs: core.HardState{Term: 3, Vote: 1, Commit: 8}})
-	td.sync(10)
-	td.close()
+	writeTen(t, dir)
 	seg = filepath.Join(dir, "log-00000000000000000001.seg")
 	b, err := os.ReadFile(seg)
 	if err != nil {
@@ -46,6 +42,17 @@ func damagedLog(t *testing.T, dir string) (seg string, off int64) {
 		t.Fatal(err)
 	}
 	return seg, off
+}
+
+// writeTen writes entries 1..10 of term 2 and the hard state (term 3, vote
+// 1, commit 8) through the disk goroutine.
+func writeTen(t *testing.T, dir string) {
+	t.Helper()
+	td := startDisk(t, dir, 0)
+	td.append(1, 10, 2)
+	td.d.push(diskOp{kind: opHardState, hs: core.HardState{Term: 3, Vote: 1, Commit: 8}})
+	td.sync(10)
+	td.close()
 }
 
 func loadHardState(t *testing.T, dir string) store.HardState {

@@ -141,6 +141,19 @@ type Server struct {
 	disk  *disk
 	hist  *historian       // the history store's goroutine
 	r     *replica.Replica // owned by the loop once Run has started
+	rcfg  replica.Config   // r's, for a rebuild's new replica
+
+	// rebuilding (loop-owned; rebuild.go): the disk's and the historian's
+	// answers are a discarded replica's until each answers its last
+	// discard;
+	// gen counts rebuilds, so that work done beside the loop for a
+	// discarded replica is not answered to the new one. damage is a
+	// history store's corruption that such work met.
+	rebuilding struct {
+		disk, hist int // discards not yet answered
+		gen        uint64
+	}
+	damage error
 
 	events chan netEvent
 	conns  map[core.ConnID]*conn // loop-owned
@@ -269,11 +282,11 @@ func openLocked(dir string, lock *DirLock, opts Options) (s *Server, err error) 
 		runDone:    make(chan struct{}),
 	}
 	s.budget.drained = s.relieve
-	s.disk = newDisk(dir, log, rec.SnapshotIndex, s.loopDone, s.log)
-	hst, err := openHistory(dir, rec.SnapshotIndex, opts.HistoryCacheBytes, lg)
+	hst, err := openHistoryOrRebuild(dir, log, &rec, info.ReplicaCount, opts.HistoryCacheBytes, lg)
 	if err != nil {
 		return nil, err
 	}
+	s.disk = newDisk(dir, log, rec.SnapshotIndex, s.loopDone, s.log)
 	s.hist = newHistorian(dir, hst, s.log)
 	defer func() {
 		if err != nil {
@@ -297,7 +310,8 @@ func openLocked(dir string, lock *DirLock, opts Options) (s *Server, err error) 
 		s.peerCancel()
 		return nil, fmt.Errorf("start the replica on what %s holds: %w", dir, err)
 	}
-	s.peerFrame = s.r.ReceivePeer
+	s.rcfg = cfg
+	s.peerFrame = func(h core.Header, payload []byte) { s.r.ReceivePeer(h, payload) } // s.r changes on a rebuild
 	if n := len(rec.Entries); n > 0 {
 		s.replay.to, s.replay.entries = rec.Entries[n-1].Index, n
 	}
@@ -546,6 +560,10 @@ func (s *Server) loop(ctx context.Context) error {
 				s.handle(ev)
 			case c := <-s.disk.done:
 				switch {
+				case c.discarded:
+					s.rebuilding.disk--
+				case c.err == nil && s.rebuilding.disk > 0:
+					// The discarded replica's.
 				case c.err != nil:
 					s.log.Error("storage failed; stopping (restart to recover)", zap.Error(c.err))
 					return fmt.Errorf("storage: %w", c.err)
@@ -558,9 +576,23 @@ func (s *Server) loop(ctx context.Context) error {
 				}
 			case <-s.hist.done.ready:
 				for _, c := range s.hist.done.take() {
-					if c.err != nil {
+					switch {
+					case c.discarded:
+						s.rebuilding.hist--
+						continue
+					case c.err != nil && s.rebuilding.hist == 0:
+						if ce := historyDamage(c.err); ce != nil {
+							if err := s.damaged(c.err, ce); err != nil {
+								return err
+							}
+							continue
+						}
+						fallthrough
+					case c.err != nil:
 						s.log.Error("the history store failed; stopping (restart to recover)", zap.Error(c.err))
 						return fmt.Errorf("history store: %w", c.err)
+					case s.rebuilding.hist > 0:
+						continue // the discarded replica's
 					}
 					s.r.HistoryRead(c.token, c.answers)
 				}
@@ -573,7 +605,16 @@ func (s *Server) loop(ctx context.Context) error {
 				s.publish(now)
 			}
 		}
-		if err := s.r.Err(); err != nil {
+		if err := s.r.Err(); err != nil || s.damage != nil {
+			if err == nil {
+				err, s.damage = s.damage, nil
+			}
+			if ce := historyDamage(err); ce != nil {
+				if err := s.damaged(err, ce); err != nil {
+					return err
+				}
+				continue
+			}
 			s.log.Error("replica stopped", zap.Error(err))
 			return fmt.Errorf("replica: %w", err)
 		}
@@ -837,6 +878,12 @@ func (rio replicaIO) ReadLog(from, to uint64, maxBytes int) {
 // large snapshot takes a second or more to encode or decode), then has the
 // loop run answer, unless the loop has ended.
 func (s *Server) beside(what string, index uint64, work func(), answer func()) {
+	gen, reply := s.rebuilding.gen, answer
+	answer = func() {
+		if s.rebuilding.gen == gen { // else its replica was discarded (rebuild.go)
+			reply()
+		}
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -880,6 +927,10 @@ func (rio replicaIO) EncodeSnapshot(index uint64, encode func() []byte, entities
 		}
 	}, func() {
 		if err != nil {
+			if historyDamage(err) != nil {
+				s.damage = err // the loop rebuilds, or stops a lone replica
+				return
+			}
 			s.log.Warn("cannot list the history for a follower's snapshot; it waits for the next", zap.Uint64("index", index), zap.Error(err))
 			return
 		}

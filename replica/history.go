@@ -110,7 +110,9 @@ func (r *Replica) HistoryRead(token uint64, answers []core.HistoryAnswer) {
 	}
 	for _, a := range answers {
 		if a.Err != nil {
-			r.failed = a.Err // the store cannot answer: applying cannot go on
+			// The store cannot answer: applying cannot go on. IO rebuilds
+			// the history from a peer, or stops a replica of one.
+			r.failed = a.Err
 			return
 		}
 	}
@@ -168,7 +170,11 @@ func (r *Replica) finishPage(p pendingPage, answers []core.HistoryAnswer) {
 		return
 	}
 	if err := answers[0].Err; err != nil {
+		// Nothing is answered from a damaged store. The replica stops
+		// too: IO rebuilds its history from a peer, or stops a replica of
+		// one (io/rebuild.go).
 		r.reply(p.to, p.h, core.OpEntityHistory, nil, core.Errorf(core.Corruption, "the history store could not read entity %s: %v", p.page.Range.EntityID, err))
+		r.failed = err
 		return
 	}
 	res, err := r.sm.FinishHistory(p.page, answers[0].Events)

@@ -85,6 +85,10 @@ type runConfig struct {
 	// replica's log (a cluster only, and only while a majority of the
 	// replicas is neither damaged nor repairing; see world.damageLog).
 	damagePerCrash float64
+	// The chance that a crash also damages the tables of the crashed
+	// replica's history checkpoint (same conditions; see
+	// world.damageHistory): its recovery finds the damage and rebuilds.
+	damageHistoryPerCrash float64
 	// The chance that reading the log back (core.IO.ReadLog) finds the
 	// record it starts at damaged, and answers nothing, as production
 	// storage does.
@@ -230,6 +234,7 @@ func newRunConfig(r *rand.Rand, opts Options) runConfig {
 	}
 	c.damagePerCrash = pick(r, 0, 0.2, 0.5, 1)
 	c.readFail = pick(r, 0, 0.05, 0.3)
+	c.damageHistoryPerCrash = pick(r, 0, 0.2, 0.5)
 	if c.replicas > 1 {
 		// A client that times out may be talking to a replica cut off from
 		// the leader: it tries another one.
@@ -252,8 +257,8 @@ func newRunConfig(r *rand.Rand, opts Options) runConfig {
 	}
 	if !f.crashes() || c.replicas == 1 {
 		// A replica of a cluster of one has no peer to repair its log
-		// from: it refuses to start on a damaged log.
-		c.damagePerCrash = 0
+		// from: it refuses to start on a damaged log, or history.
+		c.damagePerCrash, c.damageHistoryPerCrash = 0, 0
 	}
 
 	c.digestEvery = 150
@@ -296,7 +301,7 @@ func (c runConfig) String() string {
 	fmt.Fprintf(&b, "disk(sync=%d..%d snap<=%d) crash/tick=%.5f down=%d..%d ",
 		c.syncMin, c.syncMax, c.snapMax, c.crashPerTick, c.downMin, c.downMax)
 	if c.replicas > 1 {
-		fmt.Fprintf(&b, "damage/crash=%.2f ", c.damagePerCrash)
+		fmt.Fprintf(&b, "damage/crash=%.2f history-damage/crash=%.2f ", c.damagePerCrash, c.damageHistoryPerCrash)
 		fmt.Fprintf(&b, "readfail=%.2f ", c.readFail)
 	}
 	fmt.Fprintf(&b, "replica(sessions=%d perConn=%d scanWork=%d pending=%d snapEvery=%d snapBytes=%d shed=%d apply=%d cleanupNS=%d) client(timeout=%d reconnect<=%d think<=%d new=%.3f) ttl=%.2f invalid=%.2f",

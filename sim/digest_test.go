@@ -20,11 +20,11 @@ func TestFixedSeedDigests(t *testing.T) {
 		faults   string
 		digest   string
 	}{
-		{1, 20000, 1, "all", "27f3281f929d540c47af9874461ddd6b96e4a8557a27ca2d540ef2e6c3e87141"},
-		{2, 20000, 3, "all", "54ee126f1765588fd4fe06ab711db907a564f6461eb533bf0b2cf61fc0f1654c"},
-		{3, 20000, 3, "crash", "01c0a485b6c8f1cffd3f376b709e7a18f1a85df5a7cdeb5fc9334c2ab8bd20d4"},
-		{4, 20000, 5, "network", "3c85236e0d7fcdc717190cc8f638f8ab95342e0a547ad7fbde221b13f548c212"},
-		{5, 20000, 3, "partition", "d1de0737b8af13dacaffd463c7ca2f24212724e98a2f81f2c6cfe5d30638ef62"},
+		{1, 20000, 1, "all", "4087dd0b7427364c73c06905e34979138d22a65710516fc3f4bebcd7bdaef591"},
+		{2, 20000, 3, "all", "39a6dcdd1fdbb9f3a4ca8e71954c84cbe188d2085c584e4e891653bddc9464ec"},
+		{3, 20000, 3, "crash", "6929605153eaef6c46d9acab7c69fe5ac1dcf205db2d682b0fd7979281a2f0f2"},
+		{4, 20000, 5, "network", "4d23a3e2cef32e360e3c9d8ddf70eea441e180cbbbec0470c7cbd2efb55c955f"},
+		{5, 20000, 3, "partition", "f638ab9064f257517d3b9b6b0ffa6c495aa3ff7ce59aeb3d0c55354d23e401ce"},
 	} {
 		faults, err := ParseFaults(c.faults)
 		if err != nil {

@@ -59,6 +59,10 @@ type disk struct {
 	// damaged is the index of a log record damaged while the replica is
 	// down (0: none); recovered cuts the log before it.
 	damaged uint64
+	// histDamaged: the tables of the durable snapshot's history checkpoint
+	// were damaged while the replica was down; recovered finds it and
+	// rebuilds.
+	histDamaged bool
 
 	// hist is the history store: a crash keeps what its filesystem synced,
 	// and recovery restores the checkpoint saved with the snapshot
@@ -372,6 +376,31 @@ func (d *disk) damageLog(index uint64) {
 	}
 }
 
+// damagedOrRepairing reports whether the disk holds damage that its
+// replica's next recovery finds, or a hard state that says it repairs.
+func (d *disk) damagedOrRepairing() bool { return d.hard.Repairing || d.damaged != 0 || d.histDamaged }
+
+// rebuildDamagedHistory checks the history store just recovered and, when
+// it finds a damaged block, discards the log, the snapshot and the history
+// as production does (io/rebuild.go): the Repairing flag first, then the
+// rest; the replica starts empty and repairing, and its leader gives
+// everything back. It reports whether it did.
+func (d *disk) rebuildDamagedHistory() bool {
+	w := d.n.w
+	err := d.hist.verify()
+	if err == nil {
+		return false
+	}
+	d.hard.Repairing = true
+	d.hist.remove(d.snap.hist)
+	d.snap, d.log = nil, nil
+	d.volLast, d.reportedDurable, d.durableCommit = 0, 0, 0
+	d.hist.recover("")
+	w.rebuilds++
+	w.tracef("disk %d recovery: history store damaged (%v): hard state marked repairing, log, snapshot and history discarded", d.n.idx, err)
+	return true
+}
+
 // recovered is what a restarting replica reads from the disk. A damaged
 // record is repaired first, as production storage does (io.recoverStorage):
 // the hard state's Repairing flag is made durable, then the log is cut just
@@ -407,6 +436,12 @@ func (d *disk) recovered() replica.Recovered {
 		from = d.snap.hist
 	}
 	d.hist.recover(from)
+	if d.histDamaged {
+		d.histDamaged = false
+		if d.rebuildDamagedHistory() {
+			rec = replica.Recovered{HardState: d.hard}
+		}
+	}
 	rec.Entries = make([]core.LogEntry, len(d.log))
 	for i, e := range d.log {
 		rec.Entries[i] = core.LogEntry{Index: e.Index, Term: e.Term, Data: slices.Clone(e.Data)}

@@ -155,6 +155,19 @@
 // cut log still holds, until the replica makes a larger one durable: the
 // replica appends the entries it lost again as it gets them back.
 //
+// Damaged history (a cluster of 3 or 5 only, under the same minority
+// rule). A crash may also damage, at a rate drawn from the seed (none, 1/5
+// or 1/2 of crashes), the tables of the history checkpoint of the crashed
+// replica's durable snapshot (bytes flipped in each table's first data
+// block; the live store restored from it shares them). Its restart opens
+// the restored store and reads all of it: the damage, found by pebble's
+// block checksums, makes it rebuild as production does (io/rebuild.go): it
+// sets the hard state's Repairing flag, discards its log, snapshot and
+// history, and starts empty; the leader's snapshot gives everything back.
+// (Production finds such damage when a read meets it; the simulator reads
+// the store whole at recovery, so that every damage is found and the
+// rebuild runs under the checkers.)
+//
 // The disk also fails the run if the replica appends with a gap or
 // overwrites entries at or below the commit index it made durable (even
 // with identical ones: production storage truncates first). Restart builds
@@ -167,7 +180,7 @@
 // votes with a log it lost acknowledged entries of.
 //
 // Faults (loss, duplication, stragglers, drops, partitions, crashes,
-// damaged logs) stop for the last part of the run (the quiet period), so
+// damaged logs and histories) stop for the last part of the run (the quiet period), so
 // that liveness can be checked; delays and drift go on.
 //
 // # Clients and workload

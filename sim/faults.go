@@ -27,8 +27,9 @@ const (
 	FaultsPartition
 	// FaultsCrash crashes replicas (losing unsynced writes, with torn
 	// tails) and restarts them; in a cluster, a crash may also damage a
-	// synced record of the replica's log (of a minority of the replicas at
-	// a time), which it must repair from its peers. Links lose nothing.
+	// synced record of the replica's log, or its history checkpoint (of a
+	// minority of the replicas at a time), which it must repair, or
+	// rebuild, from its peers. Links lose nothing.
 	FaultsCrash
 )
 

@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -21,6 +23,9 @@ type histStore struct {
 	fs    *vfs.MemFS
 	store *histstore.Store
 	seq   int // checkpoints taken, for their names
+	// openDamage is the damage that opening the store met (store is then
+	// nil), for verify.
+	openDamage error
 }
 
 const simLiveHistory = "history"
@@ -37,6 +42,11 @@ func newHistStore(n *node) *histStore {
 
 func (h *histStore) open() {
 	st, err := histstore.Open(h.fs, simLiveHistory, histstore.Options{CacheBytes: simHistoryCache})
+	h.openDamage = nil
+	if ce := (*histstore.CorruptionError)(nil); errors.As(err, &ce) {
+		h.openDamage = ce // found by opening: the recovery rebuilds (disk.recovered)
+		return
+	}
 	if err != nil {
 		h.n.w.fail("replica %d cannot open its history store: %v", h.n.idx, err)
 		return
@@ -140,6 +150,52 @@ func (h *histStore) close() {
 		h.failed("close", h.store.Close())
 		h.store = nil
 	}
+}
+
+// damage flips bytes in the first data block of every table of the
+// checkpoint dir (and so of the live store restored from it, whose tables
+// are links to them), and returns how many tables it damaged.
+func (h *histStore) damage(dir string) int {
+	names, err := h.fs.List(dir)
+	if h.failed("list a checkpoint", err) {
+		return 0
+	}
+	n := 0
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".sst") {
+			continue
+		}
+		f, err := h.fs.OpenReadWrite(h.fs.PathJoin(dir, name), vfs.WriteCategoryUnspecified)
+		if h.failed("open a table to damage", err) {
+			return n
+		}
+		b := make([]byte, 16)
+		if k, _ := f.ReadAt(b, 200); k == len(b) {
+			for i := range b {
+				b[i] ^= 0x5a
+			}
+			if _, err := f.WriteAt(b, 200); !h.failed("damage a table", err) {
+				n++
+			}
+		}
+		h.failed("close a damaged table", errors.Join(f.Sync(), f.Close()))
+	}
+	return n
+}
+
+// verify reads every event of the store (its digest), and returns the
+// damage that finds, or nil.
+func (h *histStore) verify() error {
+	if h.store == nil {
+		return h.openDamage
+	}
+	_, err := h.store.Digest()
+	var ce *histstore.CorruptionError
+	if errors.As(err, &ce) {
+		return ce
+	}
+	h.failed("verify", err)
+	return nil
 }
 
 // crash keeps what the filesystem synced, nothing else.

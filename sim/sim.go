@@ -22,6 +22,8 @@ type Stats struct {
 	Ops, Unknown, Abandoned int // operations; writes of unknown outcome; reads dropped
 	Crashes, Drops          int // replica crashes; connection drops
 	DamagedLogs             int // crashes that damaged a record of the replica's log
+	DamagedHistories        int // crashes that damaged the replica's history checkpoint
+	Rebuilds                int // recoveries that found history damaged and rebuilt
 	Partitions              int // partitions between replicas
 	LeaderChanges           int // terms with a (new) leader seen
 	PeerFrames, PeerLost    int // frames between replicas sent; lost (loss, cuts, crashes)
@@ -66,7 +68,7 @@ func (w *world) result() Result {
 	res := Result{Seed: seed, Ticks: w.ticks, Replicas: w.cfg.replicas, Faults: w.cfg.faults, Failure: w.failure, Digest: w.digest()}
 	res.Stats = Stats{Ops: len(w.hist.ops), Crashes: w.crashes, Drops: w.drops, Config: w.cfg.String(), Unchecked: w.unchecked,
 		Partitions: w.partitionsCut, LeaderChanges: w.leaderChanges, PeerFrames: w.peerSent, PeerLost: w.peerLost, PeerPeak: w.peerPeak, DigestNotes: w.digestNotes,
-		DamagedLogs: w.damagedLogs}
+		DamagedLogs: w.damagedLogs, DamagedHistories: w.damagedHistories, Rebuilds: w.rebuilds}
 	for _, op := range w.hist.ops {
 		switch op.status {
 		case stUnknown:

@@ -539,13 +539,14 @@ func TestDamagedLogRepairing(t *testing.T) {
 	}
 }
 
-// TestDamagedLogsFaultProfile: the crash profile damages logs in clusters
-// of three and five, never more than a minority at a time, and every run
-// passes; a cluster of one never gets the fault.
+// TestDamagedLogsFaultProfile: the crash profile damages logs and history
+// checkpoints in clusters of three and five, never more than a minority at
+// a time, and every run passes (a replica whose history is damaged
+// rebuilds); a cluster of one never gets the faults.
 func TestDamagedLogsFaultProfile(t *testing.T) {
 	t.Parallel()
 	for _, replicas := range []int{1, 3, 5} {
-		damaged := 0
+		damaged, histories, rebuilds := 0, 0, 0
 		for seed := int64(4001); seed < 4001+12; seed++ {
 			w := newWorld(seed, clusterTicks, Options{Replicas: replicas, Faults: FaultsCrash})
 			inner := w.onTick
@@ -555,7 +556,7 @@ func TestDamagedLogsFaultProfile(t *testing.T) {
 				}
 				k := 0
 				for _, n := range w.nodes {
-					if n.disk.hard.Repairing || n.disk.damaged != 0 {
+					if n.disk.damagedOrRepairing() {
 						k++
 					}
 				}
@@ -568,12 +569,15 @@ func TestDamagedLogsFaultProfile(t *testing.T) {
 				t.Errorf("seed %d failed:\n%s\nconfig: %s\nreplay: %s", seed, r.Failure, r.Stats.Config, r.ReplayCommand())
 			}
 			damaged += r.Stats.DamagedLogs
+			histories += r.Stats.DamagedHistories
+			rebuilds += r.Stats.Rebuilds
 		}
 		switch {
-		case replicas == 1 && damaged > 0:
-			t.Errorf("a cluster of one got %d damaged logs", damaged)
-		case replicas > 1 && damaged == 0:
-			t.Errorf("%d replicas: no damaged log in %d seeds", replicas, seedCount(12))
+		case replicas == 1 && damaged+histories > 0:
+			t.Errorf("a cluster of one got %d damaged logs and %d damaged histories", damaged, histories)
+		case replicas > 1 && (damaged == 0 || histories == 0 || rebuilds != histories):
+			t.Errorf("%d replicas: %d damaged logs, %d damaged histories and %d rebuilds in %d seeds", replicas, damaged, histories, rebuilds, seedCount(12))
 		}
+		t.Logf("%d replicas: %d damaged logs, %d damaged histories, %d rebuilds", replicas, damaged, histories, rebuilds)
 	}
 }

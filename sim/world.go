@@ -281,7 +281,7 @@ type world struct {
 	convergence string
 
 	crashes, drops, partitionsCut, leaderChanges int
-	damagedLogs                                  int
+	damagedLogs, damagedHistories, rebuilds      int
 	peerSent, peerLost, peerPeak, digestNotes    int
 }
 
@@ -636,6 +636,9 @@ func (w *world) crash(n *node) {
 	if w.cfg.damagePerCrash > 0 && w.rng.Float64() < w.cfg.damagePerCrash {
 		w.damageLog(n)
 	}
+	if w.cfg.damageHistoryPerCrash > 0 && w.rng.Float64() < w.cfg.damageHistoryPerCrash {
+		w.damageHistory(n)
+	}
 	for _, c := range n.conns {
 		c.open = false
 		w.schedule(w.now+1, &event{kind: evConnDown, conn: c})
@@ -663,13 +666,8 @@ func (w *world) damageLog(n *node) bool {
 	if n.up || len(d.log) == 0 {
 		return false
 	}
-	others := 0
-	for _, m := range w.nodes {
-		if m != n && (m.disk.hard.Repairing || m.disk.damaged != 0) {
-			others++
-		}
-	}
-	if others+1 > (len(w.nodes)-1)/2 {
+	others, ok := w.mayDamage(n)
+	if !ok {
 		return false
 	}
 	// Often the first entry after the snapshot (the log is then empty) or
@@ -689,6 +687,42 @@ func (w *world) damageLog(n *node) bool {
 	w.damagedLogs++
 	w.tracef("disk %d damaged: log record %d of %d..%d (after snapshot %d); %d other replicas damaged or repairing",
 		n.idx, at, first, last, last-uint64(len(d.log)), others)
+	return true
+}
+
+// mayDamage counts the replicas other than n that are damaged or
+// repairing, and reports whether n may be damaged too: at most (n-1)/2 at
+// once, counting it.
+func (w *world) mayDamage(n *node) (others int, ok bool) {
+	for _, m := range w.nodes {
+		if m != n && m.disk.damagedOrRepairing() {
+			others++
+		}
+	}
+	return others, others+1 <= (len(w.nodes)-1)/2
+}
+
+// damageHistory damages the tables of the history checkpoint of a crashed
+// replica's durable snapshot, found when it restarts (disk.recovered),
+// under damageLog's rule: at most (n-1)/2 replicas damaged or repairing at
+// once. It reports whether it did.
+func (w *world) damageHistory(n *node) bool {
+	d := n.disk
+	if n.up || d.snap == nil || d.snap.hist == "" || d.histDamaged {
+		return false
+	}
+	others, ok := w.mayDamage(n)
+	if !ok {
+		return false
+	}
+	tables := d.hist.damage(d.snap.hist)
+	if tables == 0 {
+		return false
+	}
+	d.histDamaged = true
+	w.damagedHistories++
+	w.tracef("disk %d damaged: %d tables of history checkpoint %s (snapshot %d); %d other replicas damaged or repairing",
+		n.idx, tables, d.snap.hist, d.snap.index, others)
 	return true
 }
 

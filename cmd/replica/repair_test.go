@@ -45,14 +45,7 @@ func testClusterRepairs(t *testing.T, what string, damage func(t *testing.T, dir
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	c := newCluster(t, 3)
-	for i := range c.procs {
-		c.start(i)
-	}
-	leader := c.leader(-1, 20*time.Second)
-	if leader < 0 {
-		t.Fatal("no leader elected within 20 s")
-	}
+	c, leader := startedCluster(t, 3)
 	follower := (leader + 1) % 3
 	wl := &writeLog{acked: map[uint64]bool{}}
 	opts := client.Options{RequestTimeout: time.Second, TotalTimeout: 5 * time.Second,

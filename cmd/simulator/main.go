@@ -19,7 +19,8 @@
 //	network    loss, duplication and reordering on every link, client connections dropped
 //	partition  network, plus partitions between replicas (splits, one-way cuts, isolated leader)
 //	crash      replica crashes (unsynced writes lost, torn log tails) and restarts;
-//	           with 3 or 5 replicas, damaged log records on a minority (repaired from peers)
+//	           with 3 or 5 replicas, damaged log records and history checkpoints on a
+//	           minority (repaired, or rebuilt, from peers)
 //	all        all of the above, each at a rate drawn from the seed
 //
 // Every profile has message delays and clock drift, and every fault stops
@@ -47,7 +48,7 @@ func main() {
 	parallel := flag.Int("parallel", runtime.NumCPU(), "seeds run at once (each seed runs in one goroutine)")
 	visualize := flag.String("visualize", "", "write a porcupine visualization of a non-linearizable history to this directory")
 	replicas := flag.Int("replicas", 0, "replicas in the cluster: 1, 3 or 5 (default: drawn from each seed)")
-	faultsName := flag.String("faults", "all", "fault profile: none, network, partition, crash (with damaged logs in a cluster) or all")
+	faultsName := flag.String("faults", "all", "fault profile: none, network, partition, crash (with damaged logs and histories in a cluster) or all")
 	flag.Parse()
 
 	faults, err := sim.ParseFaults(*faultsName)
@@ -78,8 +79,8 @@ func main() {
 }
 
 func report(r sim.Result, took time.Duration) {
-	fmt.Printf("seed %d: %d replicas, faults %s, %d ticks, %d operations (%d unknown outcome, %d reads abandoned), %d crashes, %d damaged logs, %d connection drops, %d partitions, %d leaders, %d of %d replica frames lost, %d digests compared, %.2fs\n",
-		r.Seed, r.Replicas, r.Faults, r.Ticks, r.Stats.Ops, r.Stats.Unknown, r.Stats.Abandoned, r.Stats.Crashes, r.Stats.DamagedLogs, r.Stats.Drops,
+	fmt.Printf("seed %d: %d replicas, faults %s, %d ticks, %d operations (%d unknown outcome, %d reads abandoned), %d crashes, %d damaged logs, %d damaged histories, %d connection drops, %d partitions, %d leaders, %d of %d replica frames lost, %d digests compared, %.2fs\n",
+		r.Seed, r.Replicas, r.Faults, r.Ticks, r.Stats.Ops, r.Stats.Unknown, r.Stats.Abandoned, r.Stats.Crashes, r.Stats.DamagedLogs, r.Stats.DamagedHistories, r.Stats.Drops,
 		r.Stats.Partitions, r.Stats.LeaderChanges, r.Stats.PeerLost, r.Stats.PeerFrames, r.Stats.DigestNotes, took.Seconds())
 	fmt.Printf("  config: %s\n  digest: %s\n", r.Stats.Config, r.Digest)
 	if len(r.Stats.Unchecked) > 0 {

@@ -43,4 +43,11 @@
 //     before the deletion (they keep their tables until the caller
 //     removes them), and the entity's id, which may stay in the MANIFEST
 //     as the bound of a table until pebble rewrites the MANIFEST.
+//   - Transfer: a checkpoint travels as a checkpoint stream (stream.go):
+//     a checksummed header naming its files, then their content, read
+//     from disk a chunk at a time (Stream) and written to a staging
+//     directory a chunk at a time, in order (Receiver), which checks the
+//     header and each file before it reports the stream complete; the
+//     directory is then a checkpoint that Restore opens as a store. Neither
+//     side holds more than a chunk and the header in memory.
 package history

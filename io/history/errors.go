@@ -15,6 +15,9 @@ import (
 type CorruptionError struct {
 	File   string       // the damaged file, when pebble names it
 	Entity core.Uint128 // the entity being read or written, when known
+	// Keys is the damaged block's key range, when pebble names it: its
+	// first and last keys, each an entity id and a timestamp (keyString).
+	Keys   string
 	Detail string
 	Err    error // the cause
 }
@@ -26,6 +29,9 @@ func (e *CorruptionError) Error() string {
 	}
 	if !e.Entity.IsZero() {
 		s += " reading entity " + e.Entity.String()
+	}
+	if e.Keys != "" {
+		s += ", keys " + e.Keys
 	}
 	if e.Detail != "" {
 		s += ": " + e.Detail
@@ -55,9 +61,19 @@ func wrapErr(err error, id core.Uint128) error {
 	ce = &CorruptionError{Entity: id, Detail: err.Error(), Err: err}
 	if info := pebble.ExtractDataCorruptionInfo(err); info != nil {
 		ce.File = info.Path
-		ce.Detail = fmt.Sprintf("%v (keys %s)", info.Details, info.Bounds.String())
+		ce.Keys = keyString(info.Bounds.Start) + " to " + keyString(info.Bounds.End.Key)
+		ce.Detail = fmt.Sprint(info.Details)
 	}
 	return ce
+}
+
+// keyString shows a key of the store: "entity <id> at <timestamp>" for an
+// event's, quoted bytes for any other.
+func keyString(k []byte) string {
+	if id, ts, err := decodeKey(k); err == nil {
+		return fmt.Sprintf("entity %s at %d", id, ts)
+	}
+	return fmt.Sprintf("%q", k)
 }
 
 // keyEntity is the entity of an event key (zero for any other key).

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -292,6 +293,10 @@ func TestCorruptBlockIsReported(t *testing.T) {
 			corrupt++
 			if ce.File != ssts[0] || ce.Entity != id {
 				t.Fatalf("corruption names %q entity %v, want %q %v", ce.File, ce.Entity, ssts[0], id)
+			}
+			// The block's key range: the first entity's oldest event on.
+			if first := "entity " + (core.Uint128{Lo: 1}).String() + " at 1000000000 to "; !strings.HasPrefix(ce.Keys, first) {
+				t.Fatalf("corruption names keys %q, want %q...", ce.Keys, first)
 			}
 			if _, _, err := v.Get(id, evs[0].TimestampNS); !errors.As(err, &ce) {
 				t.Fatalf("get from the damaged block: %v", err)
