@@ -721,8 +721,10 @@ func (w *world) damageHistory(n *node) bool {
 	}
 	d.histDamaged = true
 	w.damagedHistories++
-	w.tracef("disk %d damaged: %d tables of history checkpoint %s (snapshot %d); %d other replicas damaged or repairing",
-		n.idx, tables, d.snap.hist, d.snap.index, others)
+	// Not the table count: how many tables hold the same history depends
+	// on Pebble's background compactions (see disk.rebuildDamagedHistory).
+	w.tracef("disk %d damaged: the tables of history checkpoint %s (snapshot %d); %d other replicas damaged or repairing",
+		n.idx, d.snap.hist, d.snap.index, others)
 	return true
 }
 
