@@ -21,6 +21,11 @@ type Options struct {
 	// uncompressed stores blocks without compression, so that tests can
 	// look for a value's bytes in the files.
 	uncompressed bool
+	// holdCompactions keeps the compaction gate shut (tests build a store
+	// with tables piled up in L0); opened, a test sees the store before
+	// the gate opens.
+	holdCompactions bool
+	opened          func(*pebble.DB)
 }
 
 const defaultCacheBytes = 64 << 20
@@ -118,9 +123,18 @@ func pebbleOptions(fs vfs.FS, so Options) *pebble.Options {
 // whatever pebble flushed; recovery does not trust it but restores from a
 // checkpoint (Restore) and replays the log above it.
 func Open(fs vfs.FS, dir string, o Options) (*Store, error) {
-	db, err := pebble.Open(dir, pebbleOptions(fs, o))
+	po := pebbleOptions(fs, o)
+	gate := newOpenGate()
+	po.Experimental.CompactionScheduler = gate
+	db, err := pebble.Open(dir, po)
 	if err != nil {
 		return nil, wrapErr(err, core.Uint128{})
+	}
+	if o.opened != nil {
+		o.opened(db)
+	}
+	if !o.holdCompactions {
+		gate.release()
 	}
 	s := &Store{db: db, fs: fs, dir: dir}
 	v, closer, err := db.Get(appliedKey)
