@@ -44,9 +44,16 @@
 //     snapshot at N (the snapshot writer writes the snapshot's file only
 //     once the checkpoint is made, so a snapshot on disk has its history;
 //     checkpoints go with their snapshots), and installs the history of a
-//     leader's snapshot on a follower. At start, the store is restored from
-//     the recovered snapshot's checkpoint (empty without a snapshot); the
-//     log above it is then replayed. A failed write to the store stops the
+//     leader's snapshot on a follower. At start (recoverHistory,
+//     history.Recover), the store is kept as the crash left it when it
+//     holds the entries up to an index between the recovered snapshot's
+//     and the last the log knows committed, and no recovered entry at or
+//     below that index may read the store (replica.FirstHistoryRead):
+//     pebble's WAL is off, and each batch records its entry's index, so
+//     the store holds exactly those entries; the replay of the log above
+//     the snapshot skips their writes. Otherwise it is restored from the
+//     recovered snapshot's checkpoint (empty without a snapshot) and the
+//     replay writes every entry above it. A failed write to the store stops the
 //     server; a read that finds a damaged block answers an error, which
 //     stops the replica when it was applying an entry.
 //   - A snapshot encoder (one goroutine per EncodeSnapshot) encodes the

@@ -265,7 +265,7 @@ func openLocked(dir string, lock *DirLock, opts Options) (s *Server, err error) 
 	}
 	s.budget.drained = s.relieve
 	s.disk = newDisk(dir, log, rec.SnapshotIndex, s.loopDone, s.log)
-	hst, err := openHistory(dir, rec.SnapshotIndex, opts.HistoryCacheBytes, lg)
+	hst, err := recoverHistory(dir, rec, info.ReplicaCount, opts.HistoryCacheBytes, lg)
 	if err != nil {
 		return nil, err
 	}

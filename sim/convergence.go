@@ -49,6 +49,12 @@ func (w *world) noteDigest(n *node, why string) {
 	if n.noted && n.notedAt == applied {
 		return
 	}
+	if n.disk.hist.ahead(applied) {
+		// Recovery kept a store that holds entries the replay has not
+		// reached (history.Recover): the two are the state at no one
+		// index until the replay passes the store's.
+		return
+	}
 	n.noted, n.notedAt = true, applied
 	// The state's digest and the history store's: the store has every
 	// write of the entries applied (WriteHistory applies at once).

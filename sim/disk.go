@@ -406,10 +406,10 @@ func (d *disk) recovered() replica.Recovered {
 		rec.Snapshot, rec.SnapshotIndex, rec.SnapshotTerm = d.snap.data, d.snap.index, d.snap.term
 		from = d.snap.hist
 	}
-	d.hist.recover(from)
 	rec.Entries = make([]core.LogEntry, len(d.log))
 	for i, e := range d.log {
 		rec.Entries[i] = core.LogEntry{Index: e.Index, Term: e.Term, Data: slices.Clone(e.Data)}
 	}
+	d.hist.recover(from, rec)
 	return rec
 }

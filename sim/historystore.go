@@ -7,15 +7,16 @@ import (
 
 	"github.com/geoevent/geoevent/core"
 	histstore "github.com/geoevent/geoevent/io/history"
+	"github.com/geoevent/geoevent/replica"
 )
 
 // histStore is one replica's history store in the simulator: production's
 // (package io/history, over pebble) on pebble's crashable memory
 // filesystem, one each. The disk (disk.go) keeps, with each snapshot, the
 // name of the store's checkpoint taken when the snapshot was asked for;
-// a crash keeps only what the filesystem had synced, and recovery
-// restores the checkpoint of the snapshot it recovers, as production does
-// (io/historian.go).
+// a crash keeps only what the filesystem had synced, and recovery keeps
+// the store or restores the checkpoint of the snapshot it recovers, as
+// production does (io/historian.go).
 type histStore struct {
 	n     *node
 	fs    *vfs.MemFS
@@ -126,6 +127,12 @@ func (h *histStore) install(index uint64, events []core.GeoEvent) string {
 	return h.checkpoint()
 }
 
+// ahead reports whether the store holds an entry above applied (a store
+// that recovery kept, before the replay has passed it).
+func (h *histStore) ahead(applied uint64) bool {
+	return h.store != nil && h.store.Applied() > applied
+}
+
 func (h *histStore) digest() [32]byte {
 	if h.store == nil {
 		return [32]byte{}
@@ -148,18 +155,21 @@ func (h *histStore) crash() {
 	h.fs = h.fs.CrashClone(vfs.CrashCloneCfg{})
 }
 
-// recover makes the live store the checkpoint from ("": empty) and opens
-// it.
-func (h *histStore) recover(from string) {
+// recover opens the store for the replica recovering rec, as production
+// does (io/historian.go, history.Recover): the store as the crash left it
+// when the replay can go on from it, otherwise the checkpoint from (""
+// with no snapshot: empty).
+func (h *histStore) recover(from string, rec replica.Recovered) {
 	h.close()
-	var err error
-	if from == "" {
-		err = h.fs.RemoveAll(simLiveHistory)
-	} else {
-		err = histstore.Restore(h.fs, from, simLiveHistory)
-	}
-	if h.failed("restore", err) {
+	st, kept, err := histstore.Recover(h.fs, simLiveHistory, histstore.Recovery{
+		SnapshotIndex: rec.SnapshotIndex, Checkpoint: from,
+		Committed: rec.KnownCommitted(h.n.cfg.ReplicaCount), FirstRead: replica.FirstHistoryRead(rec.Entries),
+	}, histstore.Options{CacheBytes: simHistoryCache})
+	if h.failed("recover", err) {
 		return
 	}
-	h.open()
+	h.store = st
+	if kept {
+		h.n.w.tracef("replica %d kept its history store, which holds the entries up to %d (snapshot %d)", h.n.idx, st.Applied(), rec.SnapshotIndex)
+	}
 }
