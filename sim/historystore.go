@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"crypto/sha256"
+	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -22,6 +24,11 @@ type histStore struct {
 	fs    *vfs.MemFS
 	store *histstore.Store
 	seq   int // checkpoints taken, for their names
+
+	// The snapshot the last recovery started from (its index, and its
+	// checkpoint: "" for none), for digestAt.
+	recIndex uint64
+	recFrom  string
 }
 
 const simLiveHistory = "history"
@@ -127,10 +134,34 @@ func (h *histStore) install(index uint64, events []core.GeoEvent) string {
 	return h.checkpoint()
 }
 
-// ahead reports whether the store holds an entry above applied (a store
-// that recovery kept, before the replay has passed it).
-func (h *histStore) ahead(applied uint64) bool {
-	return h.store != nil && h.store.Applied() > applied
+// digestAt is the digest of the store as of the entries up to applied:
+// the store's own, unless recovery kept a store that holds entries above
+// applied (before the replay has passed them). Then, at the snapshot
+// recovery started from, it is the digest of that snapshot's checkpoint
+// (of an empty store without one): what a restore would have made the
+// store, and what the replay goes on from; at any other index no store
+// holds that state, and ok is false.
+func (h *histStore) digestAt(applied uint64) (d [32]byte, ok bool) {
+	if h.store == nil || h.store.Applied() <= applied {
+		return h.digest(), true
+	}
+	if applied != h.recIndex {
+		return d, false
+	}
+	if h.recFrom == "" {
+		return sha256.Sum256(nil), true // Store.Digest of no events
+	}
+	const scratch = "digest-scratch"
+	if h.failed("restore for a digest", histstore.Restore(h.fs, h.recFrom, scratch)) {
+		return d, false
+	}
+	st, err := histstore.Open(h.fs, scratch, histstore.Options{CacheBytes: simHistoryCache})
+	if h.failed("open for a digest", err) {
+		return d, false
+	}
+	d, err = st.Digest()
+	h.failed("digest", errors.Join(err, st.Close(), h.fs.RemoveAll(scratch)))
+	return d, true
 }
 
 func (h *histStore) digest() [32]byte {
@@ -168,8 +199,8 @@ func (h *histStore) recover(from string, rec replica.Recovered) {
 	if h.failed("recover", err) {
 		return
 	}
-	h.store = st
-	if kept {
+	h.store, h.recIndex, h.recFrom = st, rec.SnapshotIndex, from
+	if kept && st.Applied() > rec.SnapshotIndex {
 		h.n.w.tracef("replica %d kept its history store, which holds the entries up to %d (snapshot %d)", h.n.idx, st.Applied(), rec.SnapshotIndex)
 	}
 }
