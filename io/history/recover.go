@@ -47,10 +47,15 @@ func Recover(fs vfs.FS, dir string, r Recovery, o Options) (st *Store, kept bool
 		}
 	}
 	if _, err := fs.Stat(dir); err == nil {
-		st, err := Open(fs, dir, o)
+		// Compactions held until kept: one that starts would hold up the
+		// Close of a store that is not.
+		held := o
+		held.holdCompactions = true
+		st, err := Open(fs, dir, held)
 		if err == nil {
 			a := st.Applied()
 			if r.SnapshotIndex <= a && a <= max(r.Committed, r.SnapshotIndex) && (r.FirstRead == 0 || a < r.FirstRead) {
+				st.gate.release()
 				return st, true, nil
 			}
 			if err := st.Close(); err != nil {

@@ -21,9 +21,10 @@ type Options struct {
 	// uncompressed stores blocks without compression, so that tests can
 	// look for a value's bytes in the files.
 	uncompressed bool
-	// holdCompactions keeps the compaction gate shut (tests build a store
-	// with tables piled up in L0); opened, a test sees the store before
-	// the gate opens.
+	// holdCompactions keeps the compaction gate shut until gate.release
+	// (Recover, until it keeps the store: one it does not keep closes
+	// without waiting for a compaction; tests, to pile tables up in L0);
+	// opened, a test sees the store before the gate opens.
 	holdCompactions bool
 	opened          func(*pebble.DB)
 }
@@ -45,6 +46,7 @@ type Store struct {
 	// erasures compacts erased entity ranges in the background; Close
 	// waits for it (pebble's Compact must not outlive its DB).
 	erasures *eraser
+	gate     *openGate // the compaction scheduler
 }
 
 // quietLogger drops pebble's informational logs and errors (every error
@@ -118,8 +120,9 @@ func pebbleOptions(fs vfs.FS, so Options) *pebble.Options {
 
 // Open opens (creating if absent) the store in dir on fs. Pebble's WAL is
 // off: the Raft log is the only write-ahead log. What survives a crash is
-// whatever pebble flushed; recovery does not trust it but restores from a
-// checkpoint (Restore) and replays the log above it.
+// whatever pebble flushed, whole batches: the store reopens at the
+// Applied() of its last flush. Recover decides whether a recovering
+// replica keeps it or restores a checkpoint (Restore).
 func Open(fs vfs.FS, dir string, o Options) (*Store, error) {
 	po := pebbleOptions(fs, o)
 	gate := newOpenGate()
@@ -131,10 +134,7 @@ func Open(fs vfs.FS, dir string, o Options) (*Store, error) {
 	if o.opened != nil {
 		o.opened(db)
 	}
-	if !o.holdCompactions {
-		gate.release()
-	}
-	s := &Store{db: db, fs: fs, dir: dir}
+	s := &Store{db: db, fs: fs, dir: dir, gate: gate}
 	v, closer, err := db.Get(appliedKey)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
@@ -151,6 +151,9 @@ func Open(fs vfs.FS, dir string, o Options) (*Store, error) {
 		_ = closer.Close()
 	}
 	s.erasures = newEraser(db)
+	if !o.holdCompactions {
+		gate.release()
+	}
 	return s, nil
 }
 
