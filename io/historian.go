@@ -148,10 +148,13 @@ func recoverHistory(dir string, rec replica.Recovered, replicaCount uint32, cach
 		return nil, fmt.Errorf("open the history store: %w", err)
 	}
 	took := zap.Duration("took", time.Since(start).Round(time.Millisecond))
-	if kept {
+	switch {
+	case kept:
 		lg.Info("opened the history store as it was", zap.Uint64("holds_index", st.Applied()),
 			zap.Uint64("snapshot_index", rec.SnapshotIndex), took)
-	} else {
+	case rec.SnapshotIndex == 0:
+		lg.Info("started an empty history store (no snapshot: the log holds every entry)", zap.Uint64("first_read", r.FirstRead), took)
+	default:
 		lg.Info("restored the history store from the snapshot's checkpoint", zap.Uint64("index", rec.SnapshotIndex),
 			zap.Uint64("first_read", r.FirstRead), took)
 	}
