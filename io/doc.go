@@ -50,22 +50,30 @@
 //     snapshot at N (the snapshot writer writes the snapshot's file only
 //     once the checkpoint is made, so a snapshot on disk has its history;
 //     checkpoints go with their snapshots), and installs the history of a
-//     leader's snapshot on a follower. At start, the store is restored from
-//     the recovered snapshot's checkpoint (empty without a snapshot); the
-//     log above it is then replayed. A failed write to the store stops the
-//     server. A block that fails its checksum is never answered from
-//     (rebuild.go): the read that finds it fails the replica (a client's
-//     history query is answered 501 CORRUPTION first), and the loop logs
-//     the damaged file and key range; a replica of a cluster of one then
-//     stops (restore the data directory from a backup), one with peers
-//     rebuilds: the disk goroutine durably sets the hard state's Repairing
-//     flag, empties the log and removes the snapshots, the historian then
-//     empties the store and removes its checkpoints, and a new replica
-//     starts on the empty log, repairing, which the leader fills with its
-//     log or a snapshot. Their answers to the discarded replica's requests
-//     are dropped. A store damaged where opening it reads (pebble's
-//     MANIFEST, the applied index) stops a lone replica from starting and
-//     makes one with peers start so, empty and repairing.
+//     leader's snapshot on a follower. At start (recoverHistory,
+//     history.Recover), the store is kept as the crash left it when it
+//     holds the entries up to an index between the recovered snapshot's
+//     and the last the log knows committed, and no recovered entry at or
+//     below that index may read the store (replica.FirstHistoryRead):
+//     pebble's WAL is off, and each batch records its entry's index, so
+//     the store holds exactly those entries; the replay of the log above
+//     the snapshot skips their writes. Otherwise it is restored from the
+//     recovered snapshot's checkpoint (empty without a snapshot) and the
+//     replay writes every entry above it. A failed write to the store
+//     stops the server. A block that fails its checksum is never answered
+//     from (rebuild.go): the read that finds it fails the replica (a
+//     client's history query is answered 501 CORRUPTION first), and the
+//     loop logs the damaged file and key range; a replica of a cluster of
+//     one then stops (restore the data directory from a backup), one with
+//     peers rebuilds: the disk goroutine durably sets the hard state's
+//     Repairing flag, empties the log and removes the snapshots, the
+//     historian then empties the store and removes its checkpoints, and a
+//     new replica starts on the empty log, repairing, which the leader
+//     fills with its log or a snapshot. Their answers to the discarded
+//     replica's requests are dropped. A store damaged where opening it
+//     reads (pebble's MANIFEST, the applied index) stops a lone replica
+//     from starting and makes one with peers start so, empty and
+//     repairing.
 //   - A snapshot encoder (one goroutine per EncodeSnapshot) encodes the
 //     frozen view of the state the replica hands it, while the loop goes
 //     on, and reports SnapshotEncoded back to the loop. A decoder (one

@@ -15,6 +15,7 @@ import (
 
 	"github.com/geoevent/geoevent/core"
 	"github.com/geoevent/geoevent/io/history"
+	"github.com/geoevent/geoevent/replica"
 )
 
 // historian owns the replica's history store (package history; see
@@ -23,10 +24,11 @@ import (
 // has the store's checkpoint beside it, DIR/snapshot-N.history, taken in
 // queue order when the snapshot was asked for (core.IO.WriteSnapshot),
 // before the snapshot's file is written: a snapshot on disk has its
-// history. Recovery restores the checkpoint of the snapshot it restores
-// and replays the log above it (openHistory). Pebble's own write-ahead
-// log is off: what the store held past its checkpoint at a crash is not
-// trusted.
+// history. Pebble's own write-ahead log is off: after a crash the store
+// holds exactly the entries up to the index it recorded with its last
+// flushed batch. Recovery keeps it when the log above the snapshot can be
+// replayed onto it, and restores the snapshot's checkpoint otherwise
+// (recoverHistory, history.Recover).
 //
 // Reads are served from a view taken in queue order, so each sees exactly
 // the writes queued before it. They run on the historian's goroutine: a
@@ -126,6 +128,40 @@ func openHistory(dir string, snapIndex uint64, cacheBytes int64, lg *zap.Logger)
 	st, err := history.Open(vfs.Default, live, history.Options{CacheBytes: cacheBytes})
 	if err != nil {
 		return nil, fmt.Errorf("open the history store: %w", err)
+	}
+	return st, nil
+}
+
+// recoverHistory opens the history store of the data directory dir for a
+// replica recovering rec in a cluster of replicaCount (history.Recover):
+// the store as a crash left it when the replay of the log above the
+// snapshot can go on from it, otherwise the recovered snapshot's
+// checkpoint, or an empty store without a snapshot (the log then holds
+// every entry).
+func recoverHistory(dir string, rec replica.Recovered, replicaCount uint32, cacheBytes int64, lg *zap.Logger) (*history.Store, error) {
+	start := time.Now()
+	r := history.Recovery{SnapshotIndex: rec.SnapshotIndex, Committed: rec.KnownCommitted(replicaCount),
+		FirstRead: replica.FirstHistoryRead(rec.Entries)}
+	if rec.SnapshotIndex > 0 {
+		r.Checkpoint = filepath.Join(dir, checkpointDir(rec.SnapshotIndex))
+		if _, err := os.Stat(r.Checkpoint); err != nil {
+			return nil, fmt.Errorf("the snapshot at index %d has no history checkpoint (%s): a data directory written before history moved to disk cannot be read; restore it from a replica of this version: %w", rec.SnapshotIndex, r.Checkpoint, err)
+		}
+	}
+	st, kept, err := history.Recover(vfs.Default, filepath.Join(dir, liveHistoryDir), r, history.Options{CacheBytes: cacheBytes})
+	if err != nil {
+		return nil, fmt.Errorf("open the history store: %w", err)
+	}
+	took := zap.Duration("took", time.Since(start).Round(time.Millisecond))
+	switch {
+	case kept:
+		lg.Info("opened the history store as it was", zap.Uint64("holds_index", st.Applied()),
+			zap.Uint64("snapshot_index", rec.SnapshotIndex), took)
+	case rec.SnapshotIndex == 0:
+		lg.Info("started an empty history store (no snapshot: the log holds every entry)", zap.Uint64("first_read", r.FirstRead), took)
+	default:
+		lg.Info("restored the history store from the snapshot's checkpoint", zap.Uint64("index", rec.SnapshotIndex),
+			zap.Uint64("first_read", r.FirstRead), took)
 	}
 	return st, nil
 }

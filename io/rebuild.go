@@ -174,14 +174,14 @@ func discardLog(dir string, log *store.Log) error {
 	return syncDirPath(dir)
 }
 
-// openHistoryOrRebuild is openHistory for a replica of count replicas
+// openHistoryOrRebuild is recoverHistory for a replica of count replicas
 // whose storage recovered rec from log. A store damaged where opening it
 // reads (pebble's MANIFEST, the applied index) stops a replica of one,
 // with what to do; a replica with peers discards its log, snapshots and
 // history as a rebuild does (rebuild.go), and rec becomes what is left:
 // nothing, with the hard state repairing.
 func openHistoryOrRebuild(dir string, log *store.Log, rec *replica.Recovered, count uint32, cacheBytes int64, lg *zap.Logger) (*history.Store, error) {
-	st, err := openHistory(dir, rec.SnapshotIndex, cacheBytes, lg)
+	st, err := recoverHistory(dir, *rec, count, cacheBytes, lg)
 	ce := historyDamage(err)
 	if ce == nil {
 		return st, err
@@ -200,7 +200,7 @@ func openHistoryOrRebuild(dir string, log *store.Log, rec *replica.Recovered, co
 	if *rec, err = readRecovered(dir, log, lg); err != nil {
 		return nil, err
 	}
-	return openHistory(dir, 0, cacheBytes, lg)
+	return recoverHistory(dir, *rec, count, cacheBytes, lg)
 }
 
 // discard is the historian's part of a rebuild (histDiscard): once the

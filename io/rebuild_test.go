@@ -36,7 +36,16 @@ func damagedCheckpoint(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	st.Close()
-	ms, _ := filepath.Glob(filepath.Join(cp, "MANIFEST-*"))
+	// The live store too: recovery keeps it rather than restore the
+	// checkpoint when it can (history.Recover).
+	damageManifest(t, cp)
+	damageManifest(t, filepath.Join(dir, liveHistoryDir))
+}
+
+// damageManifest flips bytes all through the pebble MANIFEST in dir.
+func damageManifest(t *testing.T, dir string) {
+	t.Helper()
+	ms, _ := filepath.Glob(filepath.Join(dir, "MANIFEST-*"))
 	if len(ms) != 1 {
 		t.Fatalf("manifests %v", ms)
 	}

@@ -196,3 +196,48 @@ func clientTimestamps(payload []byte) bool {
 	}
 	return false
 }
+
+// FirstHistoryRead returns the index of the first of entries (a log
+// recovered after a snapshot, ascending) whose applying may read the
+// history store, 0 when none may: an insert or upsert that may name a
+// timestamp of its own, or a cleanup of expired events (needsReads asks
+// for no other). It decides on the entries alone, so it may name an entry
+// that reads nothing once applied, never miss one that reads. IO keeps the
+// history store a crash left only when it holds no entry from this one on
+// (io/history.Recover): a read must see the store as the entries before
+// it left it.
+func FirstHistoryRead(entries []core.LogEntry) uint64 {
+	for _, le := range entries {
+		e, err := decodeEntry(le.Data)
+		if err != nil || e.kind != kindOperation {
+			continue // applying reads nothing for it
+		}
+		switch e.op {
+		case core.OpInsert, core.OpUpsert:
+			if clientTimestamps(e.payload) {
+				return le.Index
+			}
+		case core.OpCleanupExpired:
+			return le.Index
+		}
+	}
+	return 0
+}
+
+// KnownCommitted is the last index of rec (its snapshot's, or its log's)
+// known to be committed in a cluster of replicaCount, so that it is the
+// same on every replica and for ever: a lone replica's log holds only
+// entries it appended as leader, which it commits all; a cluster's
+// replica knows its entries committed up to its hard state's commit
+// index.
+func (rec Recovered) KnownCommitted(replicaCount uint32) uint64 {
+	n := len(rec.Entries)
+	if n == 0 {
+		return rec.SnapshotIndex
+	}
+	last := rec.Entries[n-1].Index
+	if replicaCount == 1 {
+		return last
+	}
+	return max(rec.SnapshotIndex, min(last, rec.HardState.Commit))
+}

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/geoevent/geoevent/core"
@@ -104,5 +105,68 @@ func TestStaleHistoryAnswerIsDropped(t *testing.T) {
 	n.r.HistoryRead(12345, []core.HistoryAnswer{{Found: true}})
 	if st := n.r.Status(); st.Applied != applied || n.r.Err() != nil {
 		t.Fatalf("a stray answer: applied %d (was %d), err %v", st.Applied, applied, n.r.Err())
+	}
+}
+
+// FirstHistoryRead names the first recovered entry that may read the
+// store: an insert or upsert with a timestamp of its own, or a cleanup;
+// never one whose events all take the server's time, nor other kinds.
+func TestFirstHistoryRead(t *testing.T) {
+	id := core.Uint128{Lo: 5}
+	op := func(index uint64, o core.Operation, req any) core.LogEntry {
+		t.Helper()
+		payload, err := core.AppendRequest(nil, o, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := entry{kind: kindOperation, timestamp: 1e18, session: 1, request: uint32(index), op: o, payload: payload}
+		return core.LogEntry{Index: index, Term: 1, Data: e.appendTo(nil)}
+	}
+	fresh := &core.InsertRequest{Events: []core.GeoEvent{{EntityID: id}, {EntityID: core.Uint128{Lo: 6}}}}
+	own := &core.InsertRequest{Events: []core.GeoEvent{{EntityID: id}, {EntityID: id, TimestampNS: 7e17}}}
+	noop := entry{kind: kindNoop, timestamp: 1e18}
+	base := []core.LogEntry{
+		{Index: 10, Term: 1, Data: noop.appendTo(nil)},
+		op(11, core.OpInsert, fresh),
+		op(12, core.OpUpsert, fresh),
+		{Index: 13, Term: 1, Data: []byte{1, 2}}, // damaged: applying reports it, reads nothing
+	}
+	if got := FirstHistoryRead(base); got != 0 {
+		t.Fatalf("server-timestamped writes: first read %d, want 0", got)
+	}
+	for _, c := range []struct {
+		name string
+		le   core.LogEntry
+	}{
+		{"insert with its own timestamp", op(14, core.OpInsert, own)},
+		{"upsert with its own timestamp", op(14, core.OpUpsert, own)},
+		{"cleanup", op(14, core.OpCleanupExpired, &core.CleanupRequest{})},
+	} {
+		entries := append(slices.Clone(base), c.le, op(15, core.OpInsert, own))
+		if got := FirstHistoryRead(entries); got != 14 {
+			t.Errorf("%s: first read %d, want 14", c.name, got)
+		}
+	}
+}
+
+// KnownCommitted: a lone replica's whole log, a cluster's up to its hard
+// state's commit, never below the snapshot.
+func TestKnownCommitted(t *testing.T) {
+	rec := Recovered{SnapshotIndex: 10, HardState: core.HardState{Commit: 12}}
+	if got := rec.KnownCommitted(3); got != 10 {
+		t.Fatalf("no entries: %d, want the snapshot's 10", got)
+	}
+	for i := uint64(11); i <= 15; i++ {
+		rec.Entries = append(rec.Entries, core.LogEntry{Index: i, Term: 1})
+	}
+	if got := rec.KnownCommitted(1); got != 15 {
+		t.Fatalf("lone replica: %d, want 15", got)
+	}
+	if got := rec.KnownCommitted(3); got != 12 {
+		t.Fatalf("cluster: %d, want 12", got)
+	}
+	rec.HardState.Commit = 4
+	if got := rec.KnownCommitted(5); got != 10 {
+		t.Fatalf("cluster, commit below the snapshot: %d, want 10", got)
 	}
 }

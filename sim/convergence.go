@@ -49,10 +49,16 @@ func (w *world) noteDigest(n *node, why string) {
 	if n.noted && n.notedAt == applied {
 		return
 	}
+	// The history store's digest as of applied: see digestAt for a store
+	// that recovery kept ahead of the replay (history.Recover).
+	hist, ok := n.disk.hist.digestAt(applied)
+	if !ok {
+		return
+	}
 	n.noted, n.notedAt = true, applied
 	// The state's digest and the history store's: the store has every
 	// write of the entries applied (WriteHistory applies at once).
-	sm, hist := n.r.Digest(), n.disk.hist.digest()
+	sm := n.r.Digest()
 	d := sha256.Sum256(append(sm[:], hist[:]...))
 	if w.mutateDigest != nil {
 		d = w.mutateDigest(n, applied, d)

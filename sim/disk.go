@@ -395,7 +395,7 @@ func (d *disk) rebuildDamagedHistory() bool {
 	d.hist.remove(d.snap.hist)
 	d.snap, d.log = nil, nil
 	d.volLast, d.reportedDurable, d.durableCommit = 0, 0, 0
-	d.hist.recover("")
+	d.hist.empty()
 	w.rebuilds++
 	// The trace names no table or key: Pebble's background compactions
 	// lay out the tables, so which damaged block is met first differs
@@ -438,16 +438,16 @@ func (d *disk) recovered() replica.Recovered {
 		rec.Snapshot, rec.SnapshotIndex, rec.SnapshotTerm = d.snap.data, d.snap.index, d.snap.term
 		from = d.snap.hist
 	}
-	d.hist.recover(from)
+	rec.Entries = make([]core.LogEntry, len(d.log))
+	for i, e := range d.log {
+		rec.Entries[i] = core.LogEntry{Index: e.Index, Term: e.Term, Data: slices.Clone(e.Data)}
+	}
+	d.hist.recover(from, rec)
 	if d.histDamaged {
 		d.histDamaged = false
 		if d.rebuildDamagedHistory() {
 			rec = replica.Recovered{HardState: d.hard}
 		}
-	}
-	rec.Entries = make([]core.LogEntry, len(d.log))
-	for i, e := range d.log {
-		rec.Entries[i] = core.LogEntry{Index: e.Index, Term: e.Term, Data: slices.Clone(e.Data)}
 	}
 	return rec
 }

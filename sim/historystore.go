@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,15 +10,16 @@ import (
 
 	"github.com/geoevent/geoevent/core"
 	histstore "github.com/geoevent/geoevent/io/history"
+	"github.com/geoevent/geoevent/replica"
 )
 
 // histStore is one replica's history store in the simulator: production's
 // (package io/history, over pebble) on pebble's crashable memory
 // filesystem, one each. The disk (disk.go) keeps, with each snapshot, the
 // name of the store's checkpoint taken when the snapshot was asked for;
-// a crash keeps only what the filesystem had synced, and recovery
-// restores the checkpoint of the snapshot it recovers, as production does
-// (io/historian.go).
+// a crash keeps only what the filesystem had synced, and recovery keeps
+// the store or restores the checkpoint of the snapshot it recovers, as
+// production does (io/historian.go).
 type histStore struct {
 	n     *node
 	fs    *vfs.MemFS
@@ -26,6 +28,11 @@ type histStore struct {
 	// openDamage is the damage that opening the store met (store is then
 	// nil), for verify.
 	openDamage error
+
+	// The snapshot the last recovery started from (its index, and its
+	// checkpoint: "" for none), for digestAt.
+	recIndex uint64
+	recFrom  string
 }
 
 const simLiveHistory = "history"
@@ -136,6 +143,36 @@ func (h *histStore) install(index uint64, events []core.GeoEvent) string {
 	return h.checkpoint()
 }
 
+// digestAt is the digest of the store as of the entries up to applied:
+// the store's own, unless recovery kept a store that holds entries above
+// applied (before the replay has passed them). Then, at the snapshot
+// recovery started from, it is the digest of that snapshot's checkpoint
+// (of an empty store without one): what a restore would have made the
+// store, and what the replay goes on from; at any other index no store
+// holds that state, and ok is false.
+func (h *histStore) digestAt(applied uint64) (d [32]byte, ok bool) {
+	if h.store == nil || h.store.Applied() <= applied {
+		return h.digest(), true
+	}
+	if applied != h.recIndex {
+		return d, false
+	}
+	if h.recFrom == "" {
+		return sha256.Sum256(nil), true // Store.Digest of no events
+	}
+	const scratch = "digest-scratch"
+	if h.failed("restore for a digest", histstore.Restore(h.fs, h.recFrom, scratch)) {
+		return d, false
+	}
+	st, err := histstore.Open(h.fs, scratch, histstore.Options{CacheBytes: simHistoryCache})
+	if h.failed("open for a digest", err) {
+		return d, false
+	}
+	d, err = st.Digest()
+	h.failed("digest", errors.Join(err, st.Close(), h.fs.RemoveAll(scratch)))
+	return d, true
+}
+
 func (h *histStore) digest() [32]byte {
 	if h.store == nil {
 		return [32]byte{}
@@ -152,10 +189,15 @@ func (h *histStore) close() {
 	}
 }
 
-// damage flips bytes in the first data block of every table of the
-// checkpoint dir (and so of the live store restored from it, whose tables
-// are links to them), and returns how many tables it damaged.
+// damage overwrites bytes in the first data block of every table in dir
+// (a checkpoint, or the live store, whose tables may be links to the
+// checkpoint's: an overwrite, unlike a flip, damages a linked table the
+// same whether it is reached once or twice), and returns how many tables
+// it damaged.
 func (h *histStore) damage(dir string) int {
+	if _, err := h.fs.Stat(dir); err != nil {
+		return 0 // no such store (none was opened since the last rebuild)
+	}
 	names, err := h.fs.List(dir)
 	if h.failed("list a checkpoint", err) {
 		return 0
@@ -170,9 +212,9 @@ func (h *histStore) damage(dir string) int {
 			return n
 		}
 		b := make([]byte, 16)
-		if k, _ := f.ReadAt(b, 200); k == len(b) {
+		if k, _ := f.ReadAt(b, 200); k == len(b) && string(b) != strings.Repeat("\xa5", len(b)) {
 			for i := range b {
-				b[i] ^= 0x5a
+				b[i] = 0xa5
 			}
 			if _, err := f.WriteAt(b, 200); !h.failed("damage a table", err) {
 				n++
@@ -204,18 +246,36 @@ func (h *histStore) crash() {
 	h.fs = h.fs.CrashClone(vfs.CrashCloneCfg{})
 }
 
-// recover makes the live store the checkpoint from ("": empty) and opens
-// it.
-func (h *histStore) recover(from string) {
+// recover opens the store for the replica recovering rec, as production
+// does (io/historian.go, history.Recover): the store as the crash left it
+// when the replay can go on from it, otherwise the checkpoint from (""
+// with no snapshot: empty).
+func (h *histStore) recover(from string, rec replica.Recovered) {
 	h.close()
-	var err error
-	if from == "" {
-		err = h.fs.RemoveAll(simLiveHistory)
-	} else {
-		err = histstore.Restore(h.fs, from, simLiveHistory)
-	}
-	if h.failed("restore", err) {
+	st, kept, err := histstore.Recover(h.fs, simLiveHistory, histstore.Recovery{
+		SnapshotIndex: rec.SnapshotIndex, Checkpoint: from,
+		Committed: rec.KnownCommitted(h.n.cfg.ReplicaCount), FirstRead: replica.FirstHistoryRead(rec.Entries),
+	}, histstore.Options{CacheBytes: simHistoryCache})
+	h.openDamage = nil
+	if ce := (*histstore.CorruptionError)(nil); errors.As(err, &ce) {
+		h.openDamage = ce // found by opening: the recovery rebuilds (disk.recovered)
 		return
 	}
-	h.open()
+	if h.failed("recover", err) {
+		return
+	}
+	h.store, h.recIndex, h.recFrom = st, rec.SnapshotIndex, from
+	if kept && st.Applied() > rec.SnapshotIndex {
+		h.n.w.tracef("replica %d kept its history store, which holds the entries up to %d (snapshot %d)", h.n.idx, st.Applied(), rec.SnapshotIndex)
+	}
+}
+
+// empty replaces the live store by an empty one (a rebuild: the damaged
+// store is never opened again).
+func (h *histStore) empty() {
+	h.close()
+	if h.failed("remove the damaged store", h.fs.RemoveAll(simLiveHistory)) {
+		return
+	}
+	h.recover("", replica.Recovered{})
 }

@@ -715,7 +715,10 @@ func (w *world) damageHistory(n *node) bool {
 	if !ok {
 		return false
 	}
-	tables := d.hist.damage(d.snap.hist)
+	// The live store too: recovery may keep it rather than restore the
+	// checkpoint (history.Recover), and a damage it never reads would
+	// wait, unfound, for a later recovery that restores the checkpoint.
+	tables := d.hist.damage(d.snap.hist) + d.hist.damage(simLiveHistory)
 	if tables == 0 {
 		return false
 	}
@@ -723,7 +726,7 @@ func (w *world) damageHistory(n *node) bool {
 	w.damagedHistories++
 	// Not the table count: how many tables hold the same history depends
 	// on Pebble's background compactions (see disk.rebuildDamagedHistory).
-	w.tracef("disk %d damaged: the tables of history checkpoint %s (snapshot %d); %d other replicas damaged or repairing",
+	w.tracef("disk %d damaged: the tables of its history store and checkpoint %s (snapshot %d); %d other replicas damaged or repairing",
 		n.idx, d.snap.hist, d.snap.index, others)
 	return true
 }

@@ -24,11 +24,18 @@
 //     which entries the stored events reflect. Replay is idempotent: an
 //     entry at or below Applied() is skipped.
 //   - Durable when: after a crash the store holds whatever pebble had
-//     flushed, which the caller does not trust. A Checkpoint (a flush, then
-//     a pebble checkpoint in a new directory) is durable when it returns
-//     and holds exactly the writes up to the index it returns; recovery
-//     Restores the latest checkpoint and replays the log above its index.
+//     flushed: whole batches, so exactly the entries up to the Applied()
+//     it reopens at. A Checkpoint (a flush, then a pebble checkpoint in a
+//     new directory) is durable when it returns and holds exactly the
+//     writes up to the index it returns. Recover keeps the store as it is
+//     when the caller's log can be replayed onto it (see Recovery), and
+//     otherwise Restores the snapshot's checkpoint, atomically (a crash
+//     never leaves a part of one); the caller replays the log above.
 //     Close flushes, so a store closed cleanly reopens at Applied().
+//   - Opening does not wait for compactions: the store's compaction
+//     scheduler (openGate) grants none until pebble.Open has returned,
+//     so a store with tables piled up in L0 opens in milliseconds and
+//     compacts them while it serves.
 //   - Reads: a View is a pebble snapshot, consistent as of the Apply
 //     before it, whatever Apply does meanwhile. Every block read is
 //     checked against its checksum; a damaged block, key or value is

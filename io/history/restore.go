@@ -12,22 +12,26 @@ import (
 // where fs allows), replacing what dir held. The store in dir must be
 // closed. Tables (.sst) and blob files (.blob), which pebble never changes
 // once written, are linked; every other file is copied, so that the store
-// opened in dir cannot change the checkpoint. The copy is synced before
-// Restore returns; a Restore cut short by a crash leaves dir unusable
-// until Restore is run again.
+// opened in dir cannot change the checkpoint. The copy is built and synced
+// beside dir (dir+".restoring") and renamed into place, the old dir first
+// renamed aside (dir+".old") and then removed: a crash at any moment leaves
+// dir whole, the old store or the new one, or absent, never a part of one
+// (Recover may open it as it is). Restore, and Recover, remove what a
+// crash left of those two.
 func Restore(fs vfs.FS, from, dir string) error {
 	names, err := fs.List(from)
 	if err != nil {
 		return err
 	}
-	if err := fs.RemoveAll(dir); err != nil {
+	tmp, old := dir+".restoring", dir+".old"
+	if err := fs.RemoveAll(tmp); err != nil {
 		return err
 	}
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
+	if err := fs.MkdirAll(tmp, 0o755); err != nil {
 		return err
 	}
 	for _, name := range names {
-		src, dst := fs.PathJoin(from, name), fs.PathJoin(dir, name)
+		src, dst := fs.PathJoin(from, name), fs.PathJoin(tmp, name)
 		if strings.HasSuffix(name, ".sst") || strings.HasSuffix(name, ".blob") {
 			if err := fs.Link(src, dst); err == nil {
 				continue
@@ -37,10 +41,28 @@ func Restore(fs vfs.FS, from, dir string) error {
 			return err
 		}
 	}
-	if err := syncDir(fs, dir); err != nil {
+	if err := syncDir(fs, tmp); err != nil {
 		return err
 	}
-	return syncDir(fs, fs.PathDir(dir))
+	if err := fs.RemoveAll(old); err != nil {
+		return err
+	}
+	if _, err := fs.Stat(dir); err == nil {
+		if err := fs.Rename(dir, old); err != nil {
+			return err
+		}
+	}
+	if err := fs.Rename(tmp, dir); err != nil {
+		return err
+	}
+	parent := fs.PathDir(dir)
+	if err := syncDir(fs, parent); err != nil {
+		return err
+	}
+	if err := fs.RemoveAll(old); err != nil {
+		return err
+	}
+	return syncDir(fs, parent)
 }
 
 // copyFile copies src to a new file dst and syncs it.

@@ -21,6 +21,12 @@ type Options struct {
 	// uncompressed stores blocks without compression, so that tests can
 	// look for a value's bytes in the files.
 	uncompressed bool
+	// holdCompactions keeps the compaction gate shut until gate.release
+	// (Recover, until it keeps the store: one it does not keep closes
+	// without waiting for a compaction; tests, to pile tables up in L0);
+	// opened, a test sees the store before the gate opens.
+	holdCompactions bool
+	opened          func(*pebble.DB)
 }
 
 const defaultCacheBytes = 64 << 20
@@ -40,6 +46,7 @@ type Store struct {
 	// erasures compacts erased entity ranges in the background; Close
 	// waits for it (pebble's Compact must not outlive its DB).
 	erasures *eraser
+	gate     *openGate // the compaction scheduler
 }
 
 // quietLogger drops pebble's informational logs and errors (every error
@@ -54,26 +61,24 @@ func (quietLogger) Fatalf(format string, args ...interface{}) {
 	panic(fmt.Sprintf("pebble: "+format, args...))
 }
 
-// zstdProfile is pebble's zstd profile at level 7 for data blocks.
-var zstdProfile = func() *sstable.CompressionProfile {
-	p := *sstable.ZstdCompression
-	p.DataBlocks.Level = 7
-	return &p
-}()
-
 // pebbleOptions are the store's pebble options, tuned for the fleet track
 // load (see bench_test.go): many entities, each appending events with
 // increasing timestamps, so that every flush spans the whole key space.
 // Measured there (process CPU time an event over 6 M events, flushes and
 // compactions included): 16 MiB memtables 1.47-1.77 µs, 64 MiB 1.95-2.09
-// µs (a larger skiplist costs more an insert than the rarer flushes save);
-// zstd level 7 below L0 costs no more than level 3 within the noise and
-// stores 4% less. 32 KiB blocks: 31.4 bytes an event once compacted and
-// a warm p50 of 179 µs for one entity's latest 1,000 events, against
-// 31.6 and 198 µs with 16 KiB and 33.0 and 253 µs with 4 KiB. No bloom
-// filters: reads are range scans of one entity,
-// which a whole-key filter does not serve, and a filter would cost about
-// 1.25 bytes an event.
+// µs (a larger skiplist costs more an insert than the rarer flushes save).
+// Below L0, zstd at pebble's default level 3: in a track load zstd was a
+// third of the replica's CPU time (compactions rewrite every level's
+// tables many times over), and against level 7 the replica used 9.5% less
+// CPU time an event (median of 3 alternated 6 M-event loads, 13.8 against
+// 15.3 s) for 4.4% more bytes once compacted (32.7 against 31.4 bytes an
+// event, BenchmarkBytesPerEvent; level 1 stores 33.1 and cost no less
+// than 3 within the noise). 32 KiB blocks (measured at level 7): 31.4
+// bytes an event once compacted and a warm p50 of 179 µs for one
+// entity's latest 1,000 events, against 31.6 and 198 µs with 16 KiB and
+// 33.0 and 253 µs with 4 KiB. No bloom filters: reads are range scans of
+// one entity, which a whole-key filter does not serve, and a filter would
+// cost about 1.25 bytes an event.
 func pebbleOptions(fs vfs.FS, so Options) *pebble.Options {
 	cache := so.CacheBytes
 	if cache <= 0 {
@@ -106,7 +111,7 @@ func pebbleOptions(fs vfs.FS, so Options) *pebble.Options {
 		case i == 0:
 			l.Compression = func() *sstable.CompressionProfile { return sstable.SnappyCompression }
 		default:
-			l.Compression = func() *sstable.CompressionProfile { return zstdProfile }
+			l.Compression = func() *sstable.CompressionProfile { return sstable.ZstdCompression }
 		}
 	}
 	o.EnsureDefaults()
@@ -115,14 +120,21 @@ func pebbleOptions(fs vfs.FS, so Options) *pebble.Options {
 
 // Open opens (creating if absent) the store in dir on fs. Pebble's WAL is
 // off: the Raft log is the only write-ahead log. What survives a crash is
-// whatever pebble flushed; recovery does not trust it but restores from a
-// checkpoint (Restore) and replays the log above it.
+// whatever pebble flushed, whole batches: the store reopens at the
+// Applied() of its last flush. Recover decides whether a recovering
+// replica keeps it or restores a checkpoint (Restore).
 func Open(fs vfs.FS, dir string, o Options) (*Store, error) {
-	db, err := pebble.Open(dir, pebbleOptions(fs, o))
+	po := pebbleOptions(fs, o)
+	gate := newOpenGate()
+	po.Experimental.CompactionScheduler = gate
+	db, err := pebble.Open(dir, po)
 	if err != nil {
 		return nil, wrapErr(err, core.Uint128{})
 	}
-	s := &Store{db: db, fs: fs, dir: dir}
+	if o.opened != nil {
+		o.opened(db)
+	}
+	s := &Store{db: db, fs: fs, dir: dir, gate: gate}
 	v, closer, err := db.Get(appliedKey)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
@@ -139,6 +151,9 @@ func Open(fs vfs.FS, dir string, o Options) (*Store, error) {
 		_ = closer.Close()
 	}
 	s.erasures = newEraser(db)
+	if !o.holdCompactions {
+		gate.release()
+	}
 	return s, nil
 }
 
