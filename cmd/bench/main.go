@@ -27,6 +27,9 @@
 // run insert first (or --preload) so that reads find data.
 // --events N ends the run once N events are written or read (the
 // operations under way finish), before --duration if it comes first.
+// --fences N puts N fences (20-vertex polygons about 900 m across, at
+// random over the box; binary protocol only) before the load, so that
+// writes are judged against them (docs/performance.md, Fences).
 //
 // capacity.sh is a capacity run of history on disk: it starts a dev
 // replica on a fresh directory, runs a track load of --events, samples the
@@ -101,6 +104,7 @@ type config struct {
 	procs       int // GOMAXPROCS; 0 leaves Go's default
 	span        time.Duration
 	events      int64 // --events: stop once this many events are done (0: at --duration only)
+	fences      int   // --fences: put this many fences before the load (binary protocol)
 }
 
 func main() {
@@ -133,6 +137,7 @@ func parseFlags(args []string) (config, error) {
 	conc := fs.Int("concurrency", 4, "parallel sessions")
 	dur := fs.Duration("duration", 20*time.Second, "how long to run")
 	maxEvents := fs.Int64("events", 0, "stop once this many events are written or read (the operations under way finish), or at --duration; 0: at --duration only")
+	fences := fs.Int("fences", 0, "put this many fences (20-vertex polygons about 900 m across, at random over the box, named bench-fence-0 on) before the load, through the binary protocol")
 	preload := fs.Bool("preload", false, "insert every entity once before measuring (in 10,000-event batches)")
 	progress := fs.Duration("progress", 5*time.Second, "progress line interval (0 = none)")
 	procs := fs.Int("procs", 1, "threads running the bench's Go code at once (GOMAXPROCS; 0 = one per core): 1 leaves the other cores to a server on the same machine")
@@ -142,7 +147,7 @@ func parseFlags(args []string) (config, error) {
 	}
 	cfg := config{addresses: strings.Split(*addrs, ","), op: *op, entities: *entities, batch: *batch,
 		concurrency: *conc, duration: *dur, preload: *preload, progress: *progress, httpURL: *httpURL, httpClient: *httpClient,
-		cpuProfile: *cpuProfile, procs: *procs, span: *span, redisAddr: *redisAddr, tile38Addr: *tile38Addr, peerKey: *peerKey, peerPipe: *peerPipe, events: *maxEvents}
+		cpuProfile: *cpuProfile, procs: *procs, span: *span, redisAddr: *redisAddr, tile38Addr: *tile38Addr, peerKey: *peerKey, peerPipe: *peerPipe, events: *maxEvents, fences: *fences}
 	targets := 0
 	for _, s := range []string{cfg.httpURL, cfg.redisAddr, cfg.tile38Addr} {
 		if s != "" {
@@ -169,6 +174,10 @@ func parseFlags(args []string) (config, error) {
 		return cfg, errors.New("--procs must be 0 (one per core) or more")
 	case cfg.events < 0:
 		return cfg, errors.New("--events must be 0 (no limit) or more")
+	case cfg.fences < 0 || cfg.fences > core.MaxFences:
+		return cfg, fmt.Errorf("--fences must be 0 to %d", core.MaxFences)
+	case cfg.fences > 0 && targets > 0:
+		return cfg, errors.New("--fences puts fences over the binary protocol only")
 	}
 	cfg.mix = map[string]int{cfg.op: 1}
 	if cfg.op == "mixed" {
@@ -253,6 +262,11 @@ func run(cfg config) error {
 	}
 	defer c.close()
 	ctx := context.Background()
+	if cfg.fences > 0 {
+		if err := putFences(ctx, c.(binaryTarget).c, cfg, cfg.fences); err != nil {
+			return err
+		}
+	}
 	if cfg.preload {
 		if err := preload(ctx, c, cfg); err != nil {
 			return err

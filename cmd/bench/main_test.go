@@ -1,6 +1,11 @@
 package main
 
-import "testing"
+import (
+	"reflect"
+	"testing"
+
+	"github.com/geoevent/geoevent/statemachine"
+)
 
 func TestParseFlags(t *testing.T) {
 	cfg, err := parseFlags([]string{"--cluster", "1", "--op", "mixed", "--mix", "upsert=3,radius=1,ping=2"})
@@ -16,6 +21,8 @@ func TestParseFlags(t *testing.T) {
 		{"--cluster", "1", "--events", "-1"},
 		{"--http", "http://127.0.0.1:8080", "--http-client", "curl"},
 		{"--cluster", "1", "--op", "latest-batch", "--batch", "10001"},
+		{"--cluster", "1", "--fences", "-1"},
+		{"--http", "http://127.0.0.1:8080", "--fences", "10"},
 	} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("%v accepted", bad)
@@ -52,6 +59,27 @@ func TestPeerFlags(t *testing.T) {
 	} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+// TestBenchFences checks that --fences' fences are valid polygons in the
+// box, named apart, and the same in every run.
+func TestBenchFences(t *testing.T) {
+	sm := statemachine.New()
+	for i := range 50 {
+		f := benchFence(i)
+		if !reflect.DeepEqual(f, benchFence(i)) {
+			t.Fatalf("fence %d differs between draws", i)
+		}
+		for _, v := range f.Vertices {
+			if v.LatNano < 37_100_000_000 || v.LatNano > 39_120_000_000 || v.LonNano < 12_350_000_000 || v.LonNano > 14_370_000_000 {
+				t.Fatalf("fence %d: vertex %v outside the box", i, v)
+			}
+		}
+		r, err := sm.PutFence(0, f)
+		if err != nil || !r.Created {
+			t.Fatalf("fence %d: %+v %v", i, r, err)
 		}
 	}
 }
