@@ -38,10 +38,12 @@ func benchFencePolygon(lat, lon int64) []core.Coordinate {
 }
 
 // fenced returns a state machine like loaded's with benchFences fences,
-// built once. Its feed keeps the last 1,000,000 notifications.
+// built once: on the same store (newBench), so that the difference
+// between a Fenced benchmark and its twin without fences is the fences'.
+// Its feed keeps the last 1,000,000 notifications.
 func fenced(b *testing.B) (*StateMachine, uint64) {
 	fencedOnce.Do(func() {
-		fencedSM, fencedNow = New(), epoch
+		fencedSM, fencedNow = newBench(), epoch
 		fencedSM.SetFeedRetention(0, 1_000_000)
 		r := rand.New(rand.NewPCG(7, 8))
 		for i := range benchFences {
