@@ -93,7 +93,14 @@ func bucketOf(leaf uint64) uint32 {
 	return uint32(leaf>>subBits) & (blockBits - 1)
 }
 
-// addIndex adds f's covering, with f in a free slot.
+// fenceBlockUse is a block a fence's covering has cells in, and how many.
+type fenceBlockUse struct {
+	key   uint64
+	cells uint32
+}
+
+// addIndex adds f's covering, with f in a free slot, and drops f.cells
+// and f.inside: the index holds them.
 func (fs *fenceSet) addIndex(f *fence) {
 	if n := len(fs.free); n > 0 {
 		f.slot = fs.free[n-1]
@@ -115,6 +122,7 @@ func (fs *fenceSet) addIndex(f *fence) {
 			fs.big[c] = append(fs.big[c], fenceRef{f, f.inside[i]})
 			fs.bigLevels[l]++
 			fs.bigMsk |= 1 << l
+			f.big = append(f.big, c)
 			continue
 		}
 		k := parentAt(c, blockLevel)
@@ -124,6 +132,11 @@ func (fs *fenceSet) addIndex(f *fence) {
 			fs.blocks[k] = b
 		}
 		b.cells++
+		if j := slices.IndexFunc(f.blocks, func(u fenceBlockUse) bool { return u.key == k }); j >= 0 {
+			f.blocks[j].cells++
+		} else {
+			f.blocks = append(f.blocks, fenceBlockUse{k, 1})
+		}
 		ref := f.slot<<1 | uint32(b2u(f.inside[i]))
 		if l >= bucketLevel {
 			b.pend = append(b.pend, fenceAdd{bucketOf(c), fenceEnt{uint32(c & subMask), ref}})
@@ -136,41 +149,34 @@ func (fs *fenceSet) addIndex(f *fence) {
 			b.pend = append(b.pend, fenceAdd{bucketOf(x), fenceEnt{1 << (subBits - 1), ref}})
 		}
 	}
+	// Sorted, so that the order of work at removal does not follow the
+	// covering's.
+	slices.SortFunc(f.blocks, func(a, b fenceBlockUse) int { return cmp.Compare(a.key, b.key) })
+	f.cells, f.inside = nil, nil
 }
 
 // removeIndex removes f's covering and frees its slot.
 func (fs *fenceSet) removeIndex(f *fence) {
 	fs.slots[f.slot] = nil
-	var keys []uint64 // the blocks f touched
-	for _, c := range f.cells {
-		l := cellLevel(c)
-		if l < blockLevel {
-			list := fs.big[c]
-			if i := slices.IndexFunc(list, func(r fenceRef) bool { return r.f == f }); i >= 0 {
-				list = slices.Delete(list, i, i+1)
-			}
-			if len(list) == 0 {
-				delete(fs.big, c)
-			} else {
-				fs.big[c] = list
-			}
-			if fs.bigLevels[l]--; fs.bigLevels[l] == 0 {
-				fs.bigMsk &^= 1 << l
-			}
-			continue
+	for _, c := range f.big {
+		list := fs.big[c]
+		if i := slices.IndexFunc(list, func(r fenceRef) bool { return r.f == f }); i >= 0 {
+			list = slices.Delete(list, i, i+1)
 		}
-		k := parentAt(c, blockLevel)
-		fs.blocks[k].cells--
-		if !slices.Contains(keys, k) {
-			keys = append(keys, k)
+		if len(list) == 0 {
+			delete(fs.big, c)
+		} else {
+			fs.big[c] = list
+		}
+		l := cellLevel(c)
+		if fs.bigLevels[l]--; fs.bigLevels[l] == 0 {
+			fs.bigMsk &^= 1 << l
 		}
 	}
-	// Sorted, so that the order of work does not follow f's cells.
-	slices.Sort(keys)
-	for _, k := range keys {
-		b := fs.blocks[k]
-		if b.cells == 0 {
-			delete(fs.blocks, k)
+	for _, u := range f.blocks {
+		b := fs.blocks[u.key]
+		if b.cells -= int(u.cells); b.cells == 0 {
+			delete(fs.blocks, u.key)
 			continue
 		}
 		fs.flush(b)
