@@ -2,7 +2,6 @@ package statemachine
 
 import (
 	"math"
-	"math/bits"
 	"slices"
 	"strings"
 
@@ -19,12 +18,14 @@ import (
 // judged against the fences (see fencesMoved and fencesGone) and each
 // transition it makes goes into the feed (feed.go).
 //
-// Candidates: each fence's covering, a set of disjoint S2 cells, is in the
-// index cell -> fences. An event's leaf cell (assigned by the leader and
-// carried by the log) finds its candidates by looking up its parent at
-// each level the index holds; only they get the exact test. The covering
-// holds the leaf cell of every point the exact test accepts (geom's
-// Ranges contract, and a margin for bboxes), so no fence is missed.
+// Candidates: each fence's covering, a set of disjoint S2 cells, is in
+// the index (fenceindex.go). An event's leaf cell (assigned by the leader
+// and carried by the log) finds the fences whose covering holds it, and
+// those of the entity's previous leaf cell, in one or two buckets of the
+// index; only they get the exact test, and a fence found through a cell
+// inside it needs none. The covering holds the leaf cell of every point
+// the exact test accepts (geom's Ranges contract, and a margin for
+// bboxes), so no fence is missed.
 //
 // Exact tests are geom's: a polygon by Polygon.ContainsPoint, which judges
 // a point the same way on every replica of a build; a circle by
@@ -35,24 +36,31 @@ import (
 // there is no membership state to drift, and a fence put over entities
 // already inside reports them as inside (not entered) when they move.
 
-// fence is one fence as the state machine holds it. It is never modified
-// once made: put_fence replaces it whole, so a frozen view may keep it.
+// fence is one fence as the state machine holds it. It is not modified
+// once in the index: put_fence replaces it whole, so a frozen view may
+// keep it.
 type fence struct {
-	def   core.Fence
-	poly  *geom.Polygon // FencePolygon
-	cap   geom.DetCap   // FenceCircle
-	cells []uint64      // the covering, in the index
-	// inside[i] says every point whose leaf cell lies in cells[i] is
-	// inside the shape, so that it needs no exact test there.
+	def  core.Fence
+	poly *geom.Polygon // FencePolygon
+	cap  geom.DetCap   // FenceCircle
+	// cells is the covering, and inside[i] says every point whose leaf
+	// cell lies in cells[i] is inside the shape, so that it needs no
+	// exact test there: checkFence makes them, addIndex takes them into
+	// the index (and drops them).
+	cells  []uint64
 	inside []bool
+	slot   uint32          // its number in the index, while it is in it
+	blocks []fenceBlockUse // the blocks its covering has cells in, by key
+	big    []uint64        // its covering cells coarser than blockLevel
 }
 
-// fenceRef is an entry of the index: a fence whose covering has the cell,
-// and whether the cell is inside it.
-type fenceRef struct {
-	f      *fence
-	inside bool
-}
+// fenceCoverCells bounds a polygon fence's covering (geom's
+// FineCoverRanges): four times a query's, so that boundary cells, where
+// an event needs the exact test, are about four times finer. With the
+// fence benchmark's polygons (20 vertices, about 900 m across) a point
+// in a covering needs the exact test about 0.17 times as often as with
+// 64 cells, for about 250 cells (2 KB in the index) a fence.
+const fenceCoverCells = 256
 
 // fenceCand is a candidate of an event: a fence, the lookups that found
 // it (bit candNew: the new cell's, candPrev: the previous cell's) and
@@ -67,87 +75,19 @@ const (
 	candPrev = 2
 )
 
-// fenceSet is the fences and their index.
+// fenceSet is the fences and their index (fenceindex.go).
 type fenceSet struct {
 	byName map[string]*fence
-	names  []string              // sorted
-	index  map[uint64][]fenceRef // covering cell -> fences, each list in put order
-	levels [31]int               // covering cells in the index at each level
-	mask   uint32                // bit l: levels[l] > 0
-	cands  []fenceCand           // scratch of fencesMoved and fencesGone
-	notes  []fenceNote           // scratch of fencesMoved and fencesGone
+	names  []string    // sorted
+	slots  []*fence    // by slot: nil for a free one
+	free   []uint32    // free slots
+	cands  []fenceCand // scratch of fencesMoved and fencesGone
+	notes  []fenceNote // scratch of fencesMoved and fencesGone
 
-	// The occupancy filter, in front of the index: whether a leaf cell
-	// may have candidates at all. Most events of a fleet lie outside
-	// every fence's covering, and the index is a map of millions of
-	// cells whose every lookup misses the cache; the filter is a few
-	// hundred KiB for 100,000 fences of a city or region, so that it
-	// stays in cache and such an event costs two cheap lookups.
-	blocks map[uint64]*fenceBlock // level-blockLevel cell -> its block
-	big    map[uint64]int         // covering cells coarser than blockLevel -> how many fences have each
-	bigMsk uint32                 // bit l: big holds a cell of level l
-}
-
-// The filter's levels: a block is a cell of blockLevel (about 5 to 10
-// km across) holding one bit for each of its descendants at bitLevel
-// (about 75 to 150 m across), set when a covering cell in the index
-// intersects that descendant.
-const (
-	blockLevel = 10
-	bitLevel   = 16
-	blockBits  = 1 << (2 * (bitLevel - blockLevel))
-)
-
-// fenceBlock is a block of the occupancy filter.
-type fenceBlock struct {
-	bits  [blockBits / 64]uint64
-	cells []uint64 // the covering cells in the block, once for each fence that has it, in no order
-}
-
-// parentAt is the ancestor of cell c at level l (c's level is at least l).
-func parentAt(c uint64, l int) uint64 {
-	lsb := uint64(1) << (2 * (30 - l))
-	return c&-lsb | lsb
-}
-
-// bitRange is the range [lo, hi) of bits of its block that the cell c,
-// of level at least blockLevel, intersects.
-func bitRange(c uint64) (lo, hi int) {
-	l := min(cellLevel(c), bitLevel)
-	// The 2 bits of level k of a cell id are at bits 61-2k and 62-2k.
-	path := int(c>>(61-2*l)) & (1<<(2*(l-blockLevel)) - 1)
-	span := 1 << (2 * (bitLevel - l))
-	return path * span, (path + 1) * span
-}
-
-// set sets the bits of the cell c in b.
-func (b *fenceBlock) set(c uint64) {
-	lo, hi := bitRange(c)
-	for i := lo; i < hi; {
-		if i&63 == 0 && hi-i >= 64 {
-			b.bits[i>>6] = ^uint64(0)
-			i += 64
-			continue
-		}
-		b.bits[i>>6] |= 1 << (i & 63)
-		i++
-	}
-}
-
-// mayHold reports whether some fence's covering may hold the leaf cell:
-// false means appendCandidates finds nothing there.
-func (fs *fenceSet) mayHold(leaf uint64) bool {
-	for m := fs.bigMsk; m != 0; m &= m - 1 {
-		if _, ok := fs.big[parentAt(leaf, bits.TrailingZeros32(m))]; ok {
-			return true
-		}
-	}
-	b := fs.blocks[parentAt(leaf, blockLevel)]
-	if b == nil {
-		return false
-	}
-	i := int(leaf>>(61-2*bitLevel)) & (blockBits - 1)
-	return b.bits[i>>6]>>(i&63)&1 != 0
+	blocks    map[uint64]*fenceBlock // level-blockLevel cell -> its block
+	big       map[uint64][]fenceRef  // covering cells coarser than blockLevel -> fences, each list in put order
+	bigLevels [blockLevel]int        // cells in big at each level
+	bigMsk    uint32                 // bit l: bigLevels[l] > 0
 }
 
 // fenceCount is how many fences there are.
@@ -181,7 +121,7 @@ func checkFence(def *core.Fence) (*fence, error) {
 			return nil, err
 		}
 		f.poly = p
-		for _, r := range p.CoverRanges() {
+		for _, r := range p.FineCoverRanges(fenceCoverCells) {
 			n := len(f.cells)
 			f.cells = rangesCells(f.cells, []geom.CellRange{r.CellRange})
 			for range len(f.cells) - n {
@@ -301,125 +241,6 @@ func bboxCells(lo, hi core.Coordinate) []uint64 {
 	return out
 }
 
-func cellLevel(c uint64) int { return 30 - bits.TrailingZeros64(c)/2 }
-
-func (fs *fenceSet) addIndex(f *fence) {
-	if fs.index == nil {
-		fs.index = make(map[uint64][]fenceRef)
-	}
-	if fs.blocks == nil {
-		fs.blocks = make(map[uint64]*fenceBlock)
-		fs.big = make(map[uint64]int)
-	}
-	for i, c := range f.cells {
-		fs.index[c] = append(fs.index[c], fenceRef{f, f.inside[i]})
-		l := cellLevel(c)
-		fs.levels[l]++
-		fs.mask |= 1 << l
-		if l < blockLevel {
-			fs.big[c]++
-			fs.bigMsk |= 1 << l
-			continue
-		}
-		k := parentAt(c, blockLevel)
-		b := fs.blocks[k]
-		if b == nil {
-			b = new(fenceBlock)
-			fs.blocks[k] = b
-		}
-		b.cells = append(b.cells, c)
-		b.set(c)
-	}
-}
-
-func (fs *fenceSet) removeIndex(f *fence) {
-	for _, c := range f.cells {
-		list := fs.index[c]
-		if i := slices.IndexFunc(list, func(r fenceRef) bool { return r.f == f }); i >= 0 {
-			list = slices.Delete(list, i, i+1)
-		}
-		if len(list) == 0 {
-			delete(fs.index, c)
-		} else {
-			fs.index[c] = list
-		}
-		l := cellLevel(c)
-		fs.levels[l]--
-		if fs.levels[l] == 0 {
-			fs.mask &^= 1 << l
-		}
-		if l < blockLevel {
-			if fs.big[c]--; fs.big[c] == 0 {
-				delete(fs.big, c)
-			}
-			continue
-		}
-		b := fs.blocks[parentAt(c, blockLevel)]
-		if i := slices.Index(b.cells, c); i >= 0 {
-			last := len(b.cells) - 1
-			b.cells[i] = b.cells[last]
-			b.cells = b.cells[:last]
-		}
-	}
-	fs.bigMsk = 0
-	for l := 0; l < blockLevel; l++ {
-		if fs.levels[l] > 0 {
-			fs.bigMsk |= 1 << l
-		}
-	}
-	// Rebuild the bits of the blocks f touched from the cells they
-	// still hold (a bit may be another fence's too).
-	var keys []uint64
-	for _, c := range f.cells {
-		if k := parentAt(c, blockLevel); cellLevel(c) >= blockLevel && !slices.Contains(keys, k) {
-			keys = append(keys, k)
-		}
-	}
-	for _, k := range keys {
-		b := fs.blocks[k]
-		if len(b.cells) == 0 {
-			delete(fs.blocks, k)
-			continue
-		}
-		b.bits = [blockBits / 64]uint64{}
-		for _, x := range b.cells {
-			b.set(x)
-		}
-	}
-}
-
-// appendCandidates appends the fences whose covering holds the leaf
-// cell (marked candNew), and, when other is not 0, those whose covering
-// holds that leaf cell (marked candPrev): at each level of the index, the
-// cell of other is looked up only where it differs from leaf's (an entity
-// that moves a little mostly stays in its cells), and otherwise what leaf's
-// lookup found counts for both. A fence may be appended more than once;
-// mergeCands merges them.
-func (fs *fenceSet) appendCandidates(dst []fenceCand, leaf, other uint64) []fenceCand {
-	for m := fs.mask; m != 0; m &= m - 1 {
-		l := bits.TrailingZeros32(m)
-		lsb := uint64(1) << (2 * (30 - l))
-		c := leaf&-lsb | lsb
-		o := c
-		if other != 0 {
-			o = other&-lsb | lsb
-		}
-		via := uint8(candNew)
-		if other != 0 && o == c {
-			via |= candPrev
-		}
-		for _, r := range fs.index[c] {
-			dst = append(dst, fenceCand{f: r.f, via: via, inner: via * b2u(r.inside)})
-		}
-		if o != c {
-			for _, r := range fs.index[o] {
-				dst = append(dst, fenceCand{f: r.f, via: candPrev, inner: candPrev * b2u(r.inside)})
-			}
-		}
-	}
-	return dst
-}
-
 func b2u(b bool) uint8 {
 	if b {
 		return 1
@@ -428,9 +249,9 @@ func b2u(b bool) uint8 {
 }
 
 // mergeCands merges each fence's entries into one, in no particular
-// order: the caller orders what it emits by byName. An event has few
-// candidates (a fence at most once for each lookup), so a linear search
-// is cheaper than sorting them; many are sorted by name first.
+// order: the caller orders what it emits by byName. It serves the fences
+// of big cells, which are few, so a linear search is cheaper than sorting
+// them; many are sorted by name first.
 func mergeCands(cs []fenceCand) []fenceCand {
 	if len(cs) > 64 {
 		slices.SortFunc(cs, func(a, b fenceCand) int { return strings.Compare(a.f.def.Name, b.f.def.Name) })
@@ -588,28 +409,11 @@ func (sm *StateMachine) fencesMoved(e *entity, ev *core.GeoEvent) {
 	if len(fs.byName) == 0 {
 		return
 	}
-	// Only the cells the filter lets through are looked up: the new one,
-	// and the previous one (where the entity was inside) if any.
-	leaf, other := uint64(0), uint64(0)
-	if fs.mayHold(ev.CellID) {
-		leaf = ev.CellID
-	}
-	if e != nil && fs.mayHold(e.cell) {
+	other := uint64(0)
+	if e != nil {
 		other = e.cell
 	}
-	if leaf == 0 {
-		leaf, other = other, 0
-	}
-	if leaf == 0 {
-		return
-	}
-	cands := fs.appendCandidates(fs.cands[:0], leaf, other)
-	if leaf != ev.CellID { // the new cell passed no filter: leaf is the previous one
-		for i := range cands {
-			cands[i].via, cands[i].inner = candPrev*(cands[i].via&candNew), candPrev*(cands[i].inner&candNew)
-		}
-	}
-	merged := mergeCands(cands)
+	merged := fs.appendCandidates(fs.cands[:0], ev.CellID, other)
 	notes := fs.notes[:0]
 	for i := range merged {
 		c := &merged[i]
@@ -638,9 +442,9 @@ func (sm *StateMachine) fencesMoved(e *entity, ev *core.GeoEvent) {
 		}
 		sm.watch.feed.push(&n)
 	}
-	clear(cands)
+	clear(merged)
 	clear(notes)
-	fs.cands, fs.notes = cands, notes[:0]
+	fs.cands, fs.notes = merged[:0], notes[:0]
 }
 
 // fencesGone reports the exits of the entity in slot, which is about to
@@ -651,10 +455,7 @@ func (sm *StateMachine) fencesGone(slot uint32) {
 		return
 	}
 	e, ext := sm.store.pair(slot)
-	if !fs.mayHold(e.cell) {
-		return
-	}
-	cands := mergeCands(fs.appendCandidates(fs.cands[:0], e.cell, 0))
+	cands := fs.appendCandidates(fs.cands[:0], e.cell, 0)
 	notes := fs.notes[:0]
 	for i := range cands {
 		c := &cands[i]
@@ -670,5 +471,5 @@ func (sm *StateMachine) fencesGone(slot uint32) {
 	}
 	clear(cands)
 	clear(notes)
-	fs.cands, fs.notes = cands, notes[:0]
+	fs.cands, fs.notes = cands[:0], notes[:0]
 }

@@ -3,6 +3,7 @@ package statemachine
 import (
 	"bytes"
 	"cmp"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -527,24 +528,36 @@ func TestFrozenFeed(t *testing.T) {
 	}
 }
 
-// TestFenceFilter checks the occupancy filter against the index: after
-// puts and deletes of circles from 1 m to 500 km, a leaf cell passes the
-// filter exactly when the index finds candidates for it.
-func TestFenceFilter(t *testing.T) {
+// TestFenceIndex checks the index against the coverings: after puts and
+// deletes of polygons of the benchmark's and circles from 1 m to 2 km
+// (then to 500 km: wider ones are in big), the candidates of a leaf cell,
+// alone or with another one (near it, in the same bucket or not, or far),
+// are the fences one of whose covering cells holds either, each once and
+// with the right marks.
+func TestFenceIndex(t *testing.T) {
+	t.Run("blocks", func(t *testing.T) { testFenceIndex(t, 12) })
+	t.Run("big", func(t *testing.T) { testFenceIndex(t, 19) })
+}
+
+func testFenceIndex(t *testing.T, radiusShift int) {
 	sm := New()
 	r := rand.New(rand.NewPCG(3, 4))
 	point := func() (int64, int64) {
 		return fmLat + r.Int64N(2*fmSpan*100) - fmSpan*100, fmLon + r.Int64N(2*fmSpan*100) - fmSpan*100
 	}
-	for i := range 300 {
+	var anchors []core.Coordinate // the fences' first vertices and centers
+	for i := range 200 {
 		lat, lon := point()
-		radius := uint64(1_000) << r.IntN(19) // 1 m to 500 km
-		f := &core.Fence{Name: "c" + strconv.Itoa(i%200), Shape: core.FenceCircle, Center: core.Coordinate{LatNano: lat, LonNano: lon}, RadiusMM: radius}
+		anchors = append(anchors, core.Coordinate{LatNano: lat, LonNano: lon})
+		f := &core.Fence{Name: "c" + strconv.Itoa(i%120), Shape: core.FenceCircle, Center: core.Coordinate{LatNano: lat, LonNano: lon}, RadiusMM: uint64(1_000) << r.IntN(radiusShift)}
+		if i%2 == 0 { // about 900 m across
+			f = &core.Fence{Name: f.Name, Shape: core.FencePolygon, Vertices: benchFencePolygon(lat, lon)}
+		}
 		if _, err := sm.PutFence(0, f); err != nil {
 			t.Fatal(err)
 		}
 		if r.IntN(3) == 0 {
-			name := "c" + strconv.Itoa(r.IntN(200))
+			name := "c" + strconv.Itoa(r.IntN(120))
 			if _, ok := sm.watch.fences.byName[name]; ok {
 				if _, err := sm.DeleteFence(0, &core.FenceName{Name: name}); err != nil {
 					t.Fatal(err)
@@ -553,24 +566,70 @@ func TestFenceFilter(t *testing.T) {
 		}
 	}
 	fs := &sm.watch.fences
-	passed, found := 0, 0
-	for range 20_000 {
-		lat, lon := point()
-		ev := []core.GeoEvent{{LatNano: lat, LonNano: lon}}
-		AssignCells(ev)
-		may := fs.mayHold(ev[0].CellID)
-		has := len(fs.appendCandidates(nil, ev[0].CellID, 0)) > 0
-		if has && !may {
-			t.Fatalf("leaf %#x has candidates but the filter drops it", ev[0].CellID)
+	if (fs.bigMsk == 0) != (radiusShift <= 12) {
+		t.Fatalf("big levels %#x with circles up to %d m", fs.bigMsk, 1<<(radiusShift-1))
+	}
+	type mark struct{ via, inner uint8 }
+	covers := map[string]*fence{} // each fence's covering, made again
+	for name, f := range fs.byName {
+		c, err := checkFence(&f.def)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if may {
-			passed++
-		}
-		if has {
-			found++
+		covers[name] = c
+	}
+	brute := func(leaf uint64, bit uint8, into map[string]mark) {
+		for name, f := range covers {
+			for i, c := range f.cells {
+				if half := c&-c - 1; leaf >= c-half && leaf <= c+half {
+					m := into[name]
+					m.via |= bit
+					if f.inside[i] {
+						m.inner |= bit
+					}
+					into[name] = m
+				}
+			}
 		}
 	}
-	if found == 0 || passed > found+found/2 {
-		t.Fatalf("%d leaves have candidates, %d pass the filter", found, passed)
+	found := 0
+	for k := range 2_000 {
+		lat, lon := point()
+		if r.IntN(4) != 0 { // near a fence: within about 600 m
+			a := anchors[r.IntN(len(anchors))]
+			lat, lon = a.LatNano+r.Int64N(fmSpan)-fmSpan/2, a.LonNano+r.Int64N(fmSpan)-fmSpan/2
+		}
+		evs := []core.GeoEvent{{LatNano: lat, LonNano: lon}, {LatNano: lat, LonNano: lon}}
+		switch k % 4 {
+		case 1: // up to about 50 m
+			evs[1].LatNano += r.Int64N(900_001) - 450_000
+			evs[1].LonNano += r.Int64N(900_001) - 450_000
+		case 2:
+			evs[1].LatNano, evs[1].LonNano = point()
+		}
+		AssignCells(evs)
+		leaf, other := evs[0].CellID, evs[1].CellID
+		if k%4 == 3 {
+			other = 0
+		}
+		want := map[string]mark{}
+		brute(leaf, candNew, want)
+		if other != 0 {
+			brute(other, candPrev, want)
+		}
+		got := map[string]mark{}
+		for _, c := range fs.appendCandidates(nil, leaf, other) {
+			if _, dup := got[c.f.def.Name]; dup {
+				t.Fatalf("leaves %#x %#x: fence %s twice", leaf, other, c.f.def.Name)
+			}
+			got[c.f.def.Name] = mark{c.via, c.inner}
+		}
+		if !maps.Equal(got, want) {
+			t.Fatalf("leaves %#x %#x: candidates %v, want %v", leaf, other, got, want)
+		}
+		found += len(got)
+	}
+	if found < 200 {
+		t.Fatalf("only %d candidates: the test misses the fences", found)
 	}
 }

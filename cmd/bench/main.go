@@ -27,14 +27,17 @@
 // run insert first (or --preload) so that reads find data.
 // --events N ends the run once N events are written or read (the
 // operations under way finish), before --duration if it comes first.
+// --fences N puts N fences (20-vertex polygons about 900 m across, at
+// random over the box; binary protocol only) before the load, so that
+// writes are judged against them (docs/performance.md, Fences).
 //
 // --rate R paces the sessions to R events a second at most, together.
 //
 // --subscribers N --feed URL measures readers of the fence feed: N
 // Server-Sent Event streams of GET /feed at URL (a replica's gateway) open
 // while the load runs, after a run without them (--baseline, on by
-// default), with --fences F bbox fences of about 1 km defined at random in
-// the box first so that moves make notifications. It reports both ingest
+// default), with --fences F put first so that moves make notifications.
+// It reports both ingest
 // rates and their ratio, and the notifications' latency from their op_ns
 // (the leader's time for the entry: the latency from commit and a little
 // more) at p50, p99 and p999 (subscribers.go):
@@ -117,7 +120,7 @@ type config struct {
 	events      int64 // --events: stop once this many events are done (0: at --duration only)
 	rate        int   // --rate: events a second at most, over all sessions (0: as fast as they go)
 	subscribers int   // --subscribers: feed streams open during the run (subscribers.go)
-	fences      int   // --fences: bbox fences defined before the run
+	fences      int   // --fences: put this many fences before the load (binary protocol)
 	feedURL     string
 	baseline    bool // --baseline: with --subscribers, a run without them first
 	subscribe   bool // --subscribe-only: be the subscriber process of a run (subscribers.go)
@@ -158,14 +161,14 @@ func parseFlags(args []string) (config, error) {
 	conc := fs.Int("concurrency", 4, "parallel sessions")
 	dur := fs.Duration("duration", 20*time.Second, "how long to run")
 	maxEvents := fs.Int64("events", 0, "stop once this many events are written or read (the operations under way finish), or at --duration; 0: at --duration only")
+	fences := fs.Int("fences", 0, "put this many fences (20-vertex polygons about 900 m across, at random over the box, named bench-fence-0 on) before the load, through the binary protocol")
 	preload := fs.Bool("preload", false, "insert every entity once before measuring (in 10,000-event batches)")
 	progress := fs.Duration("progress", 5*time.Second, "progress line interval (0 = none)")
 	procs := fs.Int("procs", 1, "threads running the bench's Go code at once (GOMAXPROCS; 0 = one per core): 1 leaves the other cores to a server on the same machine")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measured run (not the preload) to this `file`, for go tool pprof: the load generator's own cost")
 	rate := fs.Int("rate", 0, "events a second at most, over all sessions (0: as fast as they go)")
 	subs := fs.Int("subscribers", 0, "Server-Sent Event streams of GET /feed to keep open at --feed during the run, timing each notification from its op_ns (see subscribers.go)")
-	fences := fs.Int("fences", 0, "bbox fences of about 1 km to define at random in the box at --feed before the run (bench-0 ...)")
-	feedURL := fs.String("feed", "", "the HTTP base URL of the replica gateway whose feed --subscribers read and where --fences are defined")
+	feedURL := fs.String("feed", "", "the HTTP base URL of the replica gateway whose feed --subscribers read")
 	subscribeOnly := fs.Bool("subscribe-only", false, "be the subscriber process of a --subscribers run (the bench starts it itself)")
 	baseline := fs.Bool("baseline", true, "with --subscribers, run the load once without them first and report the ratio of the ingest rates")
 	if err := fs.Parse(args); err != nil {
@@ -207,10 +210,14 @@ func parseFlags(args []string) (config, error) {
 		return cfg, errors.New("--procs must be 0 (one per core) or more")
 	case cfg.events < 0:
 		return cfg, errors.New("--events must be 0 (no limit) or more")
-	case cfg.rate < 0, cfg.subscribers < 0, cfg.fences < 0:
-		return cfg, errors.New("--rate, --subscribers and --fences must be 0 or more")
-	case (cfg.subscribers > 0 || cfg.fences > 0) && cfg.feedURL == "":
+	case cfg.rate < 0, cfg.subscribers < 0:
+		return cfg, errors.New("--rate and --subscribers must be 0 or more")
+	case cfg.subscribers > 0 && cfg.feedURL == "":
 		return cfg, errNoFeed
+	case cfg.fences < 0 || cfg.fences > core.MaxFences:
+		return cfg, fmt.Errorf("--fences must be 0 to %d", core.MaxFences)
+	case cfg.fences > 0 && targets > 0:
+		return cfg, errors.New("--fences puts fences over the binary protocol only")
 	}
 	cfg.mix = map[string]int{cfg.op: 1}
 	if cfg.op == "mixed" {
@@ -301,6 +308,11 @@ func run(cfg config) error {
 	}
 	defer c.close()
 	ctx := context.Background()
+	if cfg.fences > 0 {
+		if err := putFences(ctx, c.(binaryTarget).c, cfg, cfg.fences); err != nil {
+			return err
+		}
+	}
 	if cfg.preload {
 		if err := preload(ctx, c, cfg); err != nil {
 			return err
@@ -327,12 +339,6 @@ func run(cfg config) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
-	}
-	if cfg.fences > 0 {
-		if err := defineFences(cfg.feedURL, cfg.fences); err != nil {
-			return err
-		}
-		fmt.Printf("defined %d fences\n", cfg.fences)
 	}
 	proto := "binary"
 	switch {

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"reflect"
 	"testing"
 	"time"
+
+	"github.com/geoevent/geoevent/statemachine"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -20,8 +23,9 @@ func TestParseFlags(t *testing.T) {
 		{"--http", "http://127.0.0.1:8080", "--http-client", "curl"},
 		{"--cluster", "1", "--op", "latest-batch", "--batch", "10001"},
 		{"--cluster", "1", "--subscribers", "10"}, // no --feed
-		{"--cluster", "1", "--fences", "10"},
 		{"--cluster", "1", "--rate", "-1"},
+		{"--cluster", "1", "--fences", "-1"},
+		{"--http", "http://127.0.0.1:8080", "--fences", "10"},
 	} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("%v accepted", bad)
@@ -84,5 +88,26 @@ func TestLatencyHist(t *testing.T) {
 	}
 	if v, ok := jsonString([]byte(`{"seq":"5","op_ns":"1234"}`), `"op_ns":"`); !ok || v != 1234 {
 		t.Fatalf("op_ns %d %v", v, ok)
+	}
+}
+
+// TestBenchFences checks that --fences' fences are valid polygons in the
+// box, named apart, and the same in every run.
+func TestBenchFences(t *testing.T) {
+	sm := statemachine.New()
+	for i := range 50 {
+		f := benchFence(i)
+		if !reflect.DeepEqual(f, benchFence(i)) {
+			t.Fatalf("fence %d differs between draws", i)
+		}
+		for _, v := range f.Vertices {
+			if v.LatNano < 37_100_000_000 || v.LatNano > 39_120_000_000 || v.LonNano < 12_350_000_000 || v.LonNano > 14_370_000_000 {
+				t.Fatalf("fence %d: vertex %v outside the box", i, v)
+			}
+		}
+		r, err := sm.PutFence(0, f)
+		if err != nil || !r.Created {
+			t.Fatalf("fence %d: %+v %v", i, r, err)
+		}
 	}
 }

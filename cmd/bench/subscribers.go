@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -27,9 +26,8 @@ import (
 
 // Feed subscribers (--subscribers N --feed URL): the measurement of many
 // readers of the fence feed while the cluster ingests. Before the run,
-// --fences bbox fences of about 1 km are defined at random in the
-// benchmark box (PUT /fences/bench-N at --feed, replacing those of an
-// earlier run), so that moves make notifications; then the ingest runs
+// --fences fences are put (fences.go), so that moves make notifications;
+// then the ingest runs
 // once alone (unless --baseline=false) and once with N Server-Sent Event
 // streams of GET /feed open at --feed (one connection each), read by a
 // second bench process (the bench started again with --subscribe-only),
@@ -45,33 +43,6 @@ import (
 // the batch whose stored timestamps hold it): how long after its writer
 // learnt of the commit a reader did. A notification that arrives first
 // counts as 0.
-
-// fenceSide is the side of a bench fence, in nanodegrees (about 1.1 km
-// of latitude).
-const fenceSide = 10_000_000
-
-// defineFences puts n bbox fences at random in the benchmark box.
-func defineFences(base string, n int) error {
-	r := rand.New(rand.NewPCG(9, 9))
-	hc := &http.Client{Timeout: 30 * time.Second}
-	for i := range n {
-		lat, lon := point(r)
-		body := fmt.Sprintf(`{"shape":"bbox","min":{"lat_nano":%d,"lon_nano":%d},"max":{"lat_nano":%d,"lon_nano":%d}}`,
-			lat, lon, lat+fenceSide, lon+fenceSide)
-		req, _ := http.NewRequest("PUT", fmt.Sprintf("%s/fences/bench-%d", base, i), strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		res, err := hc.Do(req)
-		if err != nil {
-			return fmt.Errorf("define fence %d: %w", i, err)
-		}
-		b, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode != 200 {
-			return fmt.Errorf("define fence %d: %d %s", i, res.StatusCode, b)
-		}
-	}
-	return nil
-}
 
 // latencyHist counts latencies in buckets of latencyBucket up to
 // latencyBuckets of them, and those beyond in the last.
@@ -410,4 +381,4 @@ func (r *subscriberResult) report(n int, el time.Duration, acks *ackLog) {
 		matched, min(n, sampledStreams), early, h.percentile(0.50), h.percentile(0.99), h.percentile(0.999), h.percentile(1))
 }
 
-var errNoFeed = errors.New("--subscribers and --fences need --feed, the HTTP base URL of a replica's gateway (replica start --http)")
+var errNoFeed = errors.New("--subscribers needs --feed, the HTTP base URL of a replica's gateway (replica start --http)")

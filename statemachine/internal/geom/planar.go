@@ -415,8 +415,8 @@ func (s *seg) meetsBox(x0, x1, y0, y1 float64) bool {
 // its padded box; only those can meet its children, so a split tests the
 // children against its own short list instead of the whole polygon. A
 // child that meets none lies wholly on one side of every ring: the side of
-// its center.
-func (pl *planarIndex) scanRanges(center r3.Vector, angle float64) []ScanRange {
+// its center. The covering has at most maxCells cells before merging.
+func (pl *planarIndex) scanRanges(center r3.Vector, angle float64, maxCells int) []ScanRange {
 	type cand struct {
 		fc     faceCell
 		rel    int
@@ -425,7 +425,7 @@ func (pl *planarIndex) scanRanges(center r3.Vector, angle float64) []ScanRange {
 		e0, e1 int32 // its edges: cov.arena[e0:e1] (boundary cells)
 	}
 	cov := pl.coverEdges()
-	cands := make([]cand, 0, 2*coverMaxCells)
+	cands := make([]cand, 0, 2*maxCells)
 	alive := 0
 	var buf [9]s2.CellID
 	for _, id := range appendCapCells(buf[:0], center, angle, 0) {
@@ -447,7 +447,7 @@ func (pl *planarIndex) scanRanges(center r3.Vector, angle float64) []ScanRange {
 	// Split boundary cells, coarsest first, while the covering stays small.
 	// The four children of a cell share their corners: 9 of them.
 	var kids [4]cand
-	for i := 0; i < len(cands) && alive < coverMaxCells; i++ {
+	for i := 0; i < len(cands) && alive < maxCells; i++ {
 		cd := cands[i]
 		if cd.rel != cellBoundary || cd.levels >= coverMaxLevels || cd.fc.level >= maxLevel {
 			continue
@@ -472,7 +472,7 @@ func (pl *planarIndex) scanRanges(center r3.Vector, angle float64) []ScanRange {
 				n++
 			}
 		}
-		if alive-1+n > coverMaxCells {
+		if alive-1+n > maxCells {
 			cov.arena = cov.arena[:mark]
 			break // the covering is full: stop at the first split that does not fit
 		}

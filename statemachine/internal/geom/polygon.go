@@ -820,6 +820,17 @@ func (p *Polygon) CoverRanges() []ScanRange {
 	return p.coverScanRanges()
 }
 
+// FineCoverRanges is CoverRanges by a covering of up to maxCells cells
+// (at least 64): boundary cells split further, so that fewer points lie
+// in ranges that are not Inside. A polygon too wide for the plane has the
+// covering of CoverRanges.
+func (p *Polygon) FineCoverRanges(maxCells int) []ScanRange {
+	if p.planar == nil {
+		return p.coverScanRanges()
+	}
+	return p.planar.scanRanges(p.capCenter, p.capAngle, max(maxCells, coverMaxCells))
+}
+
 // ScanRanges returns sorted, disjoint leaf-cell-id ranges whose union holds
 // the LeafCell of every point ContainsPoint accepts, each marked Inside
 // when every point whose leaf cell lies in it is accepted. A polygon
@@ -888,5 +899,5 @@ func (p *Polygon) coverScanRanges() []ScanRange {
 		}
 		return out
 	}
-	return p.planar.scanRanges(p.capCenter, p.capAngle)
+	return p.planar.scanRanges(p.capCenter, p.capAngle, coverMaxCells)
 }

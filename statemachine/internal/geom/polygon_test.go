@@ -656,3 +656,46 @@ func TestPolygonFilterSettles(t *testing.T) {
 		t.Fatalf("%d of %d points unsure", unsure, n)
 	}
 }
+
+// FineCoverRanges keeps CoverRanges' contract with up to maxCells cells:
+// every contained point's leaf cell is in a range, and every point whose
+// leaf cell is in an Inside range is contained; the finer covering has
+// at least as many ranges and no more points in boundary ranges.
+func TestPolygonFineCoverRanges(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		outer, holes, lat, lon, rMax := drawPolygon(t)
+		p, err := NewPolygon(outer, holes)
+		if err != nil {
+			t.Skip(err)
+		}
+		coarse, fine := p.CoverRanges(), p.FineCoverRanges(256)
+		if len(fine) > 256 || len(fine) < len(coarse) {
+			t.Fatalf("%d fine ranges, %d coarse", len(fine), len(coarse))
+		}
+		which := func(rs []ScanRange, leaf uint64) (in, inside bool) {
+			for _, r := range rs {
+				if leaf >= r.Min && leaf <= r.Max {
+					return true, r.Inside
+				}
+			}
+			return false, false
+		}
+		unsure := [2]int{}
+		for k := 0; k < 100; k++ {
+			pLat, pLon := destination(lat, lon, rMax*rapid.Float64Range(0, 1.1).Draw(t, "pr"), rapid.Float64Range(-math.Pi, math.Pi).Draw(t, "pb"))
+			got, leaf := p.ContainsPoint(pLat, pLon), LeafCell(pLat, pLon)
+			for i, rs := range [][]ScanRange{coarse, fine} {
+				in, inside := which(rs, leaf)
+				if got && !in || inside && !got {
+					t.Fatalf("(%d, %d): contained %v, in ranges %v, inside %v (fine %v)", pLat, pLon, got, in, inside, i == 1)
+				}
+				if in && !inside {
+					unsure[i]++
+				}
+			}
+		}
+		if unsure[1] > unsure[0] {
+			t.Fatalf("%d points need the exact test with the fine covering, %d with the coarse", unsure[1], unsure[0])
+		}
+	})
+}
