@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/geoevent/geoevent/client"
 	"github.com/geoevent/geoevent/core"
 )
 
@@ -96,4 +97,17 @@ func StartDev(t testing.TB, opts DevOptions) *Dev {
 		t.Fatalf("replica dev's banner names no HTTP address:\n%s", out)
 	}
 	return d
+}
+
+// Client is a client of the server's cluster; the test's cleanup closes
+// it.
+func (d *Dev) Client(opts client.Options) *client.Client {
+	d.t.Helper()
+	opts.Cluster = d.Cluster
+	cl, err := client.New([]string{d.Addr}, opts)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	d.t.Cleanup(func() { cl.Close() })
+	return cl
 }
