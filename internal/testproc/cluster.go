@@ -23,8 +23,6 @@ type Cluster struct {
 	Procs []*Proc  // each replica's process; nil while it does not run
 	// HTTP, when set before Start, is each replica's --http address.
 	HTTP []string
-	// Args, when set before Start, gives replica i more flags.
-	Args func(i int) []string
 }
 
 // NewCluster formats n replicas of the cluster id (a UUID) on free ports;
@@ -66,21 +64,18 @@ func (c *Cluster) StartAll() int {
 	return leader
 }
 
-// Addresses is the --addresses flag's value: every replica's address.
-func (c *Cluster) Addresses() string { return strings.Join(c.Addrs, ",") }
+// addresses is the --addresses flag's value: every replica's address.
+func (c *Cluster) addresses() string { return strings.Join(c.Addrs, ",") }
 
 // Start starts replica i and waits up to 20 s until it listens.
 func (c *Cluster) Start(i int) {
 	c.t.Helper()
-	args := []string{"start", "--data", c.Dirs[i], "--addresses", c.Addresses()}
+	args := []string{"start", "--data", c.Dirs[i], "--addresses", c.addresses()}
 	if c.HTTP != nil {
 		args = append(args, "--http", c.HTTP[i])
 	}
-	if c.Args != nil {
-		args = append(args, c.Args(i)...)
-	}
 	c.Procs[i] = Start(c.t, "replica", args...)
-	c.Procs[i].WaitListen(c.Addrs[i], 20*time.Second)
+	c.Procs[i].waitListen(c.Addrs[i], 20*time.Second)
 }
 
 // Kill kills replica i with SIGKILL and waits until it has exited.

@@ -73,7 +73,7 @@ func StartDev(t testing.TB, opts DevOptions) *Dev {
 		})
 	}
 	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(d.Stdout(), "Ctrl-C"); time.Sleep(10 * time.Millisecond) {
-		if d.Exited() {
+		if d.exited() {
 			t.Fatalf("replica dev exited; stderr:\n%s", d.Stderr())
 		}
 		if time.Now().After(deadline) {

@@ -112,19 +112,19 @@ func MustRun(t testing.TB, env []string, name string, args ...string) string {
 	return stdout + stderr
 }
 
-// Buffer collects a child's output while the test reads it.
-type Buffer struct {
+// buffer collects a child's output while the test reads it.
+type buffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (b *Buffer) Write(p []byte) (int, error) {
+func (b *buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Write(p)
 }
 
-func (b *Buffer) String() string {
+func (b *buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
@@ -137,7 +137,7 @@ type Proc struct {
 	args []string
 	cmd  *exec.Cmd
 
-	stdout, stderr, output Buffer // output: both, as they arrive
+	stdout, stderr, output buffer // output: both, as they arrive
 	done                   chan struct{}
 	err                    error // Wait's, once done is closed
 
@@ -156,7 +156,7 @@ func Start(t testing.TB, name string, args ...string) *Proc {
 	}
 	go func() { p.err = p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
-		if !p.Exited() {
+		if !p.exited() {
 			p.cmd.Process.Kill()
 			<-p.done
 		}
@@ -179,8 +179,8 @@ func (p *Proc) Output() string { return p.output.String() }
 // Done is closed when the process has exited.
 func (p *Proc) Done() <-chan struct{} { return p.done }
 
-// Exited reports whether the process has exited.
-func (p *Proc) Exited() bool {
+// exited reports whether the process has exited.
+func (p *Proc) exited() bool {
 	select {
 	case <-p.done:
 		return true
@@ -192,7 +192,7 @@ func (p *Proc) Exited() bool {
 // ExitCode is the process's exit code; -1 while it runs or when a signal
 // ended it.
 func (p *Proc) ExitCode() int {
-	if !p.Exited() {
+	if !p.exited() {
 		return -1
 	}
 	return p.cmd.ProcessState.ExitCode()
@@ -267,7 +267,7 @@ func (p *Proc) Expect(re *regexp.Regexp, timeout time.Duration) []string {
 				return m
 			}
 		}
-		if p.Exited() && len(p.Stdout()) == len(out) {
+		if p.exited() && len(p.Stdout()) == len(out) {
 			p.t.Fatalf("%s exited (%v) before printing a line matching %q", p.name, p.err, re)
 		}
 		if time.Now().After(deadline) {
@@ -277,9 +277,9 @@ func (p *Proc) Expect(re *regexp.Regexp, timeout time.Duration) []string {
 	}
 }
 
-// WaitListen waits up to timeout until addr accepts TCP connections, and
+// waitListen waits up to timeout until addr accepts TCP connections, and
 // fails the test if the process exits or the time runs out first.
-func (p *Proc) WaitListen(addr string, timeout time.Duration) {
+func (p *Proc) waitListen(addr string, timeout time.Duration) {
 	p.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -288,7 +288,7 @@ func (p *Proc) WaitListen(addr string, timeout time.Duration) {
 			nc.Close()
 			return
 		}
-		if p.Exited() {
+		if p.exited() {
 			p.t.Fatalf("%s exited before listening on %s; stderr:\n%s", p.name, addr, Tail(p.Stderr(), 6<<10))
 		}
 		if time.Now().After(deadline) {
