@@ -2,24 +2,17 @@ package fuzz
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	stdhttp "net/http"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-
-	"github.com/geoevent/geoevent/client"
 	"github.com/geoevent/geoevent/core"
-	ghttp "github.com/geoevent/geoevent/http"
-	geoio "github.com/geoevent/geoevent/io"
-	"github.com/geoevent/geoevent/replica"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 var testCluster = core.Uint128{Hi: 0xf022, Lo: 0x7e57_0001}
@@ -35,58 +28,11 @@ type env struct {
 // newEnv starts the replica and the gateway and stops them when tb ends.
 func newEnv(tb testing.TB) *env {
 	tb.Helper()
-	dir := filepath.Join(tb.TempDir(), "data")
-	if err := geoio.Format(dir, geoio.ClusterInfo{Cluster: testCluster, ReplicaIndex: 0, ReplicaCount: 1}); err != nil {
-		tb.Fatal(err)
-	}
-	srv, err := geoio.Open(dir, geoio.Options{
-		Addresses: []string{"127.0.0.1:0"},
-		Logger:    zap.NewNop(),
-		// No background cleanup: /stats changes only by requests.
-		Replica: replica.Config{CleanupEveryNS: 1 << 62},
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	runErr := make(chan error, 1)
-	go func() { runErr <- srv.Run(context.Background()) }()
-	backend, err := ghttp.NewLocalBackend(func(ctx context.Context) (client.Conn, error) {
-		lc, err := srv.DialLocal(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return lc, nil
-	}, client.Options{Cluster: testCluster})
-	if err != nil {
-		srv.Close()
-		<-runErr
-		tb.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	gw, err := ghttp.Serve(ln, ghttp.Config{Backend: backend, Logger: zap.NewNop()})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	l := testproc.StartLocal(tb, testproc.LocalOptions{Cluster: testCluster})
 	tr := &stdhttp.Transport{MaxIdleConnsPerHost: 4}
-	e := &env{addr: ln.Addr().String(), base: "http://" + ln.Addr().String(),
+	tb.Cleanup(tr.CloseIdleConnections)
+	return &env{addr: l.Gateway.Addr().String(), base: l.URL,
 		client: &stdhttp.Client{Transport: tr, Timeout: 30 * time.Second}}
-	tb.Cleanup(func() {
-		tr.CloseIdleConnections()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := gw.Shutdown(ctx); err != nil {
-			tb.Errorf("gateway shutdown: %v", err)
-		}
-		srv.Close()
-		if err := <-runErr; err != nil {
-			tb.Errorf("replica Run: %v", err)
-		}
-		backend.Close()
-	})
-	return e
 }
 
 // answer is a decoded response.

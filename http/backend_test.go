@@ -5,6 +5,8 @@ import (
 
 	"github.com/geoevent/geoevent/client"
 	ghttp "github.com/geoevent/geoevent/http"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 // TestClientBackendOverTCP: the gateway also works over the binary
@@ -17,7 +19,7 @@ func TestClientBackendOverTCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer backend.Close()
-	gw := serveGateway(t, ghttp.Config{Backend: backend})
+	gw := testproc.ServeGateway(t, ghttp.Config{Backend: backend})
 	base := "http://" + gw.Addr().String()
 	id := newID()
 	r := request(t, base, "POST", "/events", map[string]any{"events": []any{ev(id, 1_000, 2_000)}})

@@ -15,6 +15,8 @@ import (
 	"github.com/geoevent/geoevent/client"
 	"github.com/geoevent/geoevent/core"
 	ghttp "github.com/geoevent/geoevent/http"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 type errCase struct {
@@ -256,7 +258,7 @@ func (f fakeBackend) Do(ctx context.Context, call ghttp.Call) error {
 // except the session protocol's codes, which are the gateway's failure.
 func TestEveryCodeKeepsItsStatus(t *testing.T) {
 	var code core.CodeInfo
-	gw := serveGateway(t, ghttp.Config{Backend: fakeBackend{func(ctx context.Context, op core.Operation, req any) (any, error) {
+	gw := testproc.ServeGateway(t, ghttp.Config{Backend: fakeBackend{func(ctx context.Context, op core.Operation, req any) (any, error) {
 		return nil, &core.Error{CodeInfo: code, Message: "from the backend"}
 	}}})
 	base := "http://" + gw.Addr().String()
@@ -319,7 +321,7 @@ func TestBackendFailures(t *testing.T) {
 		{"panic", func(context.Context, core.Operation, any) (any, error) { panic("boom") }, 500, core.InternalError, ""},
 	}
 	for _, c := range cases {
-		gw := serveGateway(t, ghttp.Config{Backend: fakeBackend{c.do}, RequestTimeout: 200 * time.Millisecond})
+		gw := testproc.ServeGateway(t, ghttp.Config{Backend: fakeBackend{c.do}, RequestTimeout: 200 * time.Millisecond})
 		base := "http://" + gw.Addr().String()
 		for _, form := range []string{"a", "b"} {
 			r := request(t, base, "POST", "/entities/batch?form="+form, map[string]any{"entity_ids": []any{newID()}})
@@ -351,7 +353,7 @@ func TestUnreachableCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer backend.Close()
-	gw := serveGateway(t, ghttp.Config{Backend: backend})
+	gw := testproc.ServeGateway(t, ghttp.Config{Backend: backend})
 	base := "http://" + gw.Addr().String()
 	r := request(t, base, "POST", "/events", map[string]any{"events": []any{ev(newID(), 1, 1)}})
 	expectErr(t, r, "insert, unreachable", "b", 503, 211, "CLUSTER_UNAVAILABLE")

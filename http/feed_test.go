@@ -13,6 +13,8 @@ import (
 
 	"github.com/geoevent/geoevent/core"
 	ghttp "github.com/geoevent/geoevent/http"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 // TestFencesAndFeed defines fences over HTTP, moves entities through them
@@ -133,7 +135,7 @@ func TestFencesAndFeed(t *testing.T) {
 // gateway's Shutdown to its deadline.
 func TestFeedStreamEndsOnShutdown(t *testing.T) {
 	e := newEnv(t)
-	gw := serveGateway(t, ghttp.Config{Backend: e.backend})
+	gw := testproc.ServeGateway(t, ghttp.Config{Backend: e.backend})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, _ := stdhttp.NewRequestWithContext(ctx, "GET", "http://"+gw.Addr().String()+"/feed", nil)
@@ -195,7 +197,7 @@ func sseReader(t *testing.T, ctx context.Context, url string) <-chan [2]string {
 func TestFeedReadersShareTheTail(t *testing.T) {
 	e := newEnv(t)
 	cb := &feedReadCounter{Backend: e.backend}
-	gw := serveGateway(t, ghttp.Config{Backend: cb, Feed: e.replica})
+	gw := testproc.ServeGateway(t, ghttp.Config{Backend: cb, Feed: e.replica})
 	base := "http://" + gw.Addr().String()
 	for _, name := range []string{"west", "east"} {
 		lon := 0

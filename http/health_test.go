@@ -16,6 +16,8 @@ import (
 
 	"github.com/geoevent/geoevent/core"
 	ghttp "github.com/geoevent/geoevent/http"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 // TestProbesAnswerFromHealth: with Config.Health, /healthz, /readyz and
@@ -27,7 +29,7 @@ func TestProbesAnswerFromHealth(t *testing.T) {
 	set := func(v ghttp.Health) { mu.Lock(); h = v; mu.Unlock() }
 	block := make(chan struct{})
 	defer close(block)
-	gw := serveGateway(t, ghttp.Config{
+	gw := testproc.ServeGateway(t, ghttp.Config{
 		Backend: fakeBackend{func(ctx context.Context, _ core.Operation, _ any) (any, error) {
 			select {
 			case <-ctx.Done():
@@ -97,7 +99,7 @@ func TestProbesAnswerFromHealth(t *testing.T) {
 func TestMetricsPage(t *testing.T) {
 	set := metrics.NewSet()
 	set.NewCounter("geoevent_test_total").Add(7)
-	gw := serveGateway(t, ghttp.Config{Metrics: set, Backend: fakeBackend{func(context.Context, core.Operation, any) (any, error) {
+	gw := testproc.ServeGateway(t, ghttp.Config{Metrics: set, Backend: fakeBackend{func(context.Context, core.Operation, any) (any, error) {
 		return &core.PingReply{Pong: true}, nil
 	}}})
 	base := "http://" + gw.Addr().String()
@@ -142,7 +144,7 @@ func TestMetricsPage(t *testing.T) {
 // cluster's ping says.
 func TestProbesWithoutHealth(t *testing.T) {
 	var pong atomic.Bool
-	gw := serveGateway(t, ghttp.Config{Backend: fakeBackend{func(_ context.Context, op core.Operation, _ any) (any, error) {
+	gw := testproc.ServeGateway(t, ghttp.Config{Backend: fakeBackend{func(_ context.Context, op core.Operation, _ any) (any, error) {
 		if op != core.OpPing {
 			return nil, core.Errorf(core.InternalError, "asked %s", op)
 		}

@@ -2,13 +2,10 @@ package http_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	stdhttp "net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,11 +14,11 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/geoevent/geoevent/client"
 	"github.com/geoevent/geoevent/core"
 	ghttp "github.com/geoevent/geoevent/http"
 	geoio "github.com/geoevent/geoevent/io"
-	"github.com/geoevent/geoevent/replica"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 var testCluster = core.Uint128{Hi: 0x6e0e_4444, Lo: 0x7e57_0001}
@@ -38,65 +35,9 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "data")
-	if err := geoio.Format(dir, geoio.ClusterInfo{Cluster: testCluster, ReplicaIndex: 0, ReplicaCount: 1}); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := geoio.Open(dir, geoio.Options{
-		Addresses: []string{"127.0.0.1:0"},
-		Logger:    zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)),
-		Replica:   replica.Config{CleanupEveryNS: 1 << 62}, // no background cleanup: stats stay put
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runErr := make(chan error, 1)
-	go func() { runErr <- srv.Run(context.Background()) }()
-	// The backend of `replica start --http`: in-process connections.
-	backend, err := ghttp.NewLocalBackend(func(ctx context.Context) (client.Conn, error) {
-		lc, err := srv.DialLocal(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return lc, nil
-	}, client.Options{Cluster: testCluster})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw := serveGateway(t, ghttp.Config{Backend: backend, Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), Feed: srv})
-	e := &env{t: t, replica: srv, gw: gw, backend: backend, base: "http://" + gw.Addr().String()}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := gw.Shutdown(ctx); err != nil {
-			t.Errorf("gateway shutdown: %v", err)
-		}
-		srv.Close()
-		if err := <-runErr; err != nil {
-			t.Errorf("replica Run: %v", err)
-		}
-		backend.Close()
-	})
-	return e
-}
-
-// serveGateway runs a gateway on 127.0.0.1:0 until the test ends.
-func serveGateway(t testing.TB, cfg ghttp.Config) *ghttp.Server {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := ghttp.Serve(ln, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		gw.Shutdown(ctx)
-	})
-	return gw
+	l := testproc.StartLocal(t, testproc.LocalOptions{Cluster: testCluster, Feed: true,
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel))})
+	return &env{t: t, replica: l.Replica, gw: l.Gateway, backend: l.Backend, base: l.URL}
 }
 
 // resp is a decoded response.

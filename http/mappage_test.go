@@ -22,6 +22,8 @@ import (
 	"time"
 
 	ghttp "github.com/geoevent/geoevent/http"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 func TestMapPageFiles(t *testing.T) {
@@ -79,7 +81,7 @@ func TestMapPageFiles(t *testing.T) {
 	// With tiles: the URL reaches the page as an attribute's text, and
 	// the page may load images from the tiles' host.
 	tiles := `https://{s}.tile.example.org/{z}/{x}/{y}.png?key="<x>"`
-	gw := serveGateway(t, ghttp.Config{Backend: e.backend, MapTiles: tiles})
+	gw := testproc.ServeGateway(t, ghttp.Config{Backend: e.backend, MapTiles: tiles})
 	resp, body := get("http://"+gw.Addr().String(), "GET", "/")
 	if !strings.Contains(body, `content="https://{s}.tile.example.org/{z}/{x}/{y}.png?key=&#34;&lt;x&gt;&#34;"`) {
 		t.Errorf("the tiles URL in the page: %s", body)

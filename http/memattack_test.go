@@ -14,6 +14,8 @@ import (
 	"time"
 
 	ghttp "github.com/geoevent/geoevent/http"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 // TestMemoryUnderBodyAttack measures the gateway's resident memory while
@@ -30,7 +32,7 @@ func TestMemoryUnderBodyAttack(t *testing.T) {
 		t.Skip("set GEOEVENT_MEMATTACK=1 to run the memory measurement")
 	}
 	const conns, declared, sent = 100, 16 << 20, 15 << 20
-	addr := serveGateway(t, ghttp.Config{Backend: cannedBackend()}).Addr().String()
+	addr := testproc.ServeGateway(t, ghttp.Config{Backend: cannedBackend()}).Addr().String()
 	chunk := []byte(`{"entity_ids":[` + strings.Repeat(" ", sent-len(`{"entity_ids":[`)))
 	base := residentMiB(t, "VmRSS")
 	t.Logf("before: VmRSS %d MiB", base)
@@ -107,7 +109,7 @@ func TestMemoryOfIdleConnections(t *testing.T) {
 		t.Skip("set GEOEVENT_MEMATTACK=1 to run the memory measurement")
 	}
 	const conns = 2000
-	addr := serveGateway(t, ghttp.Config{Backend: cannedBackend()}).Addr().String()
+	addr := testproc.ServeGateway(t, ghttp.Config{Backend: cannedBackend()}).Addr().String()
 	event := `{"entity_id":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","lat_nano":1,"lon_nano":2}`
 	body := `{"events":[` + strings.Repeat(event+",", 2499) + event + `]}`
 	req := fmt.Sprintf("POST /events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/geoevent/geoevent/core"
 	ghttp "github.com/geoevent/geoevent/http"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 type openAPIDoc struct {
@@ -137,7 +139,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 // every documented method and path reaches a handler (no 404 or 405).
 func TestOpenAPIServed(t *testing.T) {
 	doc, raw := loadOpenAPI(t)
-	gw := serveGateway(t, ghttp.Config{Backend: fakeBackend{func(context.Context, core.Operation, any) (any, error) {
+	gw := testproc.ServeGateway(t, ghttp.Config{Backend: fakeBackend{func(context.Context, core.Operation, any) (any, error) {
 		return nil, core.Errorf(core.InternalError, "fake")
 	}}})
 	base := "http://" + gw.Addr().String()

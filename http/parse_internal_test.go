@@ -204,6 +204,8 @@ func checkParse(t *testing.T, src []byte) {
 	for _, fm := range []form{formA, formB} {
 		parseInsert(d, fm)
 		parseRadius(d, fm)
+		parseBBox(d, fm)
+		parseNearest(d, fm)
 		parsePolygon(d, fm)
 		parseIDs(d, fm)
 		parseLatest(d, fm)

@@ -11,6 +11,8 @@ import (
 	"github.com/geoevent/geoevent/client"
 	"github.com/geoevent/geoevent/core"
 	ghttp "github.com/geoevent/geoevent/http"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 // sseEvent is one Server-Sent Event.
@@ -164,7 +166,7 @@ func TestPositionStreamLimits(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	behind := serveGateway(t, ghttp.Config{Backend: e.backend, Feed: fakeFeed{}})
+	behind := testproc.ServeGateway(t, ghttp.Config{Backend: e.backend, Feed: fakeFeed{}})
 	ch := positionReader(t, ctx, "http://"+behind.Addr().String()+"/feed/positions?bbox=0,0,1,1")
 	got := next(t, ch, "behind")
 	var v map[string]any
@@ -176,7 +178,7 @@ func TestPositionStreamLimits(t *testing.T) {
 		t.Fatalf("the stream went on after falling behind: %+v", e)
 	}
 
-	gw := serveGateway(t, ghttp.Config{Backend: e.backend, Feed: e.replica, MaxPositionStreams: 2})
+	gw := testproc.ServeGateway(t, ghttp.Config{Backend: e.backend, Feed: e.replica, MaxPositionStreams: 2})
 	base := "http://" + gw.Addr().String()
 	ctx1, cancel1 := context.WithCancel(ctx)
 	positionReader(t, ctx1, base+"/feed/positions?bbox=0,0,1,1")
@@ -197,7 +199,7 @@ func TestPositionStreamLimits(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	noFeed := serveGateway(t, ghttp.Config{Backend: e.backend})
+	noFeed := testproc.ServeGateway(t, ghttp.Config{Backend: e.backend})
 	expectErr(t, request(t, "http://"+noFeed.Addr().String(), "GET", "/feed/positions?bbox=0,0,1,1", nil), "no feed", "b", 400, core.InvalidArgument.Code, "INVALID_ARGUMENT")
 }
 

@@ -2,7 +2,6 @@ package http
 
 import (
 	"math"
-	"strings"
 
 	"github.com/geoevent/geoevent/core"
 )
@@ -86,39 +85,23 @@ var (
 // coordinate within range (100 INVALID_COORDINATES otherwise); the state
 // machine refuses inverted latitudes (103).
 func parseBBox(d *doc, fm form) (form, *core.BBoxQuery, *failure) {
-	if f := d.object(0, ""); f != nil {
-		return fm, nil, f
-	}
-	fm, f := detect(d, 0, "", bboxA, bboxB, fm)
-	if f != nil {
-		return fm, nil, f
-	}
 	q := &core.BBoxQuery{}
-	names := bboxB
-	if fm == formA {
-		names = bboxA
-	}
 	dst := [4]*int64{&q.MinLatNano, &q.MinLonNano, &q.MaxLatNano, &q.MaxLonNano}
 	limits := [4]int64{core.MaxLatNano, core.MaxLonNano, core.MaxLatNano, core.MaxLonNano}
 	var has [4]bool
-	d.members(0, func(k, v int32) bool {
-		var ok bool
-		if ok, f = queryField(d, k, v, fm, &q.Page, &q.Group, &q.Filter); ok || f != nil {
-			return f == nil
-		}
-		name := d.keyName(k)
-		for i, n := range names {
-			if name == n {
-				if !d.isNull(v) {
-					has[i] = true
-					*dst[i], f = coordinate(d, v, name, fm, limits[i])
+	fm, names, f := parseQuery(d, fm, bboxA, bboxB, ", limit, cursor, group_id", &q.Page, &q.Group, &q.Filter,
+		func(name string, v int32, names []string, fm form) (ok bool, f *failure) {
+			for i, n := range names {
+				if name == n {
+					if !d.isNull(v) {
+						has[i] = true
+						*dst[i], f = coordinate(d, v, name, fm, limits[i])
+					}
+					return true, f
 				}
-				return f == nil
 			}
-		}
-		f = unknownField(d, k, "", strings.Join(names, ", ")+", limit, cursor, group_id"+filterFields)
-		return false
-	})
+			return false, nil
+		})
 	if f != nil {
 		return fm, q, f
 	}
@@ -141,47 +124,30 @@ var (
 // 10,000, as a page's limit), and max_distance_m or max_distance_mm
 // (optional, a radius's range).
 func parseNearest(d *doc, fm form) (form, *core.NearestQuery, *failure) {
-	if f := d.object(0, ""); f != nil {
-		return fm, nil, f
-	}
-	fm, f := detect(d, 0, "", nearestA, nearestB, fm)
-	if f != nil {
-		return fm, nil, f
-	}
 	q := &core.NearestQuery{}
-	names := nearestB
-	if fm == formA {
-		names = nearestA
-	}
 	var hasLat, hasLon, hasK bool
-	d.members(0, func(k, v int32) bool {
-		name := d.keyName(k)
-		if name == "limit" {
-			f = malformed("limit: a nearest query's page size is k")
-			return false
-		}
-		var ok bool
-		if ok, f = queryField(d, k, v, fm, &q.Page, &q.Group, &q.Filter); ok || f != nil {
-			return f == nil
-		}
-		if ok, f = centerField(d, v, name, names, fm, &q.Center, &hasLat, &hasLon); ok {
-			return f == nil
-		}
-		switch {
-		case name == names[2]:
-			if !d.isNull(v) {
-				q.MaxDistanceMM, f = radiusOf(d, v, name, fm)
+	fm, names, f := parseQuery(d, fm, nearestA, nearestB, ", k, cursor, group_id", &q.Page, &q.Group, &q.Filter,
+		func(name string, v int32, names []string, fm form) (ok bool, f *failure) {
+			if ok, f = centerField(d, v, name, names, fm, &q.Center, &hasLat, &hasLon); ok {
+				return ok, f
 			}
-		case name == "k":
-			if !d.isNull(v) {
-				hasK = true
-				q.Limit, f = limitOf(d, v, "k")
+			switch name {
+			case "limit":
+				return true, malformed("limit: a nearest query's page size is k")
+			case names[2]:
+				if !d.isNull(v) {
+					q.MaxDistanceMM, f = radiusOf(d, v, name, fm)
+				}
+			case "k":
+				if !d.isNull(v) {
+					hasK = true
+					q.Limit, f = limitOf(d, v, "k")
+				}
+			default:
+				return false, nil
 			}
-		default:
-			f = unknownField(d, k, "", strings.Join(names, ", ")+", k, cursor, group_id"+filterFields)
-		}
-		return f == nil
-	})
+			return true, f
+		})
 	switch {
 	case f != nil:
 	case !hasLat:

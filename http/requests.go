@@ -427,42 +427,56 @@ func detect(d *doc, obj int32, path string, a, b []string, fm form) (form, *fail
 	return fm, nil
 }
 
-// parseRadius decodes a queryRadius body in either form; the form its
-// fields show is returned (fm when they show none).
-func parseRadius(d *doc, fm form) (form, *core.RadiusQuery, *failure) {
+// parseQuery decodes the body of a spatial query whose own fields are a
+// in Form A and b in Form B: it decides the form (fm when the fields show
+// none), gives each member to own (with the form's names), and decodes
+// the members own does not handle as the page, group and filter fields
+// every spatial query takes. own runs first, so that it may refuse one of
+// those; any other member is an unknown field, listed with a's or b's
+// names and more.
+func parseQuery(d *doc, fm form, a, b []string, more string, page *core.Page, group *core.GroupFilter, filter *core.Filter,
+	own func(name string, v int32, names []string, fm form) (bool, *failure)) (form, []string, *failure) {
 	if f := d.object(0, ""); f != nil {
-		return fm, nil, f
+		return fm, b, f
 	}
-	fm, f := detect(d, 0, "", radiusA, radiusB, fm)
+	fm, f := detect(d, 0, "", a, b, fm)
 	if f != nil {
-		return fm, nil, f
+		return fm, b, f
 	}
-	q := &core.RadiusQuery{}
-	var hasLat, hasLon, hasRadius bool
-	names := radiusB
+	names := b
 	if fm == formA {
-		names = radiusA
+		names = a
 	}
 	d.members(0, func(k, v int32) bool {
 		var ok bool
-		if ok, f = queryField(d, k, v, fm, &q.Page, &q.Group, &q.Filter); ok || f != nil {
+		if ok, f = own(d.keyName(k), v, names, fm); ok || f != nil {
 			return f == nil
 		}
-		name := d.keyName(k)
-		if ok, f = centerField(d, v, name, names, fm, &q.Center, &hasLat, &hasLon); ok {
+		if ok, f = queryField(d, k, v, fm, page, group, filter); ok || f != nil {
 			return f == nil
 		}
-		switch {
-		case name == names[2]:
+		f = unknownField(d, k, "", strings.Join(names, ", ")+more+filterFields)
+		return false
+	})
+	return fm, names, f
+}
+
+// parseRadius decodes a queryRadius body in either form; the form its
+// fields show is returned (fm when they show none).
+func parseRadius(d *doc, fm form) (form, *core.RadiusQuery, *failure) {
+	q := &core.RadiusQuery{}
+	var hasLat, hasLon, hasRadius bool
+	fm, names, f := parseQuery(d, fm, radiusA, radiusB, ", limit, cursor, group_id", &q.Page, &q.Group, &q.Filter,
+		func(name string, v int32, names []string, fm form) (ok bool, f *failure) {
+			if ok, f = centerField(d, v, name, names, fm, &q.Center, &hasLat, &hasLon); ok || name != names[2] {
+				return ok, f
+			}
 			if !d.isNull(v) {
 				hasRadius = true
 				q.RadiusMM, f = radiusOf(d, v, name, fm)
 			}
-		default:
-			f = unknownField(d, k, "", strings.Join(names, ", ")+", limit, cursor, group_id"+filterFields)
-		}
-		return f == nil
-	})
+			return true, f
+		})
 	switch {
 	case f != nil:
 	case !hasLat:

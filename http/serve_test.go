@@ -15,6 +15,8 @@ import (
 
 	"github.com/geoevent/geoevent/core"
 	ghttp "github.com/geoevent/geoevent/http"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 // The server over loopback connections: pipelining, shutdown, and the
@@ -110,7 +112,7 @@ func describe(res *stdhttp.Response) string {
 // body the handler does not read is skipped, and the connection stays
 // open; Connection: close closes it after the answer.
 func TestPipelining(t *testing.T) {
-	addr := serveGateway(t, ghttp.Config{Backend: cannedBackend()}).Addr().String()
+	addr := testproc.ServeGateway(t, ghttp.Config{Backend: cannedBackend()}).Addr().String()
 	const id = "6ba7b810-9dad-11d1-80b4-00c04fd430c8"
 	reqs := "GET /entity/" + id + " HTTP/1.1\r\nHost: x\r\n\r\n" +
 		"GET /ping HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n0123456789" + // a body GET /ping does not read
@@ -198,7 +200,7 @@ func TestShutdownWaitsForRequestsInFlight(t *testing.T) {
 // Long requests and answers followed by short ones, on one connection,
 // are answered exactly as each is alone on a connection of its own.
 func TestRequestsOfOneConnectionAnsweredAsAlone(t *testing.T) {
-	addr := serveGateway(t, ghttp.Config{Backend: cannedBackend()}).Addr().String()
+	addr := testproc.ServeGateway(t, ghttp.Config{Backend: cannedBackend()}).Addr().String()
 	const id = "6ba7b810-9dad-11d1-80b4-00c04fd430c8"
 	post := func(target, body string) string {
 		return "POST " + target + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + fmt.Sprintf("Content-Length: %d\r\n\r\n%s", len(body), body)
@@ -248,7 +250,7 @@ func TestTimeoutThenNextRequest(t *testing.T) {
 		}
 		return &core.PingReply{Pong: true}, nil
 	}}
-	addr := serveGateway(t, ghttp.Config{Backend: b, RequestTimeout: 100 * time.Millisecond}).Addr().String()
+	addr := testproc.ServeGateway(t, ghttp.Config{Backend: b, RequestTimeout: 100 * time.Millisecond}).Addr().String()
 	res := rawRoundTrip(t, addr, "GET /entity/"+slow.String()+" HTTP/1.1\r\nHost: x\r\n\r\n"+
 		"GET /ping HTTP/1.1\r\nHost: x\r\n\r\nGET /ping HTTP/1.1\r\nHost: x\r\n\r\n", 3)
 	for i, want := range []int{504, 200, 200} {

@@ -17,6 +17,8 @@ import (
 
 	"github.com/geoevent/geoevent/core"
 	ghttp "github.com/geoevent/geoevent/http"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 // Transport concerns: the Content-Type a body needs, CORS, bodies framed
@@ -95,7 +97,7 @@ var paths = []struct{ name, proto, host string }{
 // empty body needs no type.
 func TestContentTypeRequiredForBodies(t *testing.T) {
 	var ops atomic.Int64
-	addr := serveGateway(t, ghttp.Config{Backend: countingBackend(&ops)}).Addr().String()
+	addr := testproc.ServeGateway(t, ghttp.Config{Backend: countingBackend(&ops)}).Addr().String()
 	event := `{"events":[{"entity_id":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","lat_nano":1,"lon_nano":2}]}`
 	for _, p := range paths {
 		for _, c := range []struct {
@@ -175,9 +177,9 @@ func TestCrossSitePlainPostWritesNothing(t *testing.T) {
 
 func TestCORS(t *testing.T) {
 	const app = "http://app.example:3000"
-	allowing := serveGateway(t, ghttp.Config{Backend: cannedBackend(), CORSOrigins: []string{"https://other.example", app + "/"}}).Addr().String()
-	closed := serveGateway(t, ghttp.Config{Backend: cannedBackend()}).Addr().String()
-	anyOrigin := serveGateway(t, ghttp.Config{Backend: cannedBackend(), CORSOrigins: []string{"*"}}).Addr().String()
+	allowing := testproc.ServeGateway(t, ghttp.Config{Backend: cannedBackend(), CORSOrigins: []string{"https://other.example", app + "/"}}).Addr().String()
+	closed := testproc.ServeGateway(t, ghttp.Config{Backend: cannedBackend()}).Addr().String()
+	anyOrigin := testproc.ServeGateway(t, ghttp.Config{Backend: cannedBackend(), CORSOrigins: []string{"*"}}).Addr().String()
 	corsHeaders := func(res *stdhttp.Response) string {
 		var b strings.Builder
 		for _, h := range []string{"Access-Control-Allow-Origin", "Vary", "Access-Control-Allow-Methods", "Access-Control-Allow-Headers", "Access-Control-Max-Age"} {
@@ -257,7 +259,7 @@ func TestCORS(t *testing.T) {
 // request of its own.
 func TestRequestSmugglingRefused(t *testing.T) {
 	var ops atomic.Int64
-	addr := serveGateway(t, ghttp.Config{Backend: countingBackend(&ops)}).Addr().String()
+	addr := testproc.ServeGateway(t, ghttp.Config{Backend: countingBackend(&ops)}).Addr().String()
 	event := `{"events":[{"entity_id":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","lat_nano":1,"lon_nano":2}]}`
 	chunked := fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(event), event)
 	smuggled := "GET /ping HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -303,7 +305,7 @@ func TestRequestSmugglingRefused(t *testing.T) {
 func TestBodyBudget(t *testing.T) {
 	const budget = 1 << 20
 	var ops atomic.Int64
-	addr := serveGateway(t, ghttp.Config{Backend: countingBackend(&ops), BodyBudget: budget}).Addr().String()
+	addr := testproc.ServeGateway(t, ghttp.Config{Backend: countingBackend(&ops), BodyBudget: budget}).Addr().String()
 	body := func(n int) string {
 		head := `{"center_lat_nano":38110000000,"center_lon_nano":13360000000,"radius_mm":1000000`
 		return head + strings.Repeat(" ", n-len(head)-1) + "}"
@@ -410,7 +412,7 @@ func TestOpenAPIDocuments415(t *testing.T) {
 // it grew (awaitRequest) and serves its next requests as before.
 func TestIdleConnectionAfterLargeRequest(t *testing.T) {
 	t.Parallel()
-	addr := serveGateway(t, ghttp.Config{Backend: cannedBackend()}).Addr().String()
+	addr := testproc.ServeGateway(t, ghttp.Config{Backend: cannedBackend()}).Addr().String()
 	event := `{"entity_id":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","lat_nano":1,"lon_nano":2}`
 	large := `{"events":[` + strings.Repeat(event+",", 999) + event + `]}`
 	post := func(body string) string {

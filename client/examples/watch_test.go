@@ -3,11 +3,8 @@ package examples_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +12,8 @@ import (
 
 	"github.com/geoevent/geoevent/client"
 	"github.com/geoevent/geoevent/core"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 // TestWatchAcrossFailover: three `replica start` processes, a fence, a
@@ -26,7 +25,8 @@ func TestWatchAcrossFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	cluster, addrs, replicas := startThree(t, "9a3f2c1e-0000-4000-8000-00000000fa12")
+	c3, _ := testproc.StartCluster(t, "9a3f2c1e-0000-4000-8000-00000000fa12", 3)
+	cluster, addrs := c3.ID, c3.Addrs
 	opts := client.Options{Cluster: cluster, RequestTimeout: 2 * time.Second, BaseBackoff: 20 * time.Millisecond}
 	c, err := client.New(addrs, opts)
 	if err != nil {
@@ -91,10 +91,8 @@ func TestWatchAcrossFailover(t *testing.T) {
 	if have := waitWatched(50); have < 50 {
 		t.Fatalf("the watch has %d notifications of the first 100 writes", have)
 	}
-	leader := findLeader(t, cluster, addrs, 5*time.Second)
-	if err := replicas[leader].cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
+	leader := findLeader(t, c3, 5*time.Second)
+	c3.Kill(leader)
 	t.Logf("killed the leader, replica %d, after %d acknowledged writes", leader, acked.Load())
 	for ; i < 200; i++ {
 		write(i)
@@ -136,30 +134,6 @@ func TestWatchAcrossFailover(t *testing.T) {
 	t.Logf("%d writes acknowledged, %d notifications, all watched once across the failover", acked.Load(), len(feed))
 }
 
-// startThree formats and starts three `replica start` processes of the
-// cluster on free local addresses, with the arguments extra gives replica
-// i besides, and waits for a leader.
-func startThree(t *testing.T, clusterText string, extra ...func(i int) []string) (core.Uint128, []string, []*proc) {
-	t.Helper()
-	cluster, err := core.ParseUUID(clusterText)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
-	replicas := make([]*proc, 3)
-	for i := range replicas {
-		dir := filepath.Join(t.TempDir(), fmt.Sprint("replica-", i))
-		run(t, nil, "replica", "format", "--cluster", clusterText, "--replica", fmt.Sprint(i), "--replica-count", "3", "--data", dir)
-		args := []string{"start", "--data", dir, "--addresses", strings.Join(addrs, ",")}
-		for _, e := range extra {
-			args = append(args, e(i)...)
-		}
-		replicas[i] = start(t, "replica", args...)
-	}
-	findLeader(t, cluster, addrs, 20*time.Second)
-	return cluster, addrs, replicas
-}
-
 // TestFeedFromFollower: a follower's gateway serves GET /feed from what
 // its replica has applied, not through the leader. Three replicas with
 // gateways, a fence and writes that cross it; then the leader and the
@@ -170,9 +144,11 @@ func TestFeedFromFollower(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	gateways := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
-	cluster, addrs, replicas := startThree(t, "9a3f2c1e-0000-4000-8000-00000000fa13",
-		func(i int) []string { return []string{"--http", gateways[i]} })
+	c3 := testproc.NewCluster(t, "9a3f2c1e-0000-4000-8000-00000000fa13", 3)
+	gateways := []string{testproc.FreeAddr(t), testproc.FreeAddr(t), testproc.FreeAddr(t)}
+	c3.HTTP = gateways
+	leader := c3.StartAll()
+	cluster, addrs := c3.ID, c3.Addrs
 	c, err := client.New(addrs, client.Options{Cluster: cluster, RequestTimeout: 2 * time.Second, BaseBackoff: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +167,7 @@ func TestFeedFromFollower(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	leader := findLeader(t, cluster, addrs, 5*time.Second)
+	leader = findLeader(t, c3, 5*time.Second)
 	follower := (leader + 1) % 3
 	// The follower has applied what the leader committed once its feed,
 	// read through the binary protocol from it alone, holds every write's
@@ -212,10 +188,7 @@ func TestFeedFromFollower(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	for _, i := range []int{leader, (leader + 2) % 3} {
-		if err := replicas[i].cmd.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		<-replicas[i].done
+		c3.Kill(i)
 	}
 	resp, err := http.Get("http://" + gateways[follower] + "/feed?after=0&wait_ms=0&types=enter")
 	if err != nil {

@@ -2,99 +2,20 @@ package main
 
 import (
 	"bytes"
-	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
-	"time"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
-// replicaBin is cmd/replica, built once by TestMain.
-var replicaBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "geoevent-cli-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	replicaBin = filepath.Join(dir, "replica")
-	out, err := exec.Command("go", "build", "-o", replicaBin, "../replica").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "building cmd/replica: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// syncBuffer is a bytes.Buffer a child process writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+func TestMain(m *testing.M) { testproc.Main(m, "../replica") }
 
 // startDev starts `replica dev` on free loopback ports with a new data
 // directory, and returns its HTTP API's URL; the test's cleanup stops it.
 func startDev(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := ln.Addr().String()
-	ln.Close()
-	cmd := exec.Command(replicaBin, "dev", "--data", filepath.Join(t.TempDir(), "data"), "--addresses", bin, "--http", "127.0.0.1:0")
-	var stdout, stderr syncBuffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
-			<-done
-			t.Errorf("replica dev did not stop; stderr:\n%s", stderr.String())
-		}
-	})
-	re := regexp.MustCompile(`HTTP JSON API on (http://[0-9.]+:[0-9]+)`)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if m := re.FindStringSubmatch(stdout.String()); m != nil {
-			return m[1]
-		}
-		select {
-		case <-done:
-			t.Fatalf("replica dev exited; stderr:\n%s", stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replica dev printed no HTTP address; stderr:\n%s", stderr.String())
-		}
-	}
+	return testproc.StartDev(t, testproc.DevOptions{HTTP: true, StopAtCleanup: true}).URL
 }
 
 // cli runs the command line against url and returns its exit code and

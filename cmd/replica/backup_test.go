@@ -17,6 +17,8 @@ import (
 
 	"github.com/geoevent/geoevent/client"
 	"github.com/geoevent/geoevent/core"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 // TestBackupUnderLoadAndRestore backs up a running `replica dev` with
@@ -35,10 +37,8 @@ func TestBackupUnderLoadAndRestore(t *testing.T) {
 	const fleet, batch, workers = 200, 100, 2
 	tmp := t.TempDir()
 	data := filepath.Join(tmp, "data")
-	addr := freeAddr(t)
-	srv := startChild(t, "dev", "--data", data, "--addresses", addr, "--http", "")
-	waitBanner(t, srv)
-	cl := newDevClient(t, srv, addr)
+	srv := testproc.StartDev(t, testproc.DevOptions{Dir: data})
+	cl := srv.Client(devClientOptions)
 
 	var (
 		mu    sync.Mutex
@@ -96,14 +96,14 @@ func TestBackupUnderLoadAndRestore(t *testing.T) {
 		}
 	}
 	t.Logf("%d events acknowledged before the backup, %d restored, %d acknowledged in all", len(before), len(seen), len(acked))
-	r1.stop(syscall.SIGTERM)
+	r1.Stop(syscall.SIGTERM)
 
 	// Quiet now: a backup restores the running replica's state exactly;
 	// once the replica has stopped, replica backup reads its directory.
 	want := digest(t, cl, fleet)
 	for _, stopped := range []bool{false, true} {
 		if stopped {
-			srv.stop(syscall.SIGTERM)
+			srv.Stop(syscall.SIGTERM)
 		}
 		file2 := filepath.Join(tmp, fmt.Sprintf("quiet-%v.backup", stopped))
 		code, stdout, stderr := runCmd(t, "backup", "--data", data, "--to", file2)
@@ -147,26 +147,13 @@ func TestBackupUnderLoadAndRestore(t *testing.T) {
 
 // restoreAndServe restores the backup file into dir with replica restore
 // and serves it with replica dev.
-func restoreAndServe(t *testing.T, file, dir string) (*child, *client.Client) {
+func restoreAndServe(t *testing.T, file, dir string) (*testproc.Dev, *client.Client) {
 	t.Helper()
 	if code, stdout, stderr := runCmd(t, "restore", "--from", file, "--data", dir); code != 0 {
 		t.Fatalf("replica restore: exit %d\n%s%s", code, stdout, stderr)
 	}
-	addr := freeAddr(t)
-	c := startChild(t, "dev", "--data", dir, "--addresses", addr, "--http", "")
-	waitBanner(t, c)
-	return c, newDevClient(t, c, addr)
-}
-
-// waitBanner waits until c's banner says it serves.
-func waitBanner(t *testing.T, c *child) {
-	t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); !strings.Contains(c.stdout.String(), "Ctrl-C"); {
-		if time.Now().After(deadline) {
-			t.Fatalf("no banner; stderr:\n%s", c.stderr)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	c := testproc.StartDev(t, testproc.DevOptions{Dir: dir})
+	return c, c.Client(devClientOptions)
 }
 
 // histories pages through the history of entities 1..fleet (Hi 9).

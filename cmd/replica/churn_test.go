@@ -30,10 +30,10 @@ func TestFailoverUnderRestartChurn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c := newCluster(t, 3)
-	for i := range c.procs {
-		c.start(i)
+	for i := range c.Procs {
+		c.Start(i)
 	}
-	if c.agreedLeader(20*time.Second) < 0 {
+	if c.AgreedLeader(20*time.Second) < 0 {
 		t.Fatal("no leader elected within 20 s")
 	}
 
@@ -42,24 +42,24 @@ func TestFailoverUnderRestartChurn(t *testing.T) {
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Go(func() {
-			cl := c.client(c.addrs, client.Options{RequestTimeout: time.Second, TotalTimeout: 10 * time.Second, MaxRetries: 100})
+			cl := c.Client(c.Addrs, client.Options{RequestTimeout: time.Second, TotalTimeout: 10 * time.Second, MaxRetries: 100})
 			for i := uint64(0); loadCtx.Err() == nil; i++ {
 				_ = wl.write(loadCtx, cl, uint64(w)<<40|i*clusterBatch+1)
 			}
 		})
 	}
-	probe := c.client(c.addrs, client.Options{MaxRetries: 100})
+	probe := c.Client(c.Addrs, client.Options{MaxRetries: 100})
 	next := uint64(0)
 	cycles := func(round int) []time.Duration {
 		var failovers []time.Duration
 		for cycle := range *churnCycles {
 			time.Sleep(500 * time.Millisecond) // the restarted replica has just come back
-			leader := c.agreedLeader(10 * time.Second)
+			leader := c.AgreedLeader(10 * time.Second)
 			if leader < 0 {
 				t.Fatalf("round %d cycle %d: no leader", round, cycle)
 			}
 			killedAt := time.Now()
-			c.kill(leader)
+			c.Kill(leader)
 			var errs []string // the probe's failed writes, for a slow failover's log
 			for {
 				next++
@@ -80,7 +80,7 @@ func TestFailoverUnderRestartChurn(t *testing.T) {
 					t.Logf("  probe failed at %s", e)
 				}
 			}
-			c.start(leader)
+			c.Start(leader)
 		}
 		return failovers
 	}
@@ -107,40 +107,8 @@ func TestFailoverUnderRestartChurn(t *testing.T) {
 	wg.Wait()
 
 	time.Sleep(time.Second) // the last restarted replica catches up
-	for i, addr := range c.addrs {
-		cl := c.client([]string{addr}, client.Options{TotalTimeout: 20 * time.Second})
+	for i, addr := range c.Addrs {
+		cl := c.Client([]string{addr}, client.Options{TotalTimeout: 20 * time.Second})
 		checkBatches(ctx, t, cl, wl, "replica "+string(rune('0'+i)))
 	}
-}
-
-// agreedLeader is the replica that a majority of the running replicas name
-// as the primary, once they do (-1 after timeout). A replica that has just
-// restarted may name itself before it hears of the leader.
-func (c *cluster) agreedLeader(timeout time.Duration) int {
-	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		votes := map[int]int{}
-		for i, p := range c.procs {
-			if p == nil {
-				continue
-			}
-			cl, err := client.New([]string{c.addrs[i]}, client.Options{Cluster: c.id, DisableRetries: true,
-				ConnectTimeout: 300 * time.Millisecond, RequestTimeout: 300 * time.Millisecond, TotalTimeout: 500 * time.Millisecond})
-			if err != nil {
-				c.t.Fatal(err)
-			}
-			if top, err := cl.Topology(context.Background()); err == nil {
-				votes[int(top.Primary)]++
-			}
-			cl.Close()
-		}
-		for p, n := range votes {
-			if n > len(c.procs)/2 && p >= 0 && p < len(c.procs) && c.procs[p] != nil {
-				return p
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return -1
 }

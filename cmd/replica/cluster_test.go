@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -14,142 +12,14 @@ import (
 	"github.com/geoevent/geoevent/client"
 	"github.com/geoevent/geoevent/core"
 	"github.com/geoevent/geoevent/io/store"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
-// cluster is three `replica start` processes on loopback.
-type cluster struct {
-	t     *testing.T
-	id    core.Uint128
-	addrs []string
-	dirs  []string
-	procs []*child // nil: not running
-	old   []*child // processes that ran before a restart, for the logs
-	http  []string // when set, each replica's --http address
-}
-
-func newCluster(t *testing.T, n int) *cluster {
+// newCluster formats n replicas of a cluster on loopback.
+func newCluster(t *testing.T, n int) *testproc.Cluster {
 	t.Helper()
-	return newClusterWithID(t, "00000000-0000-0000-0000-0000c1057e20", n)
-}
-
-// newClusterWithID formats n replicas of the cluster id (a UUID).
-func newClusterWithID(t *testing.T, id string, n int) *cluster {
-	t.Helper()
-	c := &cluster{t: t, id: clusterID(t, id), procs: make([]*child, n)}
-	for i := range n {
-		c.addrs = append(c.addrs, freeAddr(t))
-		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), fmt.Sprint("replica-", i)))
-		mustRun(t, binary, "format", "--cluster", id, "--replica", fmt.Sprint(i), "--replica-count", fmt.Sprint(n), "--data", c.dirs[i])
-	}
-	t.Cleanup(func() {
-		if !t.Failed() {
-			return
-		}
-		for i, p := range append(append([]*child(nil), c.old...), c.procs...) {
-			if p != nil {
-				t.Logf("process %d stderr (last 6 KiB):\n%s", i, tail(p.stderr.String(), 6<<10))
-			}
-		}
-	})
-	return c
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "..." + s[len(s)-n:]
-	}
-	return s
-}
-
-func (c *cluster) addresses() string {
-	var b bytes.Buffer
-	for i, a := range c.addrs {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(a)
-	}
-	return b.String()
-}
-
-// start starts replica i and waits until it listens.
-func (c *cluster) start(i int) {
-	c.t.Helper()
-	if c.procs[i] != nil {
-		c.old = append(c.old, c.procs[i])
-	}
-	args := []string{"start", "--data", c.dirs[i], "--addresses", c.addresses()}
-	if c.http != nil {
-		args = append(args, "--http", c.http[i])
-	}
-	c.procs[i] = startChild(c.t, args...)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		nc, err := net.DialTimeout("tcp", c.addrs[i], 200*time.Millisecond)
-		if err == nil {
-			nc.Close()
-			return
-		}
-		select {
-		case <-c.procs[i].done:
-			c.t.Fatalf("replica %d exited at start:\n%s", i, c.procs[i].stderr)
-		default:
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("replica %d does not listen on %s: %v", i, c.addrs[i], err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (c *cluster) kill(i int) {
-	c.t.Helper()
-	p := c.procs[i]
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		c.t.Fatal(err)
-	}
-	<-p.done
-	c.old = append(c.old, p)
-	c.procs[i] = nil
-}
-
-// client connects to the given replicas.
-func (c *cluster) client(addrs []string, opts client.Options) *client.Client {
-	c.t.Helper()
-	opts.Cluster = c.id
-	cl, err := client.New(addrs, opts)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.t.Cleanup(func() { cl.Close() })
-	return cl
-}
-
-// leader asks the running replicas for the topology until one says it is
-// the primary itself (and, when not is given, is not replica not); it
-// returns -1 after timeout.
-func (c *cluster) leader(not int, timeout time.Duration) int {
-	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		for i, p := range c.procs {
-			if p == nil || i == not {
-				continue
-			}
-			cl, err := client.New([]string{c.addrs[i]}, client.Options{Cluster: c.id, DisableRetries: true,
-				ConnectTimeout: 300 * time.Millisecond, RequestTimeout: 300 * time.Millisecond, TotalTimeout: 500 * time.Millisecond})
-			if err != nil {
-				c.t.Fatal(err)
-			}
-			top, err := cl.Topology(context.Background())
-			cl.Close()
-			if err == nil && int(top.Primary) == i {
-				return i
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return -1
+	return testproc.NewCluster(t, "00000000-0000-0000-0000-0000c1057e20", n)
 }
 
 // writeLog records every batch written and whether it was acknowledged.
@@ -203,11 +73,11 @@ func TestClusterFailover(t *testing.T) {
 	defer cancel()
 
 	c := newCluster(t, 3)
-	for i := range c.procs {
-		c.start(i)
+	for i := range c.Procs {
+		c.Start(i)
 	}
 	start := time.Now()
-	leader := c.leader(-1, 20*time.Second)
+	leader := c.Leader(-1, 20*time.Second)
 	if leader < 0 {
 		t.Fatal("no leader elected within 20 s")
 	}
@@ -221,7 +91,7 @@ func TestClusterFailover(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cl := c.client(c.addrs, client.Options{RequestTimeout: time.Second, TotalTimeout: 5 * time.Second,
+			cl := c.Client(c.Addrs, client.Options{RequestTimeout: time.Second, TotalTimeout: 5 * time.Second,
 				BaseBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, MaxRetries: 100})
 			for i := uint64(0); writeCtx.Err() == nil; i++ {
 				_ = wl.write(writeCtx, cl, uint64(w)<<40|i*clusterBatch+1)
@@ -238,8 +108,8 @@ func TestClusterFailover(t *testing.T) {
 
 	// Kill the leader; a probe writes until a write succeeds again.
 	killedAt := time.Now()
-	c.kill(leader)
-	probe := c.client(c.addrs, client.Options{RequestTimeout: 500 * time.Millisecond, TotalTimeout: 2 * time.Second,
+	c.Kill(leader)
+	probe := c.Client(c.Addrs, client.Options{RequestTimeout: 500 * time.Millisecond, TotalTimeout: 2 * time.Second,
 		BaseBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, MaxRetries: 100})
 	var failover time.Duration
 	for i := uint64(0); ; i++ {
@@ -251,7 +121,7 @@ func TestClusterFailover(t *testing.T) {
 			break
 		}
 	}
-	next := c.leader(leader, 20*time.Second)
+	next := c.Leader(leader, 20*time.Second)
 	if next < 0 {
 		t.Fatal("no new leader within 20 s of the kill")
 	}
@@ -259,7 +129,7 @@ func TestClusterFailover(t *testing.T) {
 		leader, next, failover.Round(time.Millisecond))
 
 	time.Sleep(2 * time.Second)
-	c.start(leader) // the old leader comes back as a follower and catches up
+	c.Start(leader) // the old leader comes back as a follower and catches up
 	time.Sleep(3 * time.Second)
 	stopWrites()
 	wg.Wait()
@@ -270,23 +140,23 @@ func TestClusterFailover(t *testing.T) {
 	// Every acknowledged batch is there whole, through every address; no
 	// batch is half there.
 	time.Sleep(time.Second) // let the restarted replica catch up
-	for i, addr := range c.addrs {
-		cl := c.client([]string{addr}, client.Options{TotalTimeout: 20 * time.Second})
+	for i, addr := range c.Addrs {
+		cl := c.Client([]string{addr}, client.Options{TotalTimeout: 20 * time.Second})
 		checkBatches(ctx, t, cl, wl, fmt.Sprintf("replica %d (%s)", i, addr))
 	}
 
 	// The logs agree: stop the followers, then the leader (so that it
 	// commits nothing the followers lack), and compare them on disk.
-	final := c.leader(-1, 10*time.Second)
-	for i, p := range c.procs {
+	final := c.Leader(-1, 10*time.Second)
+	for i, p := range c.Procs {
 		if i != final {
-			p.stop(syscall.SIGTERM)
+			p.Stop(syscall.SIGTERM)
 		}
 	}
 	if final >= 0 {
-		c.procs[final].stop(syscall.SIGTERM)
+		c.Procs[final].Stop(syscall.SIGTERM)
 	}
-	compareLogs(t, c.dirs)
+	compareLogs(t, c.Dirs)
 }
 
 // checkBatches reads every tried batch through cl.

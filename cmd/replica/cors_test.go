@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 // --cors-origin, repeated and comma-separated, reaches the gateway: its
@@ -14,9 +16,9 @@ import (
 // JSON is refused whatever the origin.
 func TestDevCORSOrigin(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "dev-data")
-	srv := startChild(t, "dev", "--data", dir, "--addresses", freeAddr(t), "--http", "127.0.0.1:0",
-		"--cors-origin", "http://a.example, http://b.example:8000", "--cors-origin", "https://c.example")
-	base := "http://" + httpAddrFromBanner(t, srv)
+	srv := testproc.StartDev(t, testproc.DevOptions{Dir: dir, HTTP: true,
+		Args: []string{"--cors-origin", "http://a.example, http://b.example:8000", "--cors-origin", "https://c.example"}})
+	base := srv.URL
 	hc := &http.Client{Timeout: 30 * time.Second}
 	do := func(method, path, origin, ctype, body string) *http.Response {
 		t.Helper()
@@ -54,7 +56,7 @@ func TestDevCORSOrigin(t *testing.T) {
 	if res := do("POST", "/events", "http://a.example", "application/json", event); res.StatusCode != 200 || res.Header.Get("Access-Control-Allow-Origin") != "http://a.example" {
 		t.Errorf("JSON POST from an allowed origin: %d %v", res.StatusCode, res.Header)
 	}
-	srv.stop(syscall.SIGTERM)
+	srv.Stop(syscall.SIGTERM)
 }
 
 func TestCORSOriginFlagErrors(t *testing.T) {

@@ -2,16 +2,14 @@ package main
 
 import (
 	"context"
-	"net"
-	"os"
-	"os/exec"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/geoevent/geoevent/client"
 	"github.com/geoevent/geoevent/core"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 // TestKillNineLosesNothingAcknowledged starts `replica start` as a child
@@ -23,11 +21,8 @@ func TestKillNineLosesNothingAcknowledged(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	bin := binary
-	data := t.TempDir()
-	addr := freeAddr(t)
-	cluster := "00000000-0000-0000-0000-00000000c0de"
-	mustRun(t, bin, "format", "--cluster", cluster, "--replica", "0", "--replica-count", "1", "--data", data)
+	rc := testproc.NewCluster(t, "00000000-0000-0000-0000-00000000c0de", 1)
+	addr := rc.Addrs[0]
 
 	const batchSize = 50
 	type batch struct{ first uint64 }
@@ -37,8 +32,8 @@ func TestKillNineLosesNothingAcknowledged(t *testing.T) {
 		tried []batch
 	)
 	for round := 0; round < 3; round++ {
-		proc := startReplica(t, bin, data, addr)
-		c, err := client.New([]string{addr}, client.Options{Cluster: clusterID(t, cluster), PoolSize: 4, TotalTimeout: 3 * time.Second, RequestTimeout: time.Second})
+		rc.Start(0)
+		c, err := client.New([]string{addr}, client.Options{Cluster: rc.ID, PoolSize: 4, TotalTimeout: 3 * time.Second, RequestTimeout: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,10 +62,7 @@ func TestKillNineLosesNothingAcknowledged(t *testing.T) {
 			}(w)
 		}
 		time.Sleep(700 * time.Millisecond)
-		if err := proc.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		_ = proc.Wait()
+		rc.Kill(0)
 		cancel()
 		wg.Wait()
 		c.Close()
@@ -79,12 +71,8 @@ func TestKillNineLosesNothingAcknowledged(t *testing.T) {
 		t.Fatal("no write was acknowledged: the test proves nothing")
 	}
 
-	proc := startReplica(t, bin, data, addr)
-	defer func() {
-		_ = proc.Process.Signal(syscall.SIGTERM)
-		_ = proc.Wait()
-	}()
-	c, err := client.New([]string{addr}, client.Options{Cluster: clusterID(t, cluster)})
+	rc.Start(0)
+	c, err := client.New([]string{addr}, client.Options{Cluster: rc.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,35 +105,6 @@ func TestKillNineLosesNothingAcknowledged(t *testing.T) {
 		}
 	}
 	t.Logf("%d batches acknowledged across 3 kill -9s, all present; %d tried", len(acked), len(tried))
-}
-
-func mustRun(t *testing.T, bin string, args ...string) {
-	t.Helper()
-	if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
-		t.Fatalf("replica %v: %v\n%s", args, err, out)
-	}
-}
-
-func startReplica(t *testing.T, bin, data, addr string) *exec.Cmd {
-	t.Helper()
-	cmd := exec.Command(bin, "start", "--data", data, "--addresses", addr)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			conn.Close()
-			return cmd
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			t.Fatalf("replica did not listen on %s: %v", addr, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func clusterID(t *testing.T, s string) core.Uint128 {

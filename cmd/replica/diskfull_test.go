@@ -7,9 +7,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 // TestReadsGoOnWhenTheDiskIsFull fills a small tmpfs with a dev replica's
@@ -35,8 +36,8 @@ func TestReadsGoOnWhenTheDiskIsFull(t *testing.T) {
 		}
 	})
 	data := filepath.Join(mnt, "data")
-	srv := startChild(t, "dev", "--data", data, "--addresses", freeAddr(t), "--http", "127.0.0.1:0")
-	base := "http://" + httpAddrFromBanner(t, srv)
+	srv := testproc.StartDev(t, testproc.DevOptions{Dir: data, HTTP: true})
+	base := srv.URL
 
 	const entity = "6ba7b810-9dad-11d1-80b4-00c04fd430c8"
 	if code, m := send(t, "POST", base+"/events", `{"events":[{"entity_id":"`+entity+`","lat_nano":38115000000,"lon_nano":13361000000}]}`); code != 200 {
@@ -101,12 +102,9 @@ func TestReadsGoOnWhenTheDiskIsFull(t *testing.T) {
 
 	// kill -9 and a restart on the full disk: the new gateway has no
 	// session, and reads must not wait for one.
-	if err := srv.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-srv.done
-	srv = startChild(t, "dev", "--data", data, "--addresses", freeAddr(t), "--http", "127.0.0.1:0")
-	base = "http://" + httpAddrFromBanner(t, srv)
+	srv.Kill()
+	srv = testproc.StartDev(t, testproc.DevOptions{Dir: data, HTTP: true})
+	base = srv.URL
 	deadline := time.Now().Add(30 * time.Second)
 	for { // recovery first: /ping says pong once the replica serves
 		res, err := (&http.Client{Timeout: 2 * time.Second}).Get(base + "/ping")
@@ -117,7 +115,7 @@ func TestReadsGoOnWhenTheDiskIsFull(t *testing.T) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no pong 30 s after the restart on a full disk: %v\n%s", err, tail(srv.stderr.String(), 2000))
+			t.Fatalf("no pong 30 s after the restart on a full disk: %v\n%s", err, testproc.Tail(srv.Stderr(), 2000))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

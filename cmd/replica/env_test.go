@@ -3,28 +3,12 @@ package main
 import (
 	"flag"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// runEnv runs the binary with env added to the test's environment.
-func runEnv(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode(), out.String(), errb.String()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return 0, out.String(), errb.String()
-}
+	"github.com/geoevent/geoevent/internal/testproc"
+)
 
 // TestFlagsFromEnvironment: every flag of format may come from its
 // GEOEVENT_ variable, a flag on the command line wins over its variable,
@@ -34,22 +18,22 @@ func TestFlagsFromEnvironment(t *testing.T) {
 	dir := t.TempDir()
 	env := []string{"GEOEVENT_CLUSTER=00000000-0000-0000-0000-0000000e0e01", "GEOEVENT_REPLICA=2",
 		"GEOEVENT_REPLICA_COUNT=3", "GEOEVENT_DATA=" + filepath.Join(dir, "from-env")}
-	code, stdout, stderr := runEnv(t, env, "format")
+	code, stdout, stderr := testproc.Run(t, env, "replica", "format")
 	if code != 0 || !strings.Contains(stdout, "replica 2 of 3") {
 		t.Fatalf("format from the environment: exit %d\n%s%s", code, stdout, stderr)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "from-env")); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr = runEnv(t, env, "format", "--data", filepath.Join(dir, "from-flag"), "--replica", "1")
+	code, stdout, stderr = testproc.Run(t, env, "replica", "format", "--data", filepath.Join(dir, "from-flag"), "--replica", "1")
 	if code != 0 || !strings.Contains(stdout, "from-flag: cluster 00000000-0000-0000-0000-0000000e0e01, replica 1 of 3") {
 		t.Fatalf("flags over the environment: exit %d\n%s%s", code, stdout, stderr)
 	}
-	code, _, stderr = runEnv(t, []string{"GEOEVENT_MAX_CONNECTIONS=many"}, "dev", "--data", filepath.Join(dir, "dev"))
+	code, _, stderr = testproc.Run(t, []string{"GEOEVENT_MAX_CONNECTIONS=many"}, "replica", "dev", "--data", filepath.Join(dir, "dev"))
 	if code != 2 || !strings.Contains(stderr, `GEOEVENT_MAX_CONNECTIONS="many" (for --max-connections)`) {
 		t.Fatalf("a bad variable: exit %d\n%s", code, stderr)
 	}
-	code, _, stderr = runEnv(t, nil, "start", "--data", dir)
+	code, _, stderr = testproc.Run(t, nil, "replica", "start", "--data", dir)
 	if code != 2 || !strings.Contains(stderr, "--addresses is required (or set GEOEVENT_ADDRESSES)") {
 		t.Fatalf("a required flag missing: exit %d\n%s", code, stderr)
 	}

@@ -5,12 +5,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/geoevent/geoevent/client"
 	"github.com/geoevent/geoevent/core"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 // TestKillNineDuringTrackKeepsHistory runs `replica dev` under a track
@@ -37,7 +38,7 @@ func TestKillNineDuringTrackKeepsHistory(t *testing.T) {
 		rounds  = 2
 	)
 	data := t.TempDir()
-	addr := freeAddr(t)
+	addr := testproc.FreeAddr(t)
 	type sent struct {
 		first uint64
 		ts    []uint64 // the acknowledged timestamps, nil when not acknowledged
@@ -48,10 +49,9 @@ func TestKillNineDuringTrackKeepsHistory(t *testing.T) {
 		next    atomic.Uint64
 		acked   atomic.Int64 // events acknowledged
 	)
-	start := func() (*child, *client.Client) {
-		srv := startChild(t, "dev", "--data", data, "--addresses", addr, "--http", "127.0.0.1:0")
-		httpAddrFromBanner(t, srv) // waits for the banner: the replica serves
-		return srv, newDevClient(t, srv, addr)
+	start := func() (*testproc.Dev, *client.Client) {
+		srv := testproc.StartDev(t, testproc.DevOptions{Dir: data, Addr: addr, HTTP: true})
+		return srv, srv.Client(devClientOptions)
 	}
 	for round := range rounds {
 		srv, cl := start()
@@ -94,14 +94,11 @@ func TestKillNineDuringTrackKeepsHistory(t *testing.T) {
 		for deadline := time.Now().Add(8 * time.Second); acked.Load()-from < want && time.Now().Before(deadline); {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if err := srv.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		<-srv.done
+		srv.Kill()
 		cancel()
 		wg.Wait()
 		cl.Close()
-		t.Logf("round %d: %d events acknowledged, %d sent so far; %d snapshots written", round, acked.Load(), next.Load(), strings.Count(srv.stderr.String(), "snapshot written"))
+		t.Logf("round %d: %d events acknowledged, %d sent so far; %d snapshots written", round, acked.Load(), next.Load(), strings.Count(srv.Stderr(), "snapshot written"))
 	}
 
 	_, cl := start()

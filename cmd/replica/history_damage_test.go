@@ -17,6 +17,8 @@ import (
 	"github.com/geoevent/geoevent/core"
 	"github.com/geoevent/geoevent/io/history"
 	"github.com/geoevent/geoevent/io/store"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 // The fleet the damage tests write: damagedFleet entities of id Hi 9, each
@@ -50,17 +52,10 @@ func fillFleet(ctx context.Context, t *testing.T, cl *client.Client) {
 
 // startedCluster starts a cluster of n replicas and returns it and the
 // replica that leads it.
-func startedCluster(t *testing.T, n int) (*cluster, int) {
+func startedCluster(t *testing.T, n int) (*testproc.Cluster, int) {
 	t.Helper()
 	c := newCluster(t, n)
-	for i := range c.procs {
-		c.start(i)
-	}
-	leader := c.leader(-1, 20*time.Second)
-	if leader < 0 {
-		t.Fatal("no leader elected within 20 s")
-	}
-	return c, leader
+	return c, c.StartAll()
 }
 
 // historyOf pages through id's whole history.
@@ -81,16 +76,16 @@ func historyOf(ctx context.Context, cl *client.Client, id core.Uint128) ([]core.
 }
 
 // waitFor waits until c's stderr holds s and returns the line holding it.
-func waitFor(t *testing.T, c *child, s string, timeout time.Duration) string {
+func waitFor(t *testing.T, c *testproc.Proc, s string, timeout time.Duration) string {
 	t.Helper()
 	for deadline := time.Now().Add(timeout); ; time.Sleep(20 * time.Millisecond) {
-		for _, l := range strings.Split(c.stderr.String(), "\n") {
+		for _, l := range strings.Split(c.Stderr(), "\n") {
 			if strings.Contains(l, s) {
 				return l
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no %q logged within %v; stderr:\n%s", s, timeout, tail(c.stderr.String(), 8<<10))
+			t.Fatalf("no %q logged within %v; stderr:\n%s", s, timeout, testproc.Tail(c.Stderr(), 8<<10))
 		}
 	}
 }
@@ -155,12 +150,12 @@ func TestClusterRebuildsADamagedFollowerHistory(t *testing.T) {
 	f := (leader + 1) % 3
 	opts := client.Options{RequestTimeout: 2 * time.Second, TotalTimeout: 30 * time.Second,
 		BaseBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, MaxRetries: 200}
-	cl := c.client(c.addrs, opts)
+	cl := c.Client(c.Addrs, opts)
 	start := time.Now()
 	fillFleet(ctx, t, cl)
-	waitFor(t, c.procs[f], "history checkpointed", 30*time.Second)
-	waitFor(t, c.procs[f], "snapshot written", 30*time.Second)
-	waitFor(t, c.procs[leader], "snapshot written", 30*time.Second) // it sends a rebuilt follower a snapshot
+	waitFor(t, c.Procs[f], "history checkpointed", 30*time.Second)
+	waitFor(t, c.Procs[f], "snapshot written", 30*time.Second)
+	waitFor(t, c.Procs[leader], "snapshot written", 30*time.Second) // it sends a rebuilt follower a snapshot
 	t.Logf("%d events written in %v; follower %d has a snapshot", damagedEvents, time.Since(start).Round(time.Millisecond), f)
 	want, err := historyOf(ctx, cl, damagedEntity)
 	if err != nil || len(want) != damagedEvents/damagedFleet {
@@ -172,11 +167,11 @@ func TestClusterRebuildsADamagedFollowerHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c.kill(f)
-	damaged := damageTables(t, c.dirs[f])
+	c.Kill(f)
+	damaged := damageTables(t, c.Dirs[f])
 	t.Logf("damaged tables %v of follower %d", damaged, f)
-	c.start(f)
-	viaF := c.client([]string{c.addrs[f]}, opts)
+	c.Start(f)
+	viaF := c.Client([]string{c.Addrs[f]}, opts)
 	check := func(when string, want []core.GeoEvent) {
 		got, err := historyOf(ctx, viaF, damagedEntity)
 		if err == nil && !reflect.DeepEqual(got, want) {
@@ -198,7 +193,7 @@ func TestClusterRebuildsADamagedFollowerHistory(t *testing.T) {
 		want[0].TimestampNS != ev.TimestampNS || want[0].LatNano != ev.LatNano || want[0].UserData != ev.UserData {
 		t.Fatalf("history after the upsert: %d events, %v", len(want), err)
 	}
-	line := waitFor(t, c.procs[f], "the history store is damaged", 20*time.Second)
+	line := waitFor(t, c.Procs[f], "the history store is damaged", 20*time.Second)
 	named := false
 	for _, n := range damaged {
 		named = named || strings.Contains(line, n)
@@ -213,8 +208,8 @@ func TestClusterRebuildsADamagedFollowerHistory(t *testing.T) {
 	// a later term ends the repair.
 	for deadline := time.Now().Add(40 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		check("while rebuilding", want)
-		hs, _, err := store.LoadHardState(c.dirs[f])
-		if err == nil && !hs.Repairing && strings.Contains(c.procs[f].stderr.String(), "discarded the history store") {
+		hs, _, err := store.LoadHardState(c.Dirs[f])
+		if err == nil && !hs.Repairing && strings.Contains(c.Procs[f].Stderr(), "discarded the history store") {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -222,7 +217,7 @@ func TestClusterRebuildsADamagedFollowerHistory(t *testing.T) {
 		}
 	}
 	t.Logf("follower %d rebuilt %v after the upsert (%s)", f, time.Since(upsertAt).Round(time.Millisecond),
-		map[bool]string{true: "from a snapshot", false: "from the log"}[strings.Contains(c.procs[f].stderr.String(), "installed the history of the leader's snapshot")])
+		map[bool]string{true: "from a snapshot", false: "from the log"}[strings.Contains(c.Procs[f].Stderr(), "installed the history of the leader's snapshot")])
 
 	// Its store answers its own reads now: an upsert at another
 	// entity's oldest timestamp, which every replica applies reading its
@@ -238,13 +233,13 @@ func TestClusterRebuildsADamagedFollowerHistory(t *testing.T) {
 	// checkpoint of the leader's snapshot it installed, read once every
 	// replica has stopped (the checkpoint, not the live store, is what a
 	// restart keeps: pebble's WAL is off).
-	for i := range c.procs {
-		c.procs[i].stop(syscall.SIGTERM)
+	for i := range c.Procs {
+		c.Procs[i].Stop(syscall.SIGTERM)
 	}
-	if n := strings.Count(c.procs[f].stderr.String(), "the history store is damaged"); n != 1 {
+	if n := strings.Count(c.Procs[f].Stderr(), "the history store is damaged"); n != 1 {
 		t.Fatalf("follower %d reported damage %d times, want once", f, n)
 	}
-	cps, _ := filepath.Glob(filepath.Join(c.dirs[f], "snapshot-*.history"))
+	cps, _ := filepath.Glob(filepath.Join(c.Dirs[f], "snapshot-*.history"))
 	if len(cps) == 0 {
 		t.Fatalf("follower %d holds no history checkpoint after its rebuild", f)
 	}
@@ -278,28 +273,21 @@ func TestLoneReplicaStopsOnADamagedHistory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	data := t.TempDir()
-	addr := freeAddr(t)
-	srv := startChild(t, "dev", "--data", data, "--addresses", addr, "--http", "127.0.0.1:0")
-	httpAddrFromBanner(t, srv)
-	cl := newDevClient(t, srv, addr)
+	addr := testproc.FreeAddr(t)
+	srv := testproc.StartDev(t, testproc.DevOptions{Dir: data, Addr: addr, HTTP: true})
+	cl := srv.Client(devClientOptions)
 	fillFleet(ctx, t, cl)
-	waitFor(t, srv, "snapshot written", 30*time.Second)
+	waitFor(t, srv.Proc, "snapshot written", 30*time.Second)
 	want, err := historyOf(ctx, cl, damagedEntity)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cl.Close()
-	srv.stop(syscall.SIGTERM)
+	srv.Stop(syscall.SIGTERM)
 	damaged := damageTables(t, data)
 
-	srv = startChild(t, "dev", "--data", data, "--addresses", addr, "--http", "127.0.0.1:0")
-	httpAddrFromBanner(t, srv)
-	m := readmeBannerCluster.FindStringSubmatch(srv.stdout.String())
-	cl, err = client.New([]string{addr}, client.Options{Cluster: clusterID(t, m[1]), DisableRetries: true, TotalTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	srv = testproc.StartDev(t, testproc.DevOptions{Dir: data, Addr: addr, HTTP: true})
+	cl = srv.Client(client.Options{DisableRetries: true, TotalTimeout: 5 * time.Second})
 	got, err := historyOf(ctx, cl, damagedEntity)
 	if err == nil {
 		if reflect.DeepEqual(got, want) {
@@ -308,14 +296,14 @@ func TestLoneReplicaStopsOnADamagedHistory(t *testing.T) {
 		t.Fatalf("a damaged history answered %d events", len(got))
 	}
 	select {
-	case <-srv.done:
+	case <-srv.Done():
 	case <-time.After(15 * time.Second):
-		t.Fatalf("the replica did not stop; stderr:\n%s", tail(srv.stderr.String(), 8<<10))
+		t.Fatalf("the replica did not stop; stderr:\n%s", testproc.Tail(srv.Stderr(), 8<<10))
 	}
-	if code := srv.cmd.ProcessState.ExitCode(); code == 0 {
+	if code := srv.ExitCode(); code == 0 {
 		t.Fatal("the replica stopped with exit code 0")
 	}
-	line := waitFor(t, srv, "no peer to rebuild it from", time.Second)
+	line := waitFor(t, srv.Proc, "no peer to rebuild it from", time.Second)
 	named := false
 	for _, n := range damaged {
 		named = named || strings.Contains(line, n)

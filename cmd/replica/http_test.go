@@ -6,19 +6,20 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 // httpAddrFromLog waits for start's JSON log line "HTTP gateway listening"
 // and returns its address.
-func httpAddrFromLog(t *testing.T, c *child) string {
+func httpAddrFromLog(t *testing.T, c *testproc.Proc) string {
 	t.Helper()
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		for _, line := range strings.Split(c.stderr.String(), "\n") {
+		for _, line := range strings.Split(c.Stderr(), "\n") {
 			var m map[string]any
 			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "HTTP gateway listening" {
 				if a, ok := m["http"].(string); ok {
@@ -27,31 +28,12 @@ func httpAddrFromLog(t *testing.T, c *child) string {
 			}
 		}
 		select {
-		case <-c.done:
-			t.Fatalf("the server exited; stderr:\n%s", c.stderr)
+		case <-c.Done():
+			t.Fatalf("the server exited; stderr:\n%s", c.Stderr())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no HTTP address logged; stderr:\n%s", c.stderr)
-		}
-	}
-}
-
-// httpAddrFromBanner waits for dev's banner line naming the HTTP address.
-func httpAddrFromBanner(t *testing.T, c *child) string {
-	t.Helper()
-	re := regexp.MustCompile(`HTTP JSON API on http://([0-9.]+:[0-9]+)`)
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if m := re.FindStringSubmatch(c.stdout.String()); m != nil {
-			return m[1]
-		}
-		select {
-		case <-c.done:
-			t.Fatalf("the server exited; stderr:\n%s", c.stderr)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no HTTP address printed; stdout:\n%s\nstderr:\n%s", c.stdout, c.stderr)
+			t.Fatalf("no HTTP address logged; stderr:\n%s", c.Stderr())
 		}
 	}
 }
@@ -87,8 +69,8 @@ func getJSON(t *testing.T, url string) map[string]any {
 
 func TestDevServesHTTP(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "dev-data")
-	srv := startChild(t, "dev", "--data", dir, "--addresses", freeAddr(t), "--http", "127.0.0.1:0")
-	base := "http://" + httpAddrFromBanner(t, srv)
+	srv := testproc.StartDev(t, testproc.DevOptions{Dir: dir, HTTP: true})
+	base := srv.URL
 	if m := getJSON(t, base+"/ping"); m["pong"] != true {
 		t.Fatalf("ping: %v", m)
 	}
@@ -104,29 +86,29 @@ func TestDevServesHTTP(t *testing.T) {
 	if m := getJSON(t, base+"/openapi.json"); m["openapi"] != "3.1.0" {
 		t.Fatalf("openapi: %v", m["openapi"])
 	}
-	srv.stop(syscall.SIGTERM)
-	if !strings.Contains(srv.stderr.String(), "stopped cleanly") {
-		t.Fatalf("no clean stop logged:\n%s", srv.stderr)
+	srv.Stop(syscall.SIGTERM)
+	if !strings.Contains(srv.Stderr(), "stopped cleanly") {
+		t.Fatalf("no clean stop logged:\n%s", srv.Stderr())
 	}
 
 	// Restarted, the data is there over HTTP, and SIGINT stops it cleanly.
-	srv = startChild(t, "dev", "--data", dir, "--addresses", freeAddr(t), "--http", "127.0.0.1:0")
-	base = "http://" + httpAddrFromBanner(t, srv)
+	srv = testproc.StartDev(t, testproc.DevOptions{Dir: dir, HTTP: true})
+	base = srv.URL
 	if m := getJSON(t, base+"/entity/"+id+"?form=a"); m["found"] != true {
 		t.Fatalf("after restart: %v", m)
 	}
-	srv.stop(syscall.SIGINT)
+	srv.Stop(syscall.SIGINT)
 }
 
 func TestHTTPAddressInUse(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "dev-data")
-	srv := startChild(t, "dev", "--data", dir, "--addresses", freeAddr(t), "--http", "127.0.0.1:0")
-	taken := httpAddrFromBanner(t, srv)
-	code, _, errs := runCmd(t, "dev", "--data", filepath.Join(t.TempDir(), "other"), "--addresses", freeAddr(t), "--http", taken)
+	srv := testproc.StartDev(t, testproc.DevOptions{Dir: dir, HTTP: true})
+	taken := strings.TrimPrefix(srv.URL, "http://")
+	code, _, errs := runCmd(t, "dev", "--data", filepath.Join(t.TempDir(), "other"), "--addresses", testproc.FreeAddr(t), "--http", taken)
 	if code == 0 || !strings.Contains(errs, "--http") {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	srv.stop(syscall.SIGTERM)
+	srv.Stop(syscall.SIGTERM)
 }
 
 // TestHTTPOnEveryReplica: every replica of a cluster of three serves the
@@ -138,7 +120,7 @@ func TestHTTPOnEveryReplica(t *testing.T) {
 	ids := make([]string, 3)
 	for i := range 3 {
 		ids[i] = fmt.Sprintf("6ba7b810-9dad-11d1-80b4-%012d", i+1)
-		url := "http://" + c.http[i] + "/events"
+		url := "http://" + c.HTTP[i] + "/events"
 		body := `{"mode":"upsert","events":[{"entity_id":"` + ids[i] + `","lat_nano":38115000000,"lon_nano":13361000000}]}`
 		// A follower that has not heard from the leader yet answers 503
 		// (retryable) once the client's retries are spent: retry.
@@ -154,12 +136,12 @@ func TestHTTPOnEveryReplica(t *testing.T) {
 	}
 	for i := range 3 {
 		for _, id := range ids {
-			if m := getJSON(t, "http://"+c.http[i]+"/entity/"+id); m["found"] != true {
+			if m := getJSON(t, "http://"+c.HTTP[i]+"/entity/"+id); m["found"] != true {
 				t.Fatalf("GET /entity/%s through replica %d (leader %d): %v", id, i, leader, m)
 			}
 		}
 	}
-	if m := getJSON(t, "http://"+c.http[(leader+1)%3]+"/stats"); fmt.Sprint(m["event_count"]) != "3" {
+	if m := getJSON(t, "http://"+c.HTTP[(leader+1)%3]+"/stats"); fmt.Sprint(m["event_count"]) != "3" {
 		t.Fatalf("stats through a follower: %v", m)
 	}
 }
@@ -167,9 +149,9 @@ func TestHTTPOnEveryReplica(t *testing.T) {
 // TestPprofFlag: --pprof serves net/http/pprof on its own address.
 func TestPprofFlag(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "dev-data")
-	pprofAddr := freeAddr(t)
-	srv := startChild(t, "dev", "--data", dir, "--addresses", freeAddr(t), "--http", "127.0.0.1:0", "--pprof", pprofAddr)
-	base := "http://" + httpAddrFromBanner(t, srv)
+	pprofAddr := testproc.FreeAddr(t)
+	srv := testproc.StartDev(t, testproc.DevOptions{Dir: dir, HTTP: true, Args: []string{"--pprof", pprofAddr}})
+	base := srv.URL
 	res, err := http.Get("http://" + pprofAddr + "/debug/pprof/cmdline")
 	if err != nil {
 		t.Fatal(err)
@@ -183,5 +165,5 @@ func TestPprofFlag(t *testing.T) {
 	if code, _ := send(t, "GET", base+"/debug/pprof/cmdline", ""); code != 404 {
 		t.Fatalf("the API serves /debug/pprof: %d", code)
 	}
-	srv.stop(syscall.SIGTERM)
+	srv.Stop(syscall.SIGTERM)
 }

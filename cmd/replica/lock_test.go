@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 // TestOneProcessPerDataDirectory: while one process serves a data
@@ -15,26 +17,26 @@ import (
 // stopped, the directory starts again.
 func TestOneProcessPerDataDirectory(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "dev-data")
-	first := startChild(t, "dev", "--data", dir, "--addresses", freeAddr(t), "--http", "127.0.0.1:0")
-	base := "http://" + httpAddrFromBanner(t, first)
-	pid := strconv.Itoa(first.cmd.Process.Pid)
+	first := testproc.StartDev(t, testproc.DevOptions{Dir: dir, HTTP: true})
+	base := first.URL
+	pid := strconv.Itoa(first.PID())
 
 	for _, args := range [][]string{
-		{"dev", "--data", dir, "--addresses", freeAddr(t), "--http", "127.0.0.1:0"},
-		{"start", "--data", dir, "--addresses", freeAddr(t), "--http", "127.0.0.1:0"},
+		{"dev", "--data", dir, "--addresses", testproc.FreeAddr(t), "--http", "127.0.0.1:0"},
+		{"start", "--data", dir, "--addresses", testproc.FreeAddr(t), "--http", "127.0.0.1:0"},
 		{"format", "--cluster", "1", "--replica", "0", "--replica-count", "1", "--data", dir},
 	} {
 		// Started as a child, so that a second server that does not
 		// refuse fails the test rather than hanging it.
 		began := time.Now()
-		second := startChild(t, args...)
+		second := testproc.Start(t, "replica", args...)
 		select {
-		case <-second.done:
+		case <-second.Done():
 		case <-time.After(10 * time.Second):
-			t.Fatalf("replica %s on a directory in use is still running after 10 s; stderr:\n%s", args[0], second.stderr)
+			t.Fatalf("replica %s on a directory in use is still running after 10 s; stderr:\n%s", args[0], second.Stderr())
 		}
 		took := time.Since(began)
-		code, errs := second.cmd.ProcessState.ExitCode(), second.stderr.String()
+		code, errs := second.ExitCode(), second.Stderr()
 		if code != exitError {
 			t.Fatalf("replica %s on a directory in use: exit code %d, want %d; stderr:\n%s", args[0], code, exitError, errs)
 		}
@@ -50,11 +52,11 @@ func TestOneProcessPerDataDirectory(t *testing.T) {
 	if m := getJSON(t, base+"/ping"); m["pong"] != true {
 		t.Fatalf("ping of the first process: %v", m)
 	}
-	first.stop(syscall.SIGTERM)
+	first.Stop(syscall.SIGTERM)
 
-	again := startChild(t, "dev", "--data", dir, "--addresses", freeAddr(t), "--http", "127.0.0.1:0")
-	if m := getJSON(t, "http://"+httpAddrFromBanner(t, again)+"/ping"); m["pong"] != true {
+	again := testproc.StartDev(t, testproc.DevOptions{Dir: dir, HTTP: true})
+	if m := getJSON(t, again.URL+"/ping"); m["pong"] != true {
 		t.Fatalf("ping after the restart: %v", m)
 	}
-	again.stop(syscall.SIGTERM)
+	again.Stop(syscall.SIGTERM)
 }

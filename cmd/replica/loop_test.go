@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"regexp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/geoevent/geoevent/client"
 	"github.com/geoevent/geoevent/core"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 // loadEntities inserts n entities spread over the whole globe, in batches.
@@ -169,10 +170,9 @@ func pingOnOneUnder(t *testing.T, n int, load func(*testing.T, *client.Client, i
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	binAddr := freeAddr(t)
-	srv := startChild(t, "dev", "--data", t.TempDir(), "--addresses", binAddr, "--http", "127.0.0.1:0")
-	base := "http://" + httpAddrFromBanner(t, srv)
-	cl := newDevClient(t, srv, binAddr)
+	srv := testproc.StartDev(t, testproc.DevOptions{HTTP: true})
+	base := srv.URL
+	cl := srv.Client(devClientOptions)
 	load(t, cl, n)
 
 	stop := make(chan struct{})
@@ -219,24 +219,8 @@ func pingWindows(t *testing.T, names, bases []string) (missed []string) {
 	return missed
 }
 
-// newDevClient is a Go client of the dev server srv, on the cluster its
-// banner names.
-func newDevClient(t *testing.T, srv *child, addr string) *client.Client {
-	t.Helper()
-	m := readmeBannerCluster.FindStringSubmatch(srv.stdout.String())
-	if m == nil {
-		t.Fatalf("no cluster id in the banner:\n%s", srv.stdout)
-	}
-	cl, err := client.New([]string{addr}, client.Options{Cluster: clusterID(t, m[1]), PoolSize: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
-	return cl
-}
-
-// readmeBannerCluster finds the cluster id in the dev banner.
-var readmeBannerCluster = regexp.MustCompile(`cluster ([0-9a-f-]{36}),`)
+// devClientOptions are those of the tests' clients of a dev server.
+var devClientOptions = client.Options{PoolSize: 64}
 
 // TestPingWhileExpensiveQueriesRunOnThree: the same load on a 3-replica
 // cluster (the queries through every replica, so followers forward them):
@@ -263,15 +247,15 @@ func pingOnThreeUnder(t *testing.T, n int, load func(*testing.T, *client.Client,
 		t.Skip("starts real processes")
 	}
 	c := newCluster(t, 3)
-	c.http = []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	c.HTTP = []string{testproc.FreeAddr(t), testproc.FreeAddr(t), testproc.FreeAddr(t)}
 	for i := range 3 {
-		c.start(i)
+		c.Start(i)
 	}
-	leader := c.agreedLeader(20 * time.Second)
+	leader := c.AgreedLeader(20 * time.Second)
 	if leader < 0 {
 		t.Fatal("no leader")
 	}
-	cl := c.client(c.addrs, client.Options{PoolSize: 64})
+	cl := c.Client(c.Addrs, client.Options{PoolSize: 64})
 	load(t, cl, n)
 	term := func() uint64 {
 		top, err := cl.Topology(context.Background())
@@ -285,13 +269,13 @@ func pingOnThreeUnder(t *testing.T, n int, load func(*testing.T, *client.Client,
 	stop := make(chan struct{})
 	wait := queries(t, cl, stop)
 	time.Sleep(500 * time.Millisecond)
-	missed := pingWindows(t, []string{"leader", "follower"}, []string{"http://" + c.http[leader], "http://" + c.http[(leader+1)%3]})
+	missed := pingWindows(t, []string{"leader", "follower"}, []string{"http://" + c.HTTP[leader], "http://" + c.HTTP[(leader+1)%3]})
 	close(stop)
 	pages := wait()
 	if len(missed) > 0 {
 		t.Errorf("/ping while expensive queries run, in two windows, want p99 under 50 ms: %v", missed)
 	}
-	if after := term(); after != before || c.agreedLeader(5*time.Second) != leader {
+	if after := term(); after != before || c.AgreedLeader(5*time.Second) != leader {
 		t.Errorf("the leadership changed while the queries ran: term %d, then %d", before, after)
 	}
 	t.Logf("%d expensive pages answered", pages)

@@ -2,117 +2,27 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/geoevent/geoevent/core"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
-var binary string // the replica binary, built by TestMain
-
-func TestMain(m *testing.M) {
-	os.Exit(func() int {
-		dir, err := os.MkdirTemp("", "replica-bin")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		binary = filepath.Join(dir, "replica")
-		if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-			return 1
-		}
-		return m.Run()
-	}())
-}
-
-// syncBuffer collects a child's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+func TestMain(m *testing.M) { testproc.Main(m, ".") }
 
 // runCmd runs the binary to completion and returns its exit code and output.
 func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	return runEnv(t, nil, args...)
-}
-
-// child is a server process started by the test.
-type child struct {
-	t              *testing.T
-	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
-	done           chan struct{}
-}
-
-func startChild(t *testing.T, args ...string) *child {
-	t.Helper()
-	c := &child{t: t, cmd: exec.Command(binary, args...), stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
-	c.cmd.Stdout, c.cmd.Stderr = c.stdout, c.stderr
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { c.cmd.Wait(); close(c.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-c.done:
-		default:
-			c.cmd.Process.Kill()
-			<-c.done
-		}
-	})
-	return c
-}
-
-// stop sends sig and expects a clean exit with code 0.
-func (c *child) stop(sig syscall.Signal) {
-	c.t.Helper()
-	if err := c.cmd.Process.Signal(sig); err != nil {
-		c.t.Fatal(err)
-	}
-	select {
-	case <-c.done:
-	case <-time.After(15 * time.Second):
-		c.t.Fatalf("no exit after %v; stderr:\n%s", sig, c.stderr)
-	}
-	if code := c.cmd.ProcessState.ExitCode(); code != 0 {
-		c.t.Fatalf("exit code %d after %v; stderr:\n%s", code, sig, c.stderr)
-	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return testproc.Run(t, nil, "replica", args...)
 }
 
 // rawClient speaks the binary protocol with raw frames.
@@ -125,7 +35,7 @@ type rawClient struct {
 }
 
 // dial connects to addr, retrying while the child starts.
-func dial(t *testing.T, c *child, addr string) *rawClient {
+func dial(t *testing.T, c *testproc.Proc, addr string) *rawClient {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -135,12 +45,12 @@ func dial(t *testing.T, c *child, addr string) *rawClient {
 			return &rawClient{t: t, nc: nc, br: bufio.NewReader(nc)}
 		}
 		select {
-		case <-c.done:
-			t.Fatalf("the server exited; stderr:\n%s", c.stderr)
+		case <-c.Done():
+			t.Fatalf("the server exited; stderr:\n%s", c.Stderr())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("cannot connect to %s: %v; stderr:\n%s", addr, err, c.stderr)
+			t.Fatalf("cannot connect to %s: %v; stderr:\n%s", addr, err, c.Stderr())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -219,17 +129,17 @@ func TestFormatStartStopRestart(t *testing.T) {
 		t.Fatalf("format output does not name the cluster: %q", out)
 	}
 
-	addr := freeAddr(t)
+	addr := testproc.FreeAddr(t)
 	t.Setenv("GOMAXPROCS", "1") // the child's: its log says how many processors it runs on
-	srv := startChild(t, "start", "--data", dir, "--addresses", addr)
+	srv := testproc.Start(t, "replica", "start", "--data", dir, "--addresses", addr)
 	c := dial(t, srv, addr)
 	c.register(cluster)
 	c.insert()
 	c.checkLatest()
-	srv.stop(syscall.SIGTERM)
+	srv.Stop(syscall.SIGTERM)
 	// start logs JSON, one object a line.
 	var processors any
-	for _, line := range strings.Split(strings.TrimSpace(srv.stderr.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(srv.Stderr()), "\n") {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil || m["msg"] == nil {
 			t.Fatalf("not a JSON log line: %q", line)
@@ -239,10 +149,10 @@ func TestFormatStartStopRestart(t *testing.T) {
 		}
 	}
 	if processors != 1.0 {
-		t.Fatalf("the listening line gives processors %v, want 1 (GOMAXPROCS=1):\n%s", processors, srv.stderr)
+		t.Fatalf("the listening line gives processors %v, want 1 (GOMAXPROCS=1):\n%s", processors, srv.Stderr())
 	}
 
-	srv = startChild(t, "start", "--data", dir, "--addresses", addr, "--http", "127.0.0.1:0")
+	srv = testproc.Start(t, "replica", "start", "--data", dir, "--addresses", addr, "--http", "127.0.0.1:0")
 	c = dial(t, srv, addr)
 	c.register(cluster)
 	c.checkLatest()
@@ -251,7 +161,7 @@ func TestFormatStartStopRestart(t *testing.T) {
 	if r := getJSON(t, base+"/entity/"+testEntity.String()); r["found"] != true {
 		t.Fatalf("GET /entity over HTTP: %v", r)
 	}
-	srv.stop(syscall.SIGINT)
+	srv.Stop(syscall.SIGINT)
 }
 
 func TestFormatRefusesNonEmptyDir(t *testing.T) {
@@ -302,13 +212,13 @@ func TestStartChecksAddressCount(t *testing.T) {
 
 func TestDevFormatsAndServes(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "dev-data")
-	addr := freeAddr(t)
-	srv := startChild(t, "dev", "--data", dir, "--addresses", addr, "--http", "127.0.0.1:0")
+	addr := testproc.FreeAddr(t)
+	srv := testproc.Start(t, "replica", "dev", "--data", dir, "--addresses", addr, "--http", "127.0.0.1:0")
 	c := dial(t, srv, addr)
 	var cluster core.Uint128
 	re := regexp.MustCompile(`cluster ([0-9a-f-]{36})`)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if m := re.FindStringSubmatch(srv.stdout.String()); m != nil {
+		if m := re.FindStringSubmatch(srv.Stdout()); m != nil {
 			var err error
 			if cluster, err = core.ParseUUID(m[1]); err != nil {
 				t.Fatal(err)
@@ -316,20 +226,20 @@ func TestDevFormatsAndServes(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no cluster id printed; stdout:\n%s\nstderr:\n%s", srv.stdout, srv.stderr)
+			t.Fatalf("no cluster id printed; stdout:\n%s\nstderr:\n%s", srv.Stdout(), srv.Stderr())
 		}
 	}
-	if !strings.Contains(srv.stdout.String(), addr) {
-		t.Fatalf("stdout does not say where to connect:\n%s", srv.stdout)
+	if !strings.Contains(srv.Stdout(), addr) {
+		t.Fatalf("stdout does not say where to connect:\n%s", srv.Stdout())
 	}
 	c.register(cluster)
 	c.insert()
-	srv.stop(syscall.SIGINT)
+	srv.Stop(syscall.SIGINT)
 
 	// A second dev run keeps the cluster and the data.
-	srv = startChild(t, "dev", "--data", dir, "--addresses", addr, "--http", "127.0.0.1:0")
+	srv = testproc.Start(t, "replica", "dev", "--data", dir, "--addresses", addr, "--http", "127.0.0.1:0")
 	c = dial(t, srv, addr)
 	c.register(cluster)
 	c.checkLatest()
-	srv.stop(syscall.SIGTERM)
+	srv.Stop(syscall.SIGTERM)
 }

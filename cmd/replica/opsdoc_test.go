@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 // TestOperationsDocAgrees: docs/operations.md lists every flag of replica
@@ -52,8 +54,8 @@ func TestOperationsDocAgrees(t *testing.T) {
 	compare(t, "flag", helped, documented)
 
 	// Metrics: a dev server's /metrics against the table.
-	srv := startChild(t, "dev", "--data", filepath.Join(t.TempDir(), "d"), "--addresses", freeAddr(t), "--http", "127.0.0.1:0")
-	base := "http://" + httpAddrFromBanner(t, srv)
+	srv := testproc.StartDev(t, testproc.DevOptions{Dir: filepath.Join(t.TempDir(), "d"), HTTP: true})
+	base := srv.URL
 	send(t, "GET", base+"/no/such/path", "") // an error code, for geoevent_http_errors_total
 	getJSON(t, base+"/ping")
 	send(t, "PUT", base+"/hooks/ops", `{"url":"http://127.0.0.1:9/"}`) // a hook, for the per-hook metrics

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 // probe is one answer of a probe endpoint: its status, body and time.
@@ -20,18 +22,12 @@ type probe struct {
 }
 
 // startHTTPCluster starts a cluster of three replicas, each serving HTTP
-// (c.http), and returns it with its leader.
-func startHTTPCluster(t *testing.T) (c *cluster, leader int) {
+// (c.HTTP), and returns it with its leader.
+func startHTTPCluster(t *testing.T) (c *testproc.Cluster, leader int) {
 	t.Helper()
 	c = newCluster(t, 3)
-	c.http = []string{freeAddr(t), freeAddr(t), freeAddr(t)}
-	for i := range 3 {
-		c.start(i)
-	}
-	if leader = c.leader(-1, 20*time.Second); leader < 0 {
-		t.Fatal("no leader")
-	}
-	return c, leader
+	c.HTTP = []string{testproc.FreeAddr(t), testproc.FreeAddr(t), testproc.FreeAddr(t)}
+	return c, c.StartAll()
 }
 
 func getProbe(t *testing.T, hc *http.Client, url string) probe {
@@ -77,7 +73,7 @@ func TestProbesWithoutALeader(t *testing.T) {
 	c, leader := startHTTPCluster(t)
 	hc := &http.Client{Timeout: 10 * time.Second}
 	for i := range 3 {
-		base := "http://" + c.http[i]
+		base := "http://" + c.HTTP[i]
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 			if getProbe(t, hc, base+"/readyz").status == 200 {
 				break
@@ -93,10 +89,10 @@ func TestProbesWithoutALeader(t *testing.T) {
 	survivor := (leader + 1) % 3
 	for i := range 3 {
 		if i != survivor {
-			c.kill(i)
+			c.Kill(i)
 		}
 	}
-	base := "http://" + c.http[survivor]
+	base := "http://" + c.HTTP[survivor]
 	// Wait until the survivor has lost its leader.
 	for deadline := time.Now().Add(10 * time.Second); getProbe(t, hc, base+"/ping").status != 503; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -113,10 +109,10 @@ func TestProbesWithoutALeader(t *testing.T) {
 // as TestProbesWithoutALeader's, also while its gateway's sessions wait.
 func TestProbesOfALoneReplica(t *testing.T) {
 	c := newCluster(t, 3)
-	c.http = []string{freeAddr(t), freeAddr(t), freeAddr(t)}
-	c.start(0)
+	c.HTTP = []string{testproc.FreeAddr(t), testproc.FreeAddr(t), testproc.FreeAddr(t)}
+	c.Start(0)
 	hc := &http.Client{Timeout: 10 * time.Second}
-	base := "http://" + c.http[0]
+	base := "http://" + c.HTTP[0]
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if _, err := hc.Get(base + "/healthz"); err == nil {
 			break

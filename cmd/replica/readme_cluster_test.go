@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 // TestREADMEClusterExamples replays "A 3-replica cluster" of
@@ -58,13 +60,13 @@ func TestREADMEClusterExamples(t *testing.T) {
 	}
 
 	n := len(setup.addrs)
-	c := newClusterWithID(t, setup.cluster, n)
-	c.http = make([]string, n)
-	for i := range c.http {
-		c.http[i] = freeAddr(t)
+	c := testproc.NewCluster(t, setup.cluster, n)
+	c.HTTP = make([]string, n)
+	for i := range c.HTTP {
+		c.HTTP[i] = testproc.FreeAddr(t)
 	}
 	for i := range n {
-		c.start(i)
+		c.Start(i)
 	}
 	hc := &http.Client{Timeout: 30 * time.Second}
 	first := settledLeader(t, hc, c, -1)
@@ -90,7 +92,7 @@ func TestREADMEClusterExamples(t *testing.T) {
 	for i, s := range steps {
 		if s.kill != nil {
 			dead := role[kill.leader]
-			c.kill(dead)
+			c.Kill(dead)
 			next := settledLeader(t, hc, c, dead)
 			// Name the next leader as the README does: swap it with the
 			// follower that had its name.
@@ -102,7 +104,7 @@ func TestREADMEClusterExamples(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: no replica of the README serves HTTP on %s", s.command, s.host())
 		}
-		out, err := s.run(hc, c.http[role[k]])
+		out, err := s.run(hc, c.HTTP[role[k]])
 		if err != nil {
 			t.Fatalf("%s\n%v", s.command, err)
 		}
@@ -115,7 +117,7 @@ func TestREADMEClusterExamples(t *testing.T) {
 	for k, p := range role {
 		readmeName[p] = k
 	}
-	want, got := newClusterNormalizer(setup.addrs, setup.addrs, nil), newClusterNormalizer(setup.addrs, c.addrs, readmeName)
+	want, got := newClusterNormalizer(setup.addrs, setup.addrs, nil), newClusterNormalizer(setup.addrs, c.Addrs, readmeName)
 	for i, s := range steps {
 		if s.kill != nil {
 			continue
@@ -255,17 +257,17 @@ func codeBlock(s string) (string, error) {
 // running replica healthy and the others unreachable; it returns the
 // leader. Every replica then forwards to it, and every topology says who
 // answers.
-func settledLeader(t *testing.T, hc *http.Client, c *cluster, not int) int {
+func settledLeader(t *testing.T, hc *http.Client, c *testproc.Cluster, not int) int {
 	t.Helper()
 	var last string
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		tops := make([]clusterTopology, len(c.procs)) // of the running replicas
+		tops := make([]clusterTopology, len(c.Procs)) // of the running replicas
 		leader, agreed := -1, true
-		for i, p := range c.procs {
+		for i, p := range c.Procs {
 			if p == nil {
 				continue
 			}
-			top, err := getTopology(hc, c.http[i])
+			top, err := getTopology(hc, c.HTTP[i])
 			if err != nil {
 				agreed, last = false, err.Error()
 				break
@@ -276,13 +278,13 @@ func settledLeader(t *testing.T, hc *http.Client, c *cluster, not int) int {
 			}
 			agreed = agreed && top.primary() == leader
 		}
-		if !agreed || leader < 0 || leader == not || leader >= len(c.procs) || c.procs[leader] == nil {
+		if !agreed || leader < 0 || leader == not || leader >= len(c.Procs) || c.Procs[leader] == nil {
 			continue
 		}
 		last = fmt.Sprint(tops)
 		ok := true
-		for j, q := range c.procs {
-			for i, p := range c.procs {
+		for j, q := range c.Procs {
+			for i, p := range c.Procs {
 				want := "healthy"
 				if p == nil {
 					want = "unreachable"

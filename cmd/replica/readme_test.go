@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 // TestREADMEExamples replays the curl transcripts of the README (its
@@ -45,16 +47,11 @@ func TestREADMEExamples(t *testing.T) {
 
 // replayTranscript runs steps against a fresh dev server.
 func replayTranscript(t *testing.T, steps []readmeStep) {
-	binAddr := freeAddr(t)
-	srv := startChild(t, "dev", "--data", filepath.Join(t.TempDir(), "dev-data"), "--addresses", binAddr, "--http", "127.0.0.1:0")
-	httpAddr := httpAddrFromBanner(t, srv)
+	srv := testproc.StartDev(t, testproc.DevOptions{Dir: filepath.Join(t.TempDir(), "dev-data"), HTTP: true})
+	httpAddr := strings.TrimPrefix(srv.URL, "http://")
 	// The README shows some cluster id; the server must show the one its
 	// banner printed.
-	m := regexp.MustCompile(`cluster ([0-9a-f-]{36}),`).FindStringSubmatch(srv.stdout.String())
-	if m == nil {
-		t.Fatalf("no cluster id in the banner:\n%s", srv.stdout)
-	}
-	clusterID := m[1]
+	clusterID := srv.Cluster.String()
 
 	want, got := newReadmeNormalizer(), newReadmeNormalizer()
 	hc := &http.Client{Timeout: 30 * time.Second}
@@ -64,7 +61,7 @@ func replayTranscript(t *testing.T, steps []readmeStep) {
 			t.Fatalf("%s\n%v", s.command, err)
 		}
 		// The dev server of the README listens on the default address.
-		out = strings.ReplaceAll(out, binAddr, "127.0.0.1:3000")
+		out = strings.ReplaceAll(out, srv.Addr, "127.0.0.1:3000")
 		out = strings.ReplaceAll(out, `"cluster_id":"`+clusterID+`"`, `"cluster_id":"<the banner's>"`)
 		s.output = readmeClusterID.ReplaceAllString(s.output, `"cluster_id":"<the banner's>"`)
 		if w, g := want.normalize(s.output), got.normalize(out); w != g {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/geoevent/geoevent/client"
 	"github.com/geoevent/geoevent/io/store"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 // TestClusterRepairsADamagedFollowerLog runs three replicas and writes all
@@ -52,7 +54,7 @@ func testClusterRepairs(t *testing.T, what string, damage func(t *testing.T, dir
 		BaseBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, MaxRetries: 100}
 
 	// Phase 1: writes through every address, with the follower up.
-	stop := startWriters(ctx, c, wl, 1, 3, c.addrs, opts)
+	stop := startWriters(ctx, c, wl, 1, 3, c.Addrs, opts)
 	time.Sleep(1500 * time.Millisecond)
 	stop()
 	before := wl.ackedCount()
@@ -60,19 +62,19 @@ func testClusterRepairs(t *testing.T, what string, damage func(t *testing.T, dir
 		t.Fatal("no write was acknowledged before the kill")
 	}
 
-	c.kill(follower)
-	seg, off, index := damage(t, c.dirs[follower])
+	c.Kill(follower)
+	seg, off, index := damage(t, c.Dirs[follower])
 	t.Logf("replica %d leads; killed follower %d after %d acknowledged batches and %s its log at entry %d, byte %d of %s",
 		leader, follower, before, what, index, off, filepath.Base(seg))
 
 	// Phase 2: writes while it is down (it misses them), then it restarts
 	// and the writes go on, some through its address alone.
-	stop = startWriters(ctx, c, wl, 2, 3, c.addrs, opts)
+	stop = startWriters(ctx, c, wl, 2, 3, c.Addrs, opts)
 	time.Sleep(500 * time.Millisecond)
 	restartedAt := time.Now()
-	c.start(follower)
+	c.Start(follower)
 	viaFollower := &writeLog{acked: map[uint64]bool{}}
-	stopVia := startWriters(ctx, c, viaFollower, 3, 1, []string{c.addrs[follower]}, opts)
+	stopVia := startWriters(ctx, c, viaFollower, 3, 1, []string{c.Addrs[follower]}, opts)
 	time.Sleep(3 * time.Second)
 	stopVia()
 	stop()
@@ -84,7 +86,7 @@ func testClusterRepairs(t *testing.T, what string, damage func(t *testing.T, dir
 
 	// The repaired follower is a full member: with the third replica down,
 	// writes commit with its acknowledgements.
-	cur := c.leader(-1, 10*time.Second)
+	cur := c.Leader(-1, 10*time.Second)
 	if cur < 0 {
 		t.Fatal("no leader after the follower's restart")
 	}
@@ -92,20 +94,20 @@ func testClusterRepairs(t *testing.T, what string, damage func(t *testing.T, dir
 	for victim == cur || victim == follower {
 		victim++
 	}
-	c.kill(victim)
+	c.Kill(victim)
 	withoutVictim := &writeLog{acked: map[uint64]bool{}}
-	stop = startWriters(ctx, c, withoutVictim, 4, 2, c.addrs, opts)
+	stop = startWriters(ctx, c, withoutVictim, 4, 2, c.Addrs, opts)
 	time.Sleep(time.Second)
 	stop()
 	if withoutVictim.ackedCount() == 0 {
 		t.Fatalf("no write was acknowledged with replica %d down: leader %d and repaired follower %d make no quorum", victim, cur, follower)
 	}
 	t.Logf("with replica %d down, leader %d and follower %d acknowledged %d batches", victim, cur, follower, withoutVictim.ackedCount())
-	c.start(victim)
+	c.Start(victim)
 	time.Sleep(time.Second) // it catches up (the logs are compared at the end)
 
 	// It logged the repair: the file, the offset, the index its log ends at.
-	stderr := c.procs[follower].stderr.String()
+	stderr := c.Procs[follower].Stderr()
 	var line string
 	for _, l := range strings.Split(stderr, "\n") {
 		if strings.Contains(l, "cut the log before a damaged record") {
@@ -119,31 +121,31 @@ func testClusterRepairs(t *testing.T, what string, damage func(t *testing.T, dir
 	t.Logf("follower %d logged: %s", follower, line)
 
 	// Every acknowledged batch is there, through the follower alone.
-	cl := c.client([]string{c.addrs[follower]}, client.Options{TotalTimeout: 20 * time.Second})
+	cl := c.Client([]string{c.Addrs[follower]}, client.Options{TotalTimeout: 20 * time.Second})
 	for _, w := range []*writeLog{wl, viaFollower, withoutVictim} {
-		checkBatches(ctx, t, cl, w, fmt.Sprintf("follower %d (%s)", follower, c.addrs[follower]))
+		checkBatches(ctx, t, cl, w, fmt.Sprintf("follower %d (%s)", follower, c.Addrs[follower]))
 	}
 	t.Logf("every acknowledged batch is readable through follower %d, %v after its restart", follower, time.Since(restartedAt).Round(time.Millisecond))
 
 	// Stop the followers, then the leader, and compare the logs on disk;
 	// the follower's hard state says its repair is over.
-	final := c.leader(-1, 10*time.Second)
-	for i, p := range c.procs {
+	final := c.Leader(-1, 10*time.Second)
+	for i, p := range c.Procs {
 		if i != final {
-			p.stop(syscall.SIGTERM)
+			p.Stop(syscall.SIGTERM)
 		}
 	}
 	if final >= 0 {
-		c.procs[final].stop(syscall.SIGTERM)
+		c.Procs[final].Stop(syscall.SIGTERM)
 	}
-	hs, _, err := store.LoadHardState(c.dirs[follower])
+	hs, _, err := store.LoadHardState(c.Dirs[follower])
 	if err != nil {
 		t.Fatal(err)
 	}
 	if hs.Repairing {
 		t.Fatalf("follower %d still repairing at the end: hard state %+v", follower, hs)
 	}
-	compareLogs(t, c.dirs)
+	compareLogs(t, c.Dirs)
 }
 
 func (wl *writeLog) ackedCount() int {
@@ -155,11 +157,11 @@ func (wl *writeLog) ackedCount() int {
 // startWriters starts n goroutines writing batches through a client of
 // addrs, until ctx is done or the returned function (which waits for them)
 // is called. Batches of phase p and writer w start at entity p<<48|w<<40.
-func startWriters(ctx context.Context, c *cluster, wl *writeLog, phase uint64, n int, addrs []string, opts client.Options) (stop func()) {
+func startWriters(ctx context.Context, c *testproc.Cluster, wl *writeLog, phase uint64, n int, addrs []string, opts client.Options) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for w := range n {
-		cl := c.client(addrs, opts)
+		cl := c.Client(addrs, opts)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/geoevent/geoevent/internal/testproc"
 )
 
 // TestFollowerTopologyOfAKilledFollower: on a real cluster of three, a
@@ -13,17 +15,17 @@ import (
 // the test allows 1.5 s for a loaded machine.
 func TestFollowerTopologyOfAKilledFollower(t *testing.T) {
 	c := newCluster(t, 3)
-	c.http = make([]string, 3)
-	for i := range c.http {
-		c.http[i] = freeAddr(t)
+	c.HTTP = make([]string, 3)
+	for i := range c.HTTP {
+		c.HTTP[i] = testproc.FreeAddr(t)
 	}
 	for i := range 3 {
-		c.start(i)
+		c.Start(i)
 	}
 	hc := &http.Client{Timeout: 5 * time.Second}
 	l := settledLeader(t, hc, c, -1) // every replica finds every other healthy
 	f, other := (l+1)%3, (l+2)%3
-	top, err := getTopology(hc, c.http[f])
+	top, err := getTopology(hc, c.HTTP[f])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,10 +34,10 @@ func TestFollowerTopologyOfAKilledFollower(t *testing.T) {
 	}
 
 	killed := time.Now()
-	c.kill(other)
+	c.Kill(other)
 	var took time.Duration
 	for {
-		top, err := getTopology(hc, c.http[f])
+		top, err := getTopology(hc, c.HTTP[f])
 		if err != nil {
 			t.Fatal(err)
 		}

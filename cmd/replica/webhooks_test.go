@@ -57,14 +57,14 @@ func TestWebhookFailover(t *testing.T) {
 	}
 
 	c := newCluster(t, 3)
-	for i := range c.procs {
-		c.start(i)
+	for i := range c.Procs {
+		c.Start(i)
 	}
-	leader := c.leader(-1, 20*time.Second)
+	leader := c.Leader(-1, 20*time.Second)
 	if leader < 0 {
 		t.Fatal("no leader elected within 20 s")
 	}
-	cl := c.client(c.addrs, client.Options{RequestTimeout: time.Second, TotalTimeout: 10 * time.Second,
+	cl := c.Client(c.Addrs, client.Options{RequestTimeout: time.Second, TotalTimeout: 10 * time.Second,
 		BaseBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, MaxRetries: 100})
 	if _, err := cl.PutFence(ctx, &core.Fence{Name: "zone", Shape: core.FenceBBox, Max: core.Coordinate{LatNano: 1e9, LonNano: 1e9}}); err != nil {
 		t.Fatal(err)
@@ -105,9 +105,9 @@ func TestWebhookFailover(t *testing.T) {
 		}
 		return recorded != 0 && len(writes) >= 20
 	})
-	c.kill(leader)
+	c.Kill(leader)
 	t.Logf("killed replica %d with the hook delivered up to %d (%d posted)", leader, recorded, len(received()))
-	if c.leader(leader, 20*time.Second) < 0 {
+	if c.Leader(leader, 20*time.Second) < 0 {
 		t.Fatal("no new leader within 20 s")
 	}
 	time.Sleep(500 * time.Millisecond) // writes go on under the new leader
