@@ -202,11 +202,14 @@ type Server struct {
 	// for the loop to encode replies into again (core.IO.ReplyBuffer).
 	replyBufs chan []byte
 
-	besideDone chan func()    // the answers of work done beside the loop, for the loop to run
-	peerLost   chan uint32    // replicas whose connection broke, for Replica.PeerLost (notePeerLost)
-	loopDone   chan struct{}  // closed when the loop has exited (or never will run)
-	stop       chan struct{}  // closed by Close
-	wg         sync.WaitGroup // accept, readers, writers, peer dialers and watchers, work beside the loop
+	besideDone chan func()   // the answers of work done beside the loop, for the loop to run
+	peerLost   chan uint32   // replicas whose connection broke, for Replica.PeerLost (notePeerLost)
+	loopDone   chan struct{} // closed when the loop has exited (or never will run)
+	// loopStarted is closed once the loop has published its first Health:
+	// from then on probes answer from the replica's state.
+	loopStarted chan struct{}
+	stop        chan struct{}  // closed by Close
+	wg          sync.WaitGroup // accept, readers, writers, peer dialers and watchers, work beside the loop
 
 	mu       sync.Mutex
 	live     map[*conn]struct{}    // connections to close at shutdown
@@ -262,24 +265,25 @@ func openLocked(dir string, lock *DirLock, opts Options) (s *Server, err error) 
 
 	s = &Server{
 		opts: opts, log: lg, dir: dir, lock: lock, info: info, ln: ln, clock: NewClock(),
-		events:     make(chan netEvent, 256),
-		conns:      make(map[core.ConnID]*conn),
-		status:     replica.Status{Leader: replica.NoLeader},
-		replyBufs:  make(chan []byte, reusedReplies),
-		budget:     &readBudget{limit: opts.ReadBudgetBytes},
-		readPrep:   readPrep{builds: make(chan struct{}, maxPrepareBuilds)},
-		refusing:   make(chan struct{}, maxRefusing),
-		frameLog:   rateLog{interval: time.Second},
-		busyLog:    rateLog{interval: time.Second},
-		timeoutLog: rateLog{interval: time.Second},
-		limitLog:   rateLog{interval: time.Second},
-		besideDone: make(chan func(), 1),
-		peerLost:   make(chan uint32, 8),
-		loopDone:   make(chan struct{}),
-		stop:       make(chan struct{}),
-		live:       make(map[*conn]struct{}),
-		refused:    make(map[net.Conn]struct{}),
-		runDone:    make(chan struct{}),
+		events:      make(chan netEvent, 256),
+		conns:       make(map[core.ConnID]*conn),
+		status:      replica.Status{Leader: replica.NoLeader},
+		replyBufs:   make(chan []byte, reusedReplies),
+		budget:      &readBudget{limit: opts.ReadBudgetBytes},
+		readPrep:    readPrep{builds: make(chan struct{}, maxPrepareBuilds)},
+		refusing:    make(chan struct{}, maxRefusing),
+		frameLog:    rateLog{interval: time.Second},
+		busyLog:     rateLog{interval: time.Second},
+		timeoutLog:  rateLog{interval: time.Second},
+		limitLog:    rateLog{interval: time.Second},
+		besideDone:  make(chan func(), 1),
+		peerLost:    make(chan uint32, 8),
+		loopDone:    make(chan struct{}),
+		loopStarted: make(chan struct{}),
+		stop:        make(chan struct{}),
+		live:        make(map[*conn]struct{}),
+		refused:     make(map[net.Conn]struct{}),
+		runDone:     make(chan struct{}),
 	}
 	s.budget.drained = s.relieve
 	hst, err := openHistoryOrRebuild(dir, log, &rec, info.ReplicaCount, opts.HistoryCacheBytes, lg)
@@ -490,6 +494,11 @@ func (s *Server) Run(ctx context.Context) error {
 	return err
 }
 
+// Started is closed once Run's event loop has published the replica's
+// state for the first time (Health), so that a probe made after it
+// answers from that state rather than "not running".
+func (s *Server) Started() <-chan struct{} { return s.loopStarted }
+
 // Close stops the server gracefully: it stops accepting, closes every
 // connection, lets the disk goroutine finish what the replica queued (the
 // Sync in flight included) and closes the files. It waits for Run to
@@ -516,6 +525,7 @@ func (s *Server) loop(ctx context.Context) error {
 	s.logStatus()
 	s.publish(time.Now())
 	s.publishFeed()
+	close(s.loopStarted)
 	if s.replay.to > 0 {
 		s.replay.start = time.Now()
 		s.replay.logged = s.replay.start

@@ -486,6 +486,16 @@ func serve(log *zap.Logger, cfg serveConfig, stderr io.Writer) int {
 		}
 		log.Info("HTTP gateway listening", zap.String("http", gw.Addr().String()))
 	}
+	runCtx, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	runDone := make(chan error, 1)
+	go func() { runDone <- srv.Run(runCtx) }()
+	// The banner says the replica answers: print it once the loop runs.
+	select {
+	case <-srv.Started():
+	case err := <-runDone:
+		runDone <- err // reported below
+	}
 	if banner != nil {
 		h := ""
 		if gw != nil {
@@ -493,11 +503,6 @@ func serve(log *zap.Logger, cfg serveConfig, stderr io.Writer) int {
 		}
 		banner(srv.Addr().String(), h)
 	}
-
-	runCtx, stopRun := context.WithCancel(context.Background())
-	defer stopRun()
-	runDone := make(chan error, 1)
-	go func() { runDone <- srv.Run(runCtx) }()
 	var gwDone <-chan struct{}
 	if gw != nil {
 		gwDone = gw.Done()

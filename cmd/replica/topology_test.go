@@ -44,7 +44,9 @@ func TestFollowerTopologyOfAKilledFollower(t *testing.T) {
 		if s := top.status(other); s == "unreachable" {
 			took = time.Since(killed)
 			break
-		} else if s != "healthy" {
+		} else if s != "healthy" && s != "recovering" {
+			// recovering: the leader saw it fall behind (an append it never
+			// answered) before its connection was found lost.
 			t.Fatalf("the killed follower is %q on follower %d before it is unreachable", s, f)
 		}
 		if time.Since(killed) > 5*time.Second {
