@@ -180,14 +180,28 @@ func newHistorian(dir string, st *history.Store, lg *zap.Logger) *historian {
 // wait behind them, came 11-14 s late, so the log grew to 1.5 GB.
 const maxQueuedWrites = 200_000
 
+// maxStalledWrites bounds the writes queued while the store is stalled:
+// past it a write waits for the store however long it takes (the loop
+// then holds). A stall that short of it passes (a pebble write stall
+// behind its compactions) costs at most about 170 MB of queue.
+const maxStalledWrites = 5 * maxQueuedWrites
+
+// maxBatchWrites bounds the writes of one store batch, so that the
+// historian reports progress (finished) at least once a batch of this
+// size, tens of milliseconds: taking every queued write as one batch,
+// a batch slower than stallAfter made the store look stalled, the queue
+// grew while it ran, and the next batch was larger still (3 GB resident
+// 60 s into a track load).
+const maxBatchWrites = 20_000
+
 // push queues op. A write waits (holding the loop: backpressure) while
-// more than maxQueuedWrites are queued, unless the store is stalled;
-// nothing else waits. After close it drops op (a result or view channel
+// more than maxQueuedWrites are queued, unless the store is stalled and
+// fewer than maxStalledWrites are; nothing else waits. After close it drops op (a result or view channel
 // then gets nothing: its waiter gives up when the server stops).
 func (h *historian) push(op histOp) {
 	if n := len(op.writes); n > 0 {
 		h.mu.Lock()
-		for h.queued > maxQueuedWrites && !h.closed && !h.stalled {
+		for h.queued > maxQueuedWrites && !h.closed && (!h.stalled || h.queued > maxStalledWrites) {
 			h.mu.Unlock()
 			select {
 			case <-h.progress:
@@ -248,12 +262,12 @@ func (h *historian) run() {
 				i++
 				continue
 			}
-			// A run of writes is one batch of the store: one commit,
-			// however many entries (single-event writes are an entry
-			// each).
+			// A run of writes is one batch of the store, up to
+			// maxBatchWrites: one commit, however many entries
+			// (single-event writes are an entry each).
 			entries = entries[:0]
 			n, j := 0, i
-			for ; j < len(batch) && batch[j].kind == histWrite; j++ {
+			for ; j < len(batch) && batch[j].kind == histWrite && (j == i || n+len(batch[j].writes) <= maxBatchWrites); j++ {
 				entries = append(entries, history.Entry{Index: batch[j].index, Writes: batch[j].writes})
 				n += len(batch[j].writes)
 			}
