@@ -311,7 +311,7 @@ func TestFencesAgainstModel(t *testing.T) {
 // count and age, and a read from before its start says where it starts.
 func TestFeedRetention(t *testing.T) {
 	sm := New()
-	sm.SetFeedRetention(10_000_000_000, 5)
+	sm.setFeedRetention(10_000_000_000, 5)
 	if _, err := sm.PutFence(0, &core.Fence{Name: "box", Shape: core.FenceBBox,
 		Min: core.Coordinate{LatNano: 0, LonNano: 0}, Max: core.Coordinate{LatNano: 1_000_000_000, LonNano: 1_000_000_000}}); err != nil {
 		t.Fatal(err)
@@ -485,7 +485,7 @@ func FuzzPutFence(f *testing.F) {
 // change after it.
 func TestFrozenFeed(t *testing.T) {
 	sm := New()
-	sm.SetFeedRetention(0, feedChunkLen+10)
+	sm.setFeedRetention(0, feedChunkLen+10)
 	if _, err := sm.PutFence(0, &core.Fence{Name: "box", Shape: core.FenceBBox, Report: core.AllNotify,
 		Min: core.Coordinate{LatNano: 0, LonNano: 0}, Max: core.Coordinate{LatNano: 1_000_000_000, LonNano: 1_000_000_000}}); err != nil {
 		t.Fatal(err)
