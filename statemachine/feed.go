@@ -15,8 +15,9 @@ import (
 // sequence on any replica.
 //
 // Retention is bounded by count and by age (the operation times of the
-// entries, never a clock): the oldest notifications are dropped as new
-// ones come. A read from before what the feed still holds is 241
+// entries, never a clock), replicated configuration (SetFeedRetention,
+// in snapshots and the digest): the oldest notifications are dropped as
+// new ones come, and at once when the bounds are lowered. A read from before what the feed still holds is 241
 // FEED_TRIMMED, naming where the feed starts.
 
 // watchState is the fences and the feed.
