@@ -65,3 +65,29 @@ func TestFeedPageLast(t *testing.T) {
 		t.Fatal("a trailing last of 0 decoded")
 	}
 }
+
+// FuzzFeedRetention: set_feed_retention's request decodes from any bytes
+// without panicking, and what decodes is accepted exactly within the
+// limits and encodes back to the same bytes.
+func FuzzFeedRetention(f *testing.F) {
+	for _, r := range []FeedRetention{{60, 1000}, {59, 1000}, {365 * 86400, 100_000_000}, {365*86400 + 1, 1}} {
+		b, _ := SetFeedRetention.AppendRequest(nil, &r)
+		f.Add(b)
+	}
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := SetFeedRetention.DecodeRequest(b)
+		if err != nil {
+			return
+		}
+		in := r.MaxAgeS >= MinFeedRetentionAgeS && r.MaxAgeS <= MaxFeedRetentionAgeS &&
+			r.MaxNotifications >= MinFeedRetentionCount && r.MaxNotifications <= MaxFeedRetentionCount
+		if (CheckFeedRetention(r) == nil) != in {
+			t.Fatalf("%+v: check %v", r, CheckFeedRetention(r))
+		}
+		again, err := SetFeedRetention.AppendRequest(nil, r)
+		if err != nil || string(again) != string(b) {
+			t.Fatalf("%+v encodes to %x, decoded from %x: %v", r, again, b, err)
+		}
+	})
+}
