@@ -36,6 +36,24 @@ func (c *Client) ReadFeed(ctx context.Context, req *core.FeedRequest) (*core.Fee
 	return Call(ctx, c, core.ReadFeed, req)
 }
 
+// SetFeedRetention bounds the feed by age and count (see
+// core.FeedRetention): replicated configuration, so every replica trims
+// alike, at once for the change itself. Out of range is 108
+// INVALID_ARGUMENT.
+func (c *Client) SetFeedRetention(ctx context.Context, r *core.FeedRetention) (*core.FeedRetentionReply, error) {
+	return Call(ctx, c, core.SetFeedRetention, r)
+}
+
+// FeedRetention returns the feed's retention in force and its extent.
+func (c *Client) FeedRetention(ctx context.Context) (*core.FeedRetentionReply, error) {
+	return Call(ctx, c, core.GetFeedRetention, nil)
+}
+
+// FeedEnd, as Watch's after, starts at the end of the feed: the watch
+// returns only the notifications made after the newest one the replica
+// that answers its first read has made.
+const FeedEnd = core.FeedEnd
+
 // WatchFilter selects a Watch's notifications: those of the named fences
 // (none: every fence) and of the types in Types (0: every type).
 type WatchFilter struct {
@@ -43,8 +61,9 @@ type WatchFilter struct {
 	Types  core.NotifyMask
 }
 
-// Watch follows the feed from after (0: its start; a sequence a previous
-// Watch delivered: from just after it). Every replica holds the same
+// Watch follows the feed from after (0: its start; FeedEnd: its end, as
+// the first read finds it; a sequence a previous Watch delivered: from
+// just after it). Every replica holds the same
 // feed, so the watch goes on across the client's failovers: it reads
 // where it left off from whichever replica answers, missing nothing and
 // repeating nothing. It polls while the feed has nothing new, every
@@ -83,7 +102,11 @@ func (w *Watcher) Next() (core.Notification, error) {
 		switch {
 		case err == nil:
 			w.buf = append(w.buf[:0], page.Notifications...)
-			w.after = max(w.after, page.Next)
+			if w.after == core.FeedEnd {
+				w.after = page.Next // the end, resolved by the replica that answered
+			} else {
+				w.after = max(w.after, page.Next)
+			}
 			if len(w.buf) > 0 || page.HasMore {
 				w.idle = 0
 				continue

@@ -62,6 +62,8 @@ import (
 //	delete_hook
 //	list_hooks            *HookListRequest    str after, u32 limit
 //	hook_delivered        *HookDelivered      str name, u64 version, u64 seq
+//	set_feed_retention    *FeedRetention      u64 max_age_s, u64 max_notifications
+//	get_feed_retention    nil                 empty
 //
 // Replies (AppendReply / DecodeReply):
 //
@@ -95,12 +97,14 @@ import (
 //	delete_fence          *DeleteFenceReply   bool deleted
 //	read_feed             *FeedPage           u32 count, count x (u64 seq, u8 type, str fence, event,
 //	                                          bool has_prev, coord prev, u64 op_ns), u64 start, u64 next,
-//	                                          bool has_more
+//	                                          bool has_more, [u64 last] (present exactly when not 0)
 //	put_hook              *PutHookReply       bool created
 //	get_hook              *Hook               hook
 //	list_hooks            *HookList           u32 count, count hooks, bool has_more, u32 total, u64 feed_last
 //	delete_hook           *DeleteHookReply    bool deleted
 //	hook_delivered        *HookDeliveredReply u64 delivered, bool advanced
+//	set_feed_retention,   *FeedRetentionReply u64 max_age_s, u64 max_notifications, u64 start, u64 last
+//	get_feed_retention
 //
 // The Append functions accept the value type or a pointer to it (and, for
 // get_latest_batch, a plain []Uint128 or []LatestResult); the Decode

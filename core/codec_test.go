@@ -157,6 +157,8 @@ func genRequest(t *rapid.T, op Operation) any {
 		return genFenceRequest(t, op)
 	case OpPutHook, OpGetHook, OpListHooks, OpDeleteHook, OpHookDelivered:
 		return genHookRequest(t, op)
+	case OpSetFeedRetention, OpGetFeedRetention:
+		return genRetentionRequest(t, op)
 	}
 	panic("no generator for " + op.String())
 }
@@ -233,6 +235,8 @@ func genReply(t *rapid.T, op Operation) any {
 		return genFenceReply(t, op)
 	case OpPutHook, OpGetHook, OpListHooks, OpDeleteHook, OpHookDelivered:
 		return genHookReply(t, op)
+	case OpSetFeedRetention, OpGetFeedRetention:
+		return genRetentionReply(t, op)
 	}
 	panic("no generator for " + op.String())
 }
@@ -342,7 +346,7 @@ func TestDecodedTypes(t *testing.T) {
 		OpPutFence: &Fence{}, OpGetFence: &FenceName{}, OpListFences: &FenceListRequest{}, OpDeleteFence: &FenceName{},
 		OpReadFeed: &FeedRequest{},
 		OpPutHook:  &Hook{}, OpGetHook: &HookName{}, OpListHooks: &HookListRequest{}, OpDeleteHook: &HookName{},
-		OpHookDelivered: &HookDelivered{},
+		OpHookDelivered: &HookDelivered{}, OpSetFeedRetention: &FeedRetention{}, OpGetFeedRetention: nil,
 	}
 	replies := map[Operation]any{
 		OpInsert: &InsertReply{}, OpUpsert: &InsertReply{}, OpDeleteEntities: &DeleteReply{},
@@ -354,7 +358,7 @@ func TestDecodedTypes(t *testing.T) {
 		OpPing: &PingReply{}, OpPutFence: &PutFenceReply{}, OpGetFence: &Fence{}, OpListFences: &FenceList{},
 		OpDeleteFence: &DeleteFenceReply{}, OpReadFeed: &FeedPage{},
 		OpPutHook: &PutHookReply{}, OpGetHook: &Hook{}, OpListHooks: &HookList{}, OpDeleteHook: &DeleteHookReply{},
-		OpHookDelivered: &HookDeliveredReply{},
+		OpHookDelivered: &HookDeliveredReply{}, OpSetFeedRetention: &FeedRetentionReply{}, OpGetFeedRetention: &FeedRetentionReply{},
 	}
 	for _, op := range allOps() {
 		b, err := AppendRequest(nil, op, reqs[op])
@@ -637,7 +641,7 @@ func sampleRequests() map[Operation]any {
 	ev := GeoEvent{EntityID: id, LatNano: 38_110_000_000, LonNano: 13_360_000_000, TTLSeconds: 60, HeadingCdeg: 9000}
 	page := Page{Limit: 10, Cursor: "AQEAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}
 	ids := IDList{id, {Lo: 3}}
-	return withFenceSamples(hookSampleRequests(), withFenceSamples(fenceSampleRequests(), map[Operation]any{
+	return withFenceSamples(retentionSampleRequests(), withFenceSamples(hookSampleRequests(), withFenceSamples(fenceSampleRequests(), map[Operation]any{
 		OpInsert: &InsertRequest{Events: []GeoEvent{ev, ev}}, OpUpsert: &InsertRequest{Events: []GeoEvent{ev}},
 		OpDeleteEntities: &DeleteRequest{EntityIDs: []Uint128{id}},
 		OpTTLSet:         &TTLSetRequest{EntityID: id, TTLSeconds: 60}, OpTTLExtend: &TTLExtendRequest{EntityID: id, ExtendBySeconds: 5},
@@ -652,14 +656,14 @@ func sampleRequests() map[Operation]any {
 		OpQueryBBox: &BBoxQuery{MinLatNano: 1, MinLonNano: 179_000_000_000, MaxLatNano: 2, MaxLonNano: -179_000_000_000,
 			Group: GroupFilter{Set: true, ID: 3}, Filter: Filter{SinceNS: 4, FlagsAll: 1, FlagsAny: 6}, Page: page},
 		OpQueryNearest: &NearestQuery{Center: Coordinate{1, 2}, MaxDistanceMM: 5000, Filter: Filter{FlagsAll: 2}, Page: Page{Limit: 10}},
-	}))
+	})))
 }
 
 func sampleReplies() map[Operation]any {
 	ev := GeoEvent{EntityID: Uint128{Lo: 9}, TimestampNS: 1_700_000_000_000_000_000, CellID: 0x1234567890abcdef, LatNano: -5}
 	qr := &QueryResult{Events: []GeoEvent{ev, ev}, HasMore: true, Cursor: "AQEAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}
 	latest := LatestResults{{Event: ev, Found: true}, {}}
-	return withFenceSamples(hookSampleReplies(), withFenceSamples(fenceSampleReplies(), map[Operation]any{
+	return withFenceSamples(retentionSampleReplies(), withFenceSamples(hookSampleReplies(), withFenceSamples(fenceSampleReplies(), map[Operation]any{
 		OpInsert: &InsertReply{Committed: true, Results: []EventResult{{Index: 0, TimestampNS: 5}, {Index: 1, Code: 9}}},
 		OpUpsert: &InsertReply{Results: []EventResult{{Updated: true}}}, OpDeleteEntities: &DeleteReply{Deleted: 1, NotFound: 2},
 		OpTTLSet: &TTLSetReply{ExpiresAtNS: 9}, OpTTLExtend: &TTLExtendReply{PreviousExpiresAtNS: 1, NewExpiresAtNS: 2},
@@ -675,7 +679,7 @@ func sampleReplies() map[Operation]any {
 			{"replica-2", "10.0.0.3:3001", "unknown", Unknown, Unknown},
 		}, ClusterID: Uint128{Hi: 1, Lo: 2}},
 		OpPing: &PingReply{Pong: false, Reason: "no quorum"},
-	}))
+	})))
 }
 
 func addCodecSeeds(f *testing.F, samples map[Operation]any, enc appendFunc) {

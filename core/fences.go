@@ -198,12 +198,21 @@ type Notification struct {
 // ends: the reader asks for the notifications after Next to go on (it
 // passes notifications that the filter skipped, and equals the request's
 // After when the feed holds nothing newer). HasMore says the feed holds
-// notifications after Next now.
+// notifications after Next now. Last is the sequence of the newest
+// notification the feed has made (0: none), by which a reader that wants
+// only new notifications starts at the end (FeedEnd).
 type FeedPage struct {
 	Notifications []Notification
 	Start, Next   uint64
 	HasMore       bool
+	Last          uint64
 }
+
+// FeedEnd, as a FeedRequest's After, asks for the notifications after the
+// newest the serving replica has made: the page is empty, and its Next
+// and Last are that sequence, from which the reader goes on. No sequence
+// reaches it (a sequence is a log index times 2^32 plus a count).
+const FeedEnd = ^uint64(0)
 
 // The entries of the fence and feed operations (appended to the table in
 // optable.go).
@@ -292,6 +301,9 @@ var (
 			e.u64(r.Start)
 			e.u64(r.Next)
 			e.bool(r.HasMore)
+			if r.Last != 0 { // optional, so that pages of before it decode
+				e.u64(r.Last)
+			}
 			return e
 		},
 		decRep: func(d decoder) (*FeedPage, decoder) {
@@ -312,6 +324,11 @@ var (
 			r.Start = d.u64()
 			r.Next = d.u64()
 			r.HasMore = d.bool()
+			if d.err == nil && len(d.b) > 0 {
+				if r.Last = d.u64(); d.err == nil && r.Last == 0 {
+					d.fail("a trailing last of 0")
+				}
+			}
 			return r, d
 		}}
 )

@@ -388,7 +388,8 @@ var opTable = [...]OpCodec{
 	OpPutFence: PutFence, OpGetFence: GetFence, OpListFences: ListFences, OpDeleteFence: DeleteFence,
 	OpReadFeed: ReadFeed,
 	OpPutHook:  PutHook, OpGetHook: GetHook, OpListHooks: ListHooks, OpDeleteHook: DeleteHook,
-	OpHookDelivered: HookDeliveredOp,
+	OpHookDelivered:    HookDeliveredOp,
+	OpSetFeedRetention: SetFeedRetention, OpGetFeedRetention: GetFeedRetention,
 }
 
 func encNone(e encoder, _ *None) encoder               { return e }

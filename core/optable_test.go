@@ -11,7 +11,7 @@ import (
 func TestOpTable(t *testing.T) {
 	writes := map[Operation]bool{OpInsert: true, OpUpsert: true, OpDeleteEntities: true, OpTTLSet: true,
 		OpTTLExtend: true, OpTTLClear: true, OpCleanupExpired: true, OpPutFence: true, OpDeleteFence: true,
-		OpPutHook: true, OpDeleteHook: true, OpHookDelivered: true}
+		OpPutHook: true, OpDeleteHook: true, OpHookDelivered: true, OpSetFeedRetention: true}
 	names := map[string]bool{}
 	for _, op := range allOps() {
 		o, ok := Lookup(op)

@@ -27,9 +27,11 @@
 //	GET    /healthz, /readyz            liveness and readiness probes
 //	GET    /metrics                     Prometheus's text format
 //	PUT    /fences/{name}               define or replace a fence (GET and DELETE it too; GET /fences lists)
-//	GET    /feed                        fence transitions: Server-Sent Events, or with wait_ms a long-poll page
+//	GET    /feed                        fence transitions: Server-Sent Events, or with wait_ms a long-poll page;
+//	                                    after=now starts at the end, and Last-Event-ID wins over after
 //	PUT    /hooks/{name}                define or replace a webhook: a URL and a feed filter (GET and DELETE it too; GET /hooks lists)
 //	GET    /feed/positions              every event this replica applies inside a box or fence, as Server-Sent Events
+//	PUT    /feed/retention              set how long and how many notifications the feed keeps (replicated; GET reads it)
 //
 // # Forms
 //

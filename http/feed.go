@@ -14,8 +14,11 @@ import (
 // GET /feed: the notifications of fence transitions, after a sequence.
 //
 //	after=SEQ       the last sequence the reader has (default 0: from the
-//	                start; the Last-Event-ID header, when after is not
-//	                given, as a browser's EventSource resumes)
+//	                start); after=now: the newest sequence the serving
+//	                replica has made, for a reader that wants only new
+//	                notifications. The Last-Event-ID header, when present,
+//	                wins over after: a browser's EventSource sends it when
+//	                it reconnects, with the URL it was opened with.
 //	fences=a,b      only these fences
 //	types=enter,exit only these types
 //	limit=N         notifications a page (long-poll), 1 to 10,000
@@ -24,6 +27,10 @@ import (
 //
 // Without wait_ms the answer is a stream of Server-Sent Events, one per
 // notification: "id:" its sequence, "event:" its type, "data:" its JSON.
+// A stream from after=now first sends an "id:" line alone (no event), so
+// that an EventSource that reconnects before any notification resumes
+// from where it began. A long-poll page says where it went on from
+// ("next") and the feed's newest sequence ("last").
 // The deterministic core never waits: the gateway does. With
 // Config.Feed (the server's), a reader waits for the replica's event loop
 // to publish that the feed moved, and readers that are caught up share
@@ -63,20 +70,27 @@ func (c *call) feedRequest() (req *core.FeedRequest, waitMS uint64, poll bool, f
 }
 
 // parseFeedParams builds the feed request from the parameters and the
-// Last-Event-ID header (used when after is not given).
+// Last-Event-ID header, which wins over after (a reconnect). after=now is
+// After core.FeedEnd, which the handler resolves.
 func parseFeedParams(p params, lastEventID string) (*core.FeedRequest, *failure) {
 	req := &core.FeedRequest{}
 	var f *failure
-	if _, ok := p["after"]; ok {
-		if req.After, f = p.u64("after"); f != nil {
-			return nil, f
-		}
-	} else if lastEventID != "" {
+	switch _, ok := p["after"]; {
+	case lastEventID != "":
 		v, err := strconv.ParseUint(strings.TrimSpace(lastEventID), 10, 64)
-		if err != nil {
+		if err != nil || v == core.FeedEnd {
 			return nil, malformed("Last-Event-ID %q is not a feed sequence", truncate(lastEventID, 40))
 		}
 		req.After = v
+	case ok && p["after"] == "now":
+		req.After = core.FeedEnd
+	case ok:
+		if req.After, f = p.u64("after"); f != nil {
+			return nil, f
+		}
+		if req.After == core.FeedEnd {
+			return nil, fail(core.InvalidArgument, "after: %d is no feed sequence (after=now reads from the end)", req.After)
+		}
 	}
 	if s := p["fences"]; s != "" {
 		names := strings.Split(s, ",")
@@ -127,6 +141,16 @@ func (g *Gateway) feed(c *call) *failure {
 	if f != nil {
 		return f
 	}
+	fromEnd := req.After == core.FeedEnd
+	if fromEnd {
+		// Resolved once, here: the replica's newest sequence, from which
+		// the reader goes on as from any other.
+		page, f := c.readFeed(&core.FeedRequest{After: core.FeedEnd, Limit: 1})
+		if f != nil {
+			return f
+		}
+		req.After = page.Next
+	}
 	if g.cfg.Feed != nil {
 		g.tailJoin()
 		defer g.tailLeave()
@@ -138,18 +162,18 @@ func (g *Gateway) feed(c *call) *failure {
 	}
 	g.readers.streams.Add(1)
 	defer g.readers.streams.Add(-1)
-	return c.feedStream(req)
+	return c.feedStream(req, fromEnd)
 }
 
 // nextNotes returns the notifications after req.After that match req, at
 // most limit of them: from the tail's window when it covers req.After,
 // else read from the replica. It returns the sequence to go on from,
-// whether there are more now and the feed's start; when there are none,
+// whether there are more now and the feed's extent; when there are none,
 // wait is closed once there may be (nil: poll).
-func (c *call) nextNotes(req *core.FeedRequest, limit int, dst []tailNote) (notes []tailNote, next uint64, more bool, start uint64, wait <-chan struct{}, f *failure) {
+func (c *call) nextNotes(req *core.FeedRequest, limit int, dst []tailNote) (notes []tailNote, next uint64, more bool, ext feedExtent, wait <-chan struct{}, f *failure) {
 	if c.g.cfg.Feed != nil {
-		if notes, next, more, start, wait, ok := c.g.tail.take(req, limit, dst); ok {
-			return notes, next, more, start, wait, nil
+		if notes, next, more, ext, wait, ok := c.g.tail.take(req, limit, dst); ok {
+			return notes, next, more, ext, wait, nil
 		}
 		_, wait = c.g.cfg.Feed.FeedNews() // taken before the read: what comes after it closes wait
 	}
@@ -157,7 +181,7 @@ func (c *call) nextNotes(req *core.FeedRequest, limit int, dst []tailNote) (note
 	r.Limit = uint32(limit)
 	page, f := c.readFeed(&r)
 	if f != nil {
-		return dst, 0, false, 0, nil, f
+		return dst, 0, false, feedExtent{}, nil, f
 	}
 	for i := range page.Notifications {
 		dst = append(dst, newTailNote(&page.Notifications[i]))
@@ -165,8 +189,12 @@ func (c *call) nextNotes(req *core.FeedRequest, limit int, dst []tailNote) (note
 	if len(dst) > 0 || page.HasMore {
 		wait = nil
 	}
-	return dst, page.Next, page.HasMore, page.Start, wait, nil
+	return dst, page.Next, page.HasMore, feedExtent{page.Start, page.Last}, wait, nil
 }
+
+// feedExtent is the feed's oldest retained and newest made sequences, as
+// a page or the tail last read them.
+type feedExtent struct{ start, last uint64 }
 
 // waitFeed waits for news of the feed (wait; nil: a poll interval),
 // until deadline at the latest. It reports false when the request or the
@@ -200,7 +228,7 @@ func (c *call) feedPoll(req *core.FeedRequest, wait time.Duration) *failure {
 		limit = core.DefaultFeedLimit
 	}
 	for {
-		notes, next, more, start, news, f := c.nextNotes(req, limit, nil)
+		notes, next, more, ext, news, f := c.nextNotes(req, limit, nil)
 		if f != nil {
 			return f
 		}
@@ -209,15 +237,16 @@ func (c *call) feedPoll(req *core.FeedRequest, wait time.Duration) *failure {
 			if c.r.Context().Err() != nil {
 				return nil
 			}
-			return c.ok(func(w *jw) { w.feedPage(notes, start, req.After, more) })
+			return c.ok(func(w *jw) { w.feedPage(notes, ext, req.After, more) })
 		}
 	}
 }
 
 // feedStream writes Server-Sent Events until the client goes. A failure
 // before the first event is answered as JSON; one after it ends the
-// stream with an "error" event.
-func (c *call) feedStream(req *core.FeedRequest) *failure {
+// stream with an "error" event. A stream from the end (after=now) first
+// names its start as the last event id.
+func (c *call) feedStream(req *core.FeedRequest, fromEnd bool) *failure {
 	notes, next, more, _, news, f := c.nextNotes(req, core.MaxFeedLimit, nil)
 	if f != nil {
 		return f
@@ -227,9 +256,12 @@ func (c *call) feedStream(req *core.FeedRequest) *failure {
 		return nil
 	}
 	var w jw
+	if fromEnd {
+		w.b = strconv.AppendUint(append(w.b, "id: "...), req.After, 10)
+		w.b = append(w.b, "\n\n"...)
+	}
 	lastWrite := time.Now()
 	for {
-		w.b = w.b[:0]
 		for i := range notes {
 			w.b = append(w.b, notes[i].sse...)
 		}
@@ -246,6 +278,7 @@ func (c *call) feedStream(req *core.FeedRequest) *failure {
 			}
 			lastWrite = time.Now()
 		}
+		w.b = w.b[:0]
 		if !more && len(notes) == 0 && !c.waitFeed(news, lastWrite.Add(feedKeepAlive)) {
 			return nil
 		}
@@ -283,10 +316,10 @@ func (c *call) startSSE() (fl stdhttp.Flusher, ok bool) {
 	return fl, true
 }
 
-// feedPage writes a long-poll page; start and next are sequences, as
-// strings. A notification is written from its JSON (Form B) but in Form A,
-// whose events differ.
-func (w *jw) feedPage(notes []tailNote, start, next uint64, more bool) {
+// feedPage writes a long-poll page; start, next and last are sequences,
+// as strings. A notification is written from its JSON (Form B) but in
+// Form A, whose events differ.
+func (w *jw) feedPage(notes []tailNote, ext feedExtent, next uint64, more bool) {
 	w.open()
 	w.key("notifications")
 	w.openArr()
@@ -300,9 +333,11 @@ func (w *jw) feedPage(notes []tailNote, start, next uint64, more bool) {
 	}
 	w.closeArr()
 	w.key("start")
-	w.str(strconv.FormatUint(start, 10))
+	w.str(strconv.FormatUint(ext.start, 10))
 	w.key("next")
 	w.str(strconv.FormatUint(next, 10))
+	w.key("last")
+	w.str(strconv.FormatUint(max(ext.last, next), 10))
 	w.key("has_more")
 	w.boolean(more)
 	w.close()

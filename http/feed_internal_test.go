@@ -10,7 +10,7 @@ import (
 // and what they accept is a request the state machine takes.
 func FuzzFeedParams(f *testing.F) {
 	for _, s := range []string{"", "after=5", "after=18446744073709551615&fences=a,b.c&types=enter,inside&limit=10000",
-		"fences=a,,b", "types=sideways", "limit=10001", "after=-1", "fences=" + string(make([]byte, 100))} {
+		"fences=a,,b", "types=sideways", "limit=10001", "after=-1", "fences=" + string(make([]byte, 100)), "after=now", "after=NOW"} {
 		f.Add(s, "")
 		f.Add(s, "42")
 	}
@@ -33,6 +33,10 @@ func FuzzFeedParams(f *testing.F) {
 		}
 		if _, err := core.ReadFeed.AppendRequest(nil, req); err != nil {
 			t.Fatalf("%q: the request does not encode: %v", raw, err)
+		}
+		// after=now is the one way to the end, and Last-Event-ID wins.
+		if (req.After == core.FeedEnd) != (lastEventID == "" && p["after"] == "now") {
+			t.Fatalf("%q with Last-Event-ID %q: after %d", raw, lastEventID, req.After)
 		}
 	})
 }

@@ -87,7 +87,7 @@ type feedTail struct {
 	valid      bool
 	notes      []tailNote
 	from, upto uint64
-	start      uint64        // the feed's oldest sequence, as last read
+	ext        feedExtent    // the feed's oldest and newest sequences, as last read
 	ch         chan struct{} // closed when the window changes (nil: nobody waits)
 }
 
@@ -173,7 +173,7 @@ func (g *Gateway) runTail() {
 		for i := range page.Notifications {
 			t.notes = append(t.notes, newTailNote(&page.Notifications[i]))
 		}
-		t.upto, t.start = max(t.upto, page.Next), page.Start
+		t.upto, t.ext = max(t.upto, page.Next), feedExtent{page.Start, max(t.ext.last, page.Last)}
 		if len(t.notes) > tailMax {
 			drop := len(t.notes) - tailKeep
 			t.from = t.notes[drop-1].n.Seq
@@ -205,31 +205,31 @@ func feedMatch(req *core.FeedRequest, n *core.Notification) bool {
 
 // take takes from the window the notifications after req.After that
 // match req, at most limit of them, and returns them with the sequence to
-// go on from, whether the window holds more now and the feed's start. ok
+// go on from, whether the window holds more now and the feed's extent. ok
 // is false when the window does not cover req.After: the caller reads the
 // replica. When nothing is taken, changed is closed once the window moves.
-func (t *feedTail) take(req *core.FeedRequest, limit int, dst []tailNote) (notes []tailNote, next uint64, more bool, start uint64, changed <-chan struct{}, ok bool) {
+func (t *feedTail) take(req *core.FeedRequest, limit int, dst []tailNote) (notes []tailNote, next uint64, more bool, ext feedExtent, changed <-chan struct{}, ok bool) {
 	t.mu.Lock()
 	if !t.valid || req.After < t.from {
 		t.mu.Unlock()
-		return dst, 0, false, 0, nil, false
+		return dst, 0, false, feedExtent{}, nil, false
 	}
 	window, upto := t.notes, t.upto
-	start = t.start
+	ext = t.ext
 	if req.After >= upto {
 		if t.ch == nil {
 			t.ch = make(chan struct{})
 		}
 		changed = t.ch
 		t.mu.Unlock()
-		return dst, req.After, false, start, changed, true
+		return dst, req.After, false, ext, changed, true
 	}
 	t.mu.Unlock()
 	i := sort.Search(len(window), func(i int) bool { return window[i].n.Seq > req.After })
 	next = upto
 	for ; i < len(window); i++ {
 		if len(dst) == limit {
-			return dst, next, true, start, nil, true
+			return dst, next, true, ext, nil, true
 		}
 		n := &window[i]
 		next = n.n.Seq
@@ -237,5 +237,5 @@ func (t *feedTail) take(req *core.FeedRequest, limit int, dst []tailNote) (notes
 			dst = append(dst, *n)
 		}
 	}
-	return dst, upto, false, start, nil, true
+	return dst, upto, false, ext, nil, true
 }

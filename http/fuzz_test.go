@@ -19,6 +19,7 @@ var fuzzRoutes = []struct {
 	{"POST", "/query/bbox", false}, {"POST", "/query/nearest", false},
 	{"PUT", "/fences/f", true}, {"GET", "/fences/", false}, {"GET", "/feed?wait_ms=0&", false},
 	{"PUT", "/hooks/h", true}, {"GET", "/hooks/", false},
+	{"PUT", "/feed/retention", true},
 }
 
 // FuzzRequests sends arbitrary bodies (and path segments) to every

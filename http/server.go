@@ -185,6 +185,8 @@ func New(cfg Config) (*Gateway, error) {
 	add("DELETE", "/hooks/{name}", g.deleteHook)
 	add("GET", "/hooks", g.listHooks)
 	add("GET", "/feed/positions", g.positions)
+	add("PUT", "/feed/retention", g.putFeedRetention)
+	add("GET", "/feed/retention", g.getFeedRetention)
 	for _, path := range paths {
 		e := byPath[path]
 		for _, m := range []string{"GET", "POST", "PUT", "DELETE"} {

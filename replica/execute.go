@@ -52,16 +52,18 @@ var executors = [...]executor{
 		}
 		return &core.PingReply{Pong: true}, nil
 	}),
-	core.OpPutFence:      sm(core.PutFence, (*statemachine.StateMachine).PutFence),
-	core.OpGetFence:      sm(core.GetFence, (*statemachine.StateMachine).GetFence),
-	core.OpListFences:    sm(core.ListFences, (*statemachine.StateMachine).ListFences),
-	core.OpDeleteFence:   sm(core.DeleteFence, (*statemachine.StateMachine).DeleteFence),
-	core.OpReadFeed:      sm(core.ReadFeed, (*statemachine.StateMachine).ReadFeed),
-	core.OpPutHook:       sm(core.PutHook, (*statemachine.StateMachine).PutHook),
-	core.OpGetHook:       sm(core.GetHook, (*statemachine.StateMachine).GetHook),
-	core.OpListHooks:     sm(core.ListHooks, (*statemachine.StateMachine).ListHooks),
-	core.OpDeleteHook:    sm(core.DeleteHook, (*statemachine.StateMachine).DeleteHook),
-	core.OpHookDelivered: sm(core.HookDeliveredOp, (*statemachine.StateMachine).HookDelivered),
+	core.OpPutFence:         sm(core.PutFence, (*statemachine.StateMachine).PutFence),
+	core.OpGetFence:         sm(core.GetFence, (*statemachine.StateMachine).GetFence),
+	core.OpListFences:       sm(core.ListFences, (*statemachine.StateMachine).ListFences),
+	core.OpDeleteFence:      sm(core.DeleteFence, (*statemachine.StateMachine).DeleteFence),
+	core.OpReadFeed:         sm(core.ReadFeed, (*statemachine.StateMachine).ReadFeed),
+	core.OpPutHook:          sm(core.PutHook, (*statemachine.StateMachine).PutHook),
+	core.OpGetHook:          sm(core.GetHook, (*statemachine.StateMachine).GetHook),
+	core.OpListHooks:        sm(core.ListHooks, (*statemachine.StateMachine).ListHooks),
+	core.OpDeleteHook:       sm(core.DeleteHook, (*statemachine.StateMachine).DeleteHook),
+	core.OpHookDelivered:    sm(core.HookDeliveredOp, (*statemachine.StateMachine).HookDelivered),
+	core.OpSetFeedRetention: sm(core.SetFeedRetention, (*statemachine.StateMachine).SetFeedRetention),
+	core.OpGetFeedRetention: sm(core.GetFeedRetention, (*statemachine.StateMachine).GetFeedRetention),
 }
 
 // executor runs one operation with a request as core.DecodeRequest gives

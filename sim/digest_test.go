@@ -20,11 +20,11 @@ func TestFixedSeedDigests(t *testing.T) {
 		faults   string
 		digest   string
 	}{
-		{1, 20000, 1, "all", "4087dd0b7427364c73c06905e34979138d22a65710516fc3f4bebcd7bdaef591"},
-		{2, 20000, 3, "all", "39a6dcdd1fdbb9f3a4ca8e71954c84cbe188d2085c584e4e891653bddc9464ec"},
-		{3, 20000, 3, "crash", "ef5cb93d58d48d0299c751fa0d8a7abdf4e8b3788a3ddd00c68dcb8b523a92d2"},
-		{4, 20000, 5, "network", "4d23a3e2cef32e360e3c9d8ddf70eea441e180cbbbec0470c7cbd2efb55c955f"},
-		{5, 20000, 3, "partition", "f638ab9064f257517d3b9b6b0ffa6c495aa3ff7ce59aeb3d0c55354d23e401ce"},
+		{1, 20000, 1, "all", "55f0a00b33dd824734efe8e89073865d1d793f48eb9047817195a0626c75413a"},
+		{2, 20000, 3, "all", "6a6b148c31a8835eb54d2ed858020b4b579e0a3843dcb4515229f2d0dd19d5d9"},
+		{3, 20000, 3, "crash", "ee8197a49dc943a985f48e570128b56659adc4a18e3c075efb50b035705545ae"},
+		{4, 20000, 5, "network", "b8b86880f365a8746fd93ae1d82f9dc0a5313c77e58786bc81f882122cde6a6a"},
+		{5, 20000, 3, "partition", "0ce2bbe014f5dda8f291c0e0b5f91552fe9785a5888538bf4356c2c3040c09bb"},
 	} {
 		faults, err := ParseFaults(c.faults)
 		if err != nil {

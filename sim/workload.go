@@ -42,6 +42,7 @@ var opWeights = []opWeight{
 	{core.OpQueryBBox, 3}, {core.OpQueryNearest, 3},
 	{core.OpPutFence, 2}, {core.OpGetFence, 1}, {core.OpListFences, 1}, {core.OpDeleteFence, 1}, {core.OpReadFeed, 2},
 	{core.OpPutHook, 1}, {core.OpGetHook, 1}, {core.OpListHooks, 1}, {core.OpDeleteHook, 1}, {core.OpHookDelivered, 1},
+	{core.OpSetFeedRetention, 1}, {core.OpGetFeedRetention, 1},
 }
 
 func newWorkload(w *world) *workload {
@@ -215,6 +216,16 @@ func (wl *workload) build(c *client, kind core.Operation) *opRec {
 		op.req = wl.fenceRequest(kind)
 	case core.OpPutHook, core.OpGetHook, core.OpListHooks, core.OpDeleteHook, core.OpHookDelivered:
 		op.req = wl.hookRequest(kind)
+	case core.OpSetFeedRetention:
+		// Bounds near the lower limits, so that a run trims its feed by
+		// age; one in eight outside them.
+		q := &core.FeedRetention{MaxAgeS: core.MinFeedRetentionAgeS + r.Uint64N(120), MaxNotifications: core.MinFeedRetentionCount + r.Uint64N(1000)}
+		if r.IntN(8) == 0 {
+			q.MaxAgeS, op.expectErr = core.MinFeedRetentionAgeS-1, core.InvalidArgument.Code
+		}
+		op.req = q
+	case core.OpGetFeedRetention:
+		op.req = nil
 	}
 	return op
 }
@@ -250,6 +261,9 @@ func (wl *workload) fenceRequest(kind core.Operation) any {
 	q := &core.FeedRequest{Limit: uint32(r.IntN(20))}
 	if r.IntN(3) == 0 {
 		q.Fences = []string{name}
+	}
+	if r.IntN(6) == 0 {
+		q.After = core.FeedEnd
 	}
 	return q
 }

@@ -107,8 +107,9 @@
 //     covering holds its leaf cell (an event that only adds to an
 //     entity's history changes nothing), and each transition (enter,
 //     exit, inside) goes into the feed (feed.go) with a sequence derived
-//     from the log index the replica passes to BeginEntry. Fences and the
-//     feed are in snapshots and the digest.
+//     from the log index the replica passes to BeginEntry. Fences, the
+//     feed and its retention (set_feed_retention) are in snapshots and
+//     the digest.
 //
 // The leader fills each event's CellID with [AssignCells] (or, on encoded
 // records, [AssignRecordCells]) before the operation enters the log;

@@ -15,8 +15,9 @@ import (
 // sequence on any replica.
 //
 // Retention is bounded by count and by age (the operation times of the
-// entries, never a clock): the oldest notifications are dropped as new
-// ones come. A read from before what the feed still holds is 241
+// entries, never a clock), replicated configuration (SetFeedRetention,
+// in snapshots and the digest): the oldest notifications are dropped as
+// new ones come, and at once when the bounds are lowered. A read from before what the feed still holds is 241
 // FEED_TRIMMED, naming where the feed starts.
 
 // watchState is the fences and the feed.
@@ -41,6 +42,8 @@ type feedLog struct {
 	lastSeq uint64 // the sequence of the newest notification made, retained or not
 	dropped uint64 // the sequence of the newest notification dropped (0: none)
 
+	// Retention (SetFeedRetention), 0 and 0 until it is set: the
+	// defaults, and no retention section in snapshots.
 	retainNS    uint64 // 0: DefaultFeedRetentionNS
 	retainCount int    // 0: DefaultFeedRetentionCount
 }
@@ -58,11 +61,41 @@ func (sm *StateMachine) BeginEntry(index, opTS uint64) {
 	f.opNS = max(f.opNS, opTS)
 }
 
-// SetFeedRetention bounds the feed to notifications made within ns
-// nanoseconds (of operation time) of the newest entry, and to the newest
-// count of them; 0 keeps a default (24 h, 10,000,000). Every replica must
-// be configured alike: retention decides the replicated feed.
-func (sm *StateMachine) SetFeedRetention(ns uint64, count int) {
+// SetFeedRetention is set_feed_retention: it bounds the feed to the
+// notifications made within MaxAgeS seconds (of operation time) of the
+// newest entry, and to the newest MaxNotifications of them, and drops at
+// once what the new bounds no longer keep. Retention goes through the
+// log, is in snapshots and the digest, so every replica trims alike.
+// Errors: 108 INVALID_ARGUMENT outside core's limits, changing nothing.
+func (sm *StateMachine) SetFeedRetention(opTS uint64, req *core.FeedRetention) (core.FeedRetentionReply, error) {
+	if err := core.CheckFeedRetention(req); err != nil {
+		return core.FeedRetentionReply{}, err
+	}
+	f := &sm.watch.feed
+	f.retainNS, f.retainCount = req.MaxAgeS*1_000_000_000, int(req.MaxNotifications)
+	f.trim()
+	return sm.feedRetention(), nil
+}
+
+// GetFeedRetention is get_feed_retention: the retention in force (the
+// defaults until it is set) and the feed's extent.
+func (sm *StateMachine) GetFeedRetention(opTS uint64, _ *core.None) (core.FeedRetentionReply, error) {
+	return sm.feedRetention(), nil
+}
+
+func (sm *StateMachine) feedRetention() core.FeedRetentionReply {
+	f := &sm.watch.feed
+	ns, n := f.retention()
+	r := core.FeedRetentionReply{FeedRetention: core.FeedRetention{MaxAgeS: ns / 1_000_000_000, MaxNotifications: uint64(n)}, Last: f.lastSeq}
+	if f.n > 0 {
+		r.Start = f.at(0).Seq
+	}
+	return r
+}
+
+// setFeedRetention sets the bounds without the operation's limits (0
+// keeps a default), for tests that turn the feed over quickly.
+func (sm *StateMachine) setFeedRetention(ns uint64, count int) {
 	sm.watch.feed.retainNS, sm.watch.feed.retainCount = ns, max(count, 0)
 }
 
@@ -151,7 +184,9 @@ func (v *feedView) at(i int) *core.Notification {
 const feedScanBudget = 100_000
 
 // ReadFeed returns the notifications after req.After that match its
-// filter, oldest first. Errors: 241 FEED_TRIMMED when notifications after
+// filter, oldest first. After core.FeedEnd is after the newest
+// notification made: the page is empty and its Next is that sequence.
+// Every page carries the newest sequence as Last. Errors: 241 FEED_TRIMMED when notifications after
 // req.After have been dropped; 120 INVALID_FENCE for a bad fence name or
 // type set; 300 when the limit exceeds 10,000. Fences need not exist: a
 // filter may name a fence that is defined later.
@@ -179,16 +214,20 @@ func (sm *StateMachine) ReadFeed(opTS uint64, req *core.FeedRequest) (core.FeedP
 		types = core.AllNotify
 	}
 	f := &sm.watch.feed
-	page := core.FeedPage{Next: req.After}
+	after := req.After
+	if after == core.FeedEnd {
+		after = f.lastSeq
+	}
+	page := core.FeedPage{Next: after, Last: f.lastSeq}
 	if f.n > 0 {
 		page.Start = f.at(0).Seq
 	}
-	if req.After < f.dropped {
+	if after < f.dropped {
 		return core.FeedPage{}, core.Errorf(core.FeedTrimmed,
 			"the feed no longer holds notifications after sequence %d: it starts at sequence %d (ask for after=%d)",
-			req.After, f.dropped+1, f.dropped)
+			after, f.dropped+1, f.dropped)
 	}
-	i := sort.Search(f.n, func(i int) bool { return f.at(i).Seq > req.After })
+	i := sort.Search(f.n, func(i int) bool { return f.at(i).Seq > after })
 	for scanned := 0; i < f.n && len(page.Notifications) < limit && scanned < feedScanBudget; i, scanned = i+1, scanned+1 {
 		n := f.at(i)
 		page.Next = n.Seq

@@ -45,7 +45,7 @@ func benchFencePolygon(lat, lon int64) []core.Coordinate {
 func fenced(b *testing.B) (*StateMachine, uint64) {
 	fencedOnce.Do(func() {
 		fencedSM, fencedNow = newBench(), epoch
-		fencedSM.SetFeedRetention(0, 1_000_000)
+		fencedSM.setFeedRetention(0, 1_000_000)
 		r := rand.New(rand.NewPCG(7, 8))
 		for i := range benchFences {
 			lat, lon := benchPoint(r)

@@ -149,12 +149,20 @@ func TestFencesAgainstModel(t *testing.T) {
 		index := uint64(0)
 		var lastSeq uint64
 		var got []core.Notification
+		var retainNS, cut uint64 // set_feed_retention's age (0: the default's day); notifications before cut are dropped
 		steps := rapid.IntRange(1, 60).Draw(t, "steps")
 		for range steps {
 			now += uint64(rapid.IntRange(1, 3).Draw(t, "dt")) * 1_000_000_000
 			index += uint64(rapid.IntRange(1, 3).Draw(t, "di"))
 			sm.BeginEntry(index, now)
-			switch rapid.IntRange(0, 9).Draw(t, "op") {
+			trims := false // the step may drop notifications by age
+			switch rapid.IntRange(0, 10).Draw(t, "op") {
+			case 10:
+				retainNS = uint64(rapid.IntRange(60, 120).Draw(t, "retain_s")) * 1_000_000_000
+				if _, err := sm.SetFeedRetention(now, &core.FeedRetention{MaxAgeS: retainNS / 1_000_000_000, MaxNotifications: 1000}); err != nil {
+					t.Fatal(err)
+				}
+				trims = true
 			case 0:
 				f := drawFence(t, rapid.SampledFrom(names).Draw(t, "name"))
 				if _, err := sm.PutFence(now, &f); err != nil {
@@ -252,6 +260,20 @@ func TestFencesAgainstModel(t *testing.T) {
 			if page.HasMore {
 				t.Fatal("a page of at most 10,000 did not hold one step's notifications")
 			}
+			if (trims || len(page.Notifications) > 0) && retainNS != 0 && now >= retainNS {
+				cut = max(cut, now-retainNS)
+			}
+		}
+		kept := 0 // the first notification the feed retains, by the model's retention
+		for kept < len(got) && got[kept].OpNS < cut {
+			kept++
+		}
+		from := uint64(0)
+		if kept > 0 {
+			from = got[kept-1].Seq
+			if _, err := sm.ReadFeed(now, &core.FeedRequest{}); err == nil {
+				t.Fatalf("a read from 0 after %d notifications were dropped", kept)
+			}
 		}
 		if len(got) != len(m.notes) {
 			t.Fatalf("%d notifications, the model has %d:\n got %+v\nwant %+v", len(got), len(m.notes), got, m.notes)
@@ -267,12 +289,12 @@ func TestFencesAgainstModel(t *testing.T) {
 		// Filters.
 		want := rapid.SliceOfNDistinct(rapid.SampledFrom(names), 0, 3, func(s string) string { return s }).Draw(t, "filter")
 		types := core.NotifyMask(rapid.IntRange(0, 7).Draw(t, "types")) << 1 & core.AllNotify
-		page, err := sm.ReadFeed(now, &core.FeedRequest{Fences: want, Types: types, Limit: core.MaxFeedLimit})
+		page, err := sm.ReadFeed(now, &core.FeedRequest{After: from, Fences: want, Types: types, Limit: core.MaxFeedLimit})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var exp []core.Notification
-		for _, n := range got {
+		for _, n := range got[kept:] {
 			if (len(want) == 0 || slices.Contains(want, n.Fence)) && (types == 0 || types.Has(n.Type)) {
 				exp = append(exp, n)
 			}
@@ -312,7 +334,7 @@ func TestFencesAgainstModel(t *testing.T) {
 // count and age, and a read from before its start says where it starts.
 func TestFeedRetention(t *testing.T) {
 	sm := New()
-	sm.SetFeedRetention(10_000_000_000, 5)
+	sm.setFeedRetention(10_000_000_000, 5)
 	if _, err := sm.PutFence(0, &core.Fence{Name: "box", Shape: core.FenceBBox,
 		Min: core.Coordinate{LatNano: 0, LonNano: 0}, Max: core.Coordinate{LatNano: 1_000_000_000, LonNano: 1_000_000_000}}); err != nil {
 		t.Fatal(err)
@@ -486,7 +508,7 @@ func FuzzPutFence(f *testing.F) {
 // change after it.
 func TestFrozenFeed(t *testing.T) {
 	sm := New()
-	sm.SetFeedRetention(0, feedChunkLen+10)
+	sm.setFeedRetention(0, feedChunkLen+10)
 	if _, err := sm.PutFence(0, &core.Fence{Name: "box", Shape: core.FenceBBox, Report: core.AllNotify,
 		Min: core.Coordinate{LatNano: 0, LonNano: 0}, Max: core.Coordinate{LatNano: 1_000_000_000, LonNano: 1_000_000_000}}); err != nil {
 		t.Fatal(err)

@@ -113,6 +113,7 @@ func FuzzReadSnapshot(f *testing.F) {
 	f.Add(small.Bytes())
 	f.Add(small.Bytes()[:small.Len()/2])
 	f.Add(hookedSnapshot(f))
+	f.Add(retainedSnapshot(f))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tries := [][]byte{b}
 		if len(b) >= 4 {

@@ -177,6 +177,7 @@ func (v *storeView) appendEncoding(dst []byte, slots []uint32, flush func([]byte
 	}
 	buf, _ = wv.appendWatch(buf, flush)
 	buf = wv.hooks.append(buf)
+	buf = wv.appendRetention(buf)
 	return buf
 }
 
@@ -244,6 +245,9 @@ func ReadSnapshot(r io.Reader) (*StateMachine, error) {
 			return nil, err
 		}
 		if err := d.readHooks(sm); err != nil {
+			return nil, err
+		}
+		if err := d.readRetention(sm); err != nil {
 			return nil, err
 		}
 	}

@@ -35,6 +35,8 @@ type watchView struct {
 	feed                          feedView
 	index, opNS, lastSeq, dropped uint64
 	hooks                         hookView // the section after this one (hooks.go)
+	retainNS                      uint64   // and the retention section's
+	retainCount                   int
 }
 
 func (sm *StateMachine) watchView() watchView {
@@ -47,6 +49,7 @@ func (sm *StateMachine) watchView() watchView {
 	v.feed = f.view()
 	v.index, v.opNS, v.lastSeq, v.dropped = f.index, f.opNS, f.lastSeq, f.dropped
 	v.hooks = sm.hookView()
+	v.retainNS, v.retainCount = f.retainNS, f.retainCount
 	return v
 }
 
@@ -182,4 +185,56 @@ func (d *snapshotReader) readWatch(sm *StateMachine) error {
 		f.append(&n)
 	}
 	return d.err
+}
+
+// The retention section of a snapshot, after the hooks section, present
+// only once retention has been set (so that a state that never set it
+// encodes, and digests, as before, and older snapshots read with the
+// defaults):
+//
+//	4 magic "RETN"
+//	8 the age bound in nanoseconds of operation time
+//	8 the count bound
+//
+// Both are the bounds in force, within set_feed_retention's limits.
+const retentionMagic = "RETN"
+
+// appendRetention appends the section.
+func (v *watchView) appendRetention(buf []byte) []byte {
+	if v.retainNS == 0 && v.retainCount == 0 {
+		return buf
+	}
+	f := feedLog{retainNS: v.retainNS, retainCount: v.retainCount}
+	ns, n := f.retention()
+	buf = append(buf, retentionMagic...)
+	buf = binary.LittleEndian.AppendUint64(buf, ns)
+	return binary.LittleEndian.AppendUint64(buf, uint64(n))
+}
+
+// readRetention reads the section into sm when the snapshot has one.
+func (d *snapshotReader) readRetention(sm *StateMachine) error {
+	if d.err != nil {
+		return d.err
+	}
+	if p, _ := d.r.Peek(5); len(p) < 5 {
+		return nil
+	}
+	if string(d.bytes(4)) != retentionMagic {
+		return d.fail("bytes after the feed are neither the hooks nor the retention section")
+	}
+	ns, n := d.u64(), d.u64()
+	if d.err != nil {
+		return d.err
+	}
+	const s = 1_000_000_000
+	if ns < core.MinFeedRetentionAgeS*s || ns > core.MaxFeedRetentionAgeS*s || ns%s != 0 ||
+		n < core.MinFeedRetentionCount || n > core.MaxFeedRetentionCount {
+		return d.fail(fmt.Sprintf("feed retention %d ns, %d notifications is out of range", ns, n))
+	}
+	f := &sm.watch.feed
+	f.retainNS, f.retainCount = ns, int(n)
+	if f.n > f.retainCount {
+		return d.fail(fmt.Sprintf("%d notifications exceed the retention of %d", f.n, f.retainCount))
+	}
+	return nil
 }

@@ -16,7 +16,7 @@ import (
 
 func init() {
 	register(command{name: "fence", order: 74, args: "put NAME (--bbox S,W,N,E | --circle LAT,LON,RADIUS_M | --file F) [--group N] [--report T,T] | get NAME | list | delete NAME", summary: "define, show, list and remove fences", run: fence})
-	register(command{name: "watch", order: 75, args: "[--after SEQ] [--fences A,B] [--types enter,exit,inside] [--count N] | --positions S,W,N,E|FENCE [--group N] [--count N]", summary: "follow the feed of fence transitions, or with --positions every event in an area (until interrupted, or N of them)", run: watch})
+	register(command{name: "watch", order: 75, args: "[--after SEQ|now] [--fences A,B] [--types enter,exit,inside] [--count N] | --positions S,W,N,E|FENCE [--group N] [--count N]", summary: "follow the feed of fence transitions, or with --positions every event in an area (until interrupted, or N of them)", run: watch})
 }
 
 // notification is one entry of the feed (docs/api.md, Fences and the feed).
@@ -39,7 +39,7 @@ const watchWait = 10_000
 
 func watch(e *env, args []string) int {
 	fset := e.flags()
-	after := fset.String("after", "", "start after sequence `SEQ` (default: the feed's start)")
+	after := fset.String("after", "", "start after sequence `SEQ` (default: the feed's start; now: its end, only new notifications)")
 	fences := fset.String("fences", "", "only the fences `A,B`")
 	types := fset.String("types", "", "only the types `T,T` (enter, exit, inside)")
 	count := fset.Int("count", 0, "stop after `N` notifications (0: never)")
@@ -57,9 +57,9 @@ func watch(e *env, args []string) int {
 	if *group != "" {
 		return e.fail(badArg("--group goes with --positions"))
 	}
-	if *after != "" {
+	if *after != "" && *after != "now" {
 		if _, err := strconv.ParseUint(*after, 10, 64); err != nil {
-			return e.fail(badArg("--after %q is not a sequence (a decimal number)", *after))
+			return e.fail(badArg("--after %q is not a sequence (a decimal number, or now: the feed's end)", *after))
 		}
 	}
 	q := url.Values{"form": {"a"}, "wait_ms": {strconv.Itoa(watchWait)}}

@@ -568,53 +568,21 @@
 
   // --- fence events: GET /feed ---
 
-  // The page shows what happens from when it opens: it finds the feed's
-  // end (feedEnd), streams from there, and on a lost connection opens
-  // the stream again after the last sequence it saw (the URL's after=
-  // outranks the Last-Event-ID header, so the page resumes by after=).
+  // The page shows what happens from when it opens: it asks where the
+  // feed ends (feedEnd), streams from there, and on a lost connection opens
+  // the stream again after the last sequence it saw (after= in the URL; the
+  // server would also take the Last-Event-ID header that an EventSource
+  // sends when it reconnects by itself, but the page closes and reopens it).
   var feedLast = null; // BigInt: the last sequence seen (or the end it started at)
   var feedFailures = 0;
   var feedList = document.getElementById('events');
-  var SEQ_SPAN = 1n << 32n; // the sequences of one log index
   var unknownReload = 0; // when a notification last made the page read the fences again
 
-  // feedEnd finds a sequence after which the feed holds nothing yet. A
-  // sequence is a log index times 2^32 plus a position, so after
-  // after(i) = (i+1) * 2^32 - 1 a reader has all of index i's
-  // notifications: the page searches for the least i after which GET
-  // /feed?after=after(i) answers no notification (and not 241
-  // FEED_TRIMMED, the answer to an after in the feed's trimmed past).
-  // A binary search over the 32-bit indexes: at most 34 reads of one
-  // notification, each a search in the feed.
+  // feedEnd returns the sequence after which the feed holds nothing yet:
+  // a page read from the end (after=now) answers it as next.
   function feedEnd() {
-    function holds(after) { // whether the feed holds something after after
-      return api('GET', 'feed?form=a&wait_ms=0&limit=1&after=' + after).then(function (p) {
-        return { yes: p.notifications.length > 0, start: BigInt(p.start) };
-      }, function (e) {
-        if (/^241 /.test(e.message)) return { yes: true };
-        throw e;
-      });
-    }
-    function after(i) { return (i + 1n) * SEQ_SPAN - 1n; }
-    var lo, hi = SEQ_SPAN - 1n; // holds(after(lo)) is yes (or lo is -1), holds(after(hi)) no
-    function search() {
-      if (hi - lo <= 1n) return after(hi);
-      var mid = lo + (hi - lo) / 2n;
-      return holds(after(mid)).then(function (q) {
-        if (q.yes) lo = mid; else hi = mid;
-        return search();
-      });
-    }
-    return holds(after(hi)).then(function (p) {
-      if (p.start > 0n) { // the oldest notification held
-        lo = p.start / SEQ_SPAN - 1n;
-        return search();
-      }
-      return holds(0n).then(function (q) { // none held: none yet, or all trimmed
-        if (!q.yes) return 0n;
-        lo = -1n;
-        return search();
-      });
+    return api('GET', 'feed?form=a&wait_ms=0&limit=1&after=now').then(function (p) {
+      return BigInt(p.next);
     });
   }
 
