@@ -92,6 +92,8 @@ var (
 type serverMetrics struct {
 	requests      []*metrics.Counter             // by operation code, binary-protocol client requests
 	latency       []*metrics.PrometheusHistogram // by operation code: from a request's arrival to its answer written
+	errors        sync.Map                       // core.Code -> *metrics.Counter: answers with an error code
+	set           *metrics.Set
 	registers     *metrics.Counter
 	leaderChanges *metrics.Counter
 	disk          diskMetrics
@@ -118,7 +120,7 @@ type diskMetrics struct {
 // docs/operations.md, Metrics, for each one's meaning). set must not hold
 // them already: one server per set.
 func newServerMetrics(s *Server, set *metrics.Set) *serverMetrics {
-	m := &serverMetrics{}
+	m := &serverMetrics{set: set}
 	m.requests = make([]*metrics.Counter, 256)
 	for op := range 256 {
 		if o := core.Operation(op); o.Valid() {
@@ -129,6 +131,11 @@ func newServerMetrics(s *Server, set *metrics.Set) *serverMetrics {
 	for op := range 256 {
 		if o := core.Operation(op); o.Valid() {
 			m.latency[op] = set.NewPrometheusHistogramExt(fmt.Sprintf(`geoevent_request_seconds{op=%q}`, o.String()), LatencyBuckets)
+		}
+	}
+	for _, info := range core.Codes {
+		if info.Code != core.OK.Code {
+			m.errors.Store(info.Code, set.NewCounter(fmt.Sprintf(`geoevent_request_errors_total{code="%d",name=%q}`, info.Code, info.Name)))
 		}
 	}
 	m.registers = set.NewCounter(`geoevent_session_registers_total`)
@@ -237,6 +244,40 @@ func (m *serverMetrics) answered(op uint8, took time.Duration) {
 	}
 }
 
+// failed counts an answer with error code c: a reply whose result code
+// is not 0, or an error frame. A nil m counts nothing.
+func (m *serverMetrics) failed(c core.Code) {
+	if m == nil {
+		return
+	}
+	v, ok := m.errors.Load(c)
+	if !ok && m.set == nil {
+		return
+	}
+	if !ok { // not a code of the table (newServerMetrics made those)
+		v, _ = m.errors.LoadOrStore(c, m.set.GetOrCreateCounter(
+			fmt.Sprintf(`geoevent_request_errors_total{code="%d",name="UNKNOWN"}`, c)))
+	}
+	v.(*metrics.Counter).Inc()
+}
+
+// answerCode is the result code of the reply or error frame whose bytes
+// start frame (its length field first), and whether the piece holds it.
+func answerCode(frame []byte) (core.Code, bool) {
+	const payload = core.FrameLengthSize + core.FrameHeaderSize
+	switch core.MessageType(frame[16]) {
+	case core.MsgReply: // operation, then the code
+		if len(frame) >= payload+3 {
+			return core.Code(binary.LittleEndian.Uint16(frame[payload+1:])), true
+		}
+	case core.MsgError:
+		if len(frame) >= payload+2 {
+			return core.Code(binary.LittleEndian.Uint16(frame[payload:])), true
+		}
+	}
+	return 0, false
+}
+
 // opTimes times a TCP connection's requests, from their arrival to their
 // answer written, without the loop: the reader notes when each request
 // frame arrived (arrived), the writer finds the replies among the frames
@@ -299,9 +340,6 @@ func (t *opTimes) replies(pieces [][]byte) {
 	t.keys = t.keys[:0]
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.pending) == 0 {
-		return
-	}
 	left := 0 // bytes of the current frame still to come
 	for _, p := range pieces {
 		for len(p) > 0 {
@@ -311,6 +349,9 @@ func (t *opTimes) replies(pieces [][]byte) {
 				}
 				left = core.FrameLengthSize + int(binary.LittleEndian.Uint32(p))
 				if typ := core.MessageType(p[16]); typ == core.MsgReply || typ == core.MsgError {
+					if c, ok := answerCode(p); ok && c != core.OK.Code {
+						t.m.failed(c)
+					}
 					k := opKey{binary.LittleEndian.Uint64(p[4:]), binary.LittleEndian.Uint32(p[12:])}
 					if st, ok := t.pending[k]; ok {
 						delete(t.pending, k)

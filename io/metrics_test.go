@@ -3,6 +3,7 @@ package io
 import (
 	"bytes"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -229,5 +230,60 @@ func BenchmarkTimeRequest(b *testing.B) {
 		tm.arrived(f, now)
 		tm.replies(pieces)
 		tm.written(now)
+	}
+}
+
+// TestRequestErrors: binary-protocol answers with an error code, an error
+// frame's or a reply's, are counted by code; answers without one are not.
+func TestRequestErrors(t *testing.T) {
+	set := metrics.NewSet()
+	s := serve(t, formatDir(t), Options{Metrics: set})
+	c := dial(t, s.Addr())
+	c.register(testCluster)
+	var out []byte
+	c.req++ // a ping: answered, code 0
+	out = core.AppendFrame(out, core.Header{ClientID: c.session, Request: c.req, Type: core.MsgRequest}, []byte{byte(core.OpPing)})
+	c.req++ // an operation the table does not have
+	out = core.AppendFrame(out, core.Header{ClientID: c.session, Request: c.req, Type: core.MsgRequest}, []byte{250})
+	c.req++ // a session the replica never opened
+	out = core.AppendFrame(out, core.Header{ClientID: c.session + 99, Request: c.req, Type: core.MsgRequest}, []byte{byte(core.OpPing)})
+	if _, err := c.nc.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	want := map[core.Code]int{}
+	for range 3 {
+		h, p := c.recv()
+		if code, ok := answerCode(core.AppendFrame(nil, h, p)); ok && code != core.OK.Code {
+			want[code]++
+		}
+	}
+	if len(want) == 0 {
+		t.Fatal("no answer had an error code")
+	}
+	counted := func() map[core.Code]int {
+		var b strings.Builder
+		set.WritePrometheus(&b)
+		got := map[core.Code]int{}
+		for _, line := range strings.Split(b.String(), "\n") {
+			rest, ok := strings.CutPrefix(line, `geoevent_request_errors_total{code="`)
+			if !ok {
+				continue
+			}
+			code, _, _ := strings.Cut(rest, `"`)
+			_, v, _ := strings.Cut(rest, "} ")
+			c, _ := strconv.Atoi(code)
+			if n, _ := strconv.Atoi(v); n > 0 {
+				got[core.Code(c)] = n
+			}
+		}
+		return got
+	}
+	// The writer counts as it writes: the client may read first.
+	got := counted()
+	for deadline := time.Now().Add(5 * time.Second); !reflect.DeepEqual(got, want) && time.Now().Before(deadline); got = counted() {
+		time.Sleep(time.Millisecond)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("errors counted %v, want %v (the answers' codes)", got, want)
 	}
 }
