@@ -131,6 +131,9 @@ func (c *cluster) step() {
 				busy = true
 				cn.r.Synced(cn.io.completeSync(), 1)
 			}
+			if cn.io.completeStreams(cn.r) {
+				busy = true
+			}
 			if !cn.io.holdBeside && cn.io.completeBeside(cn.r) {
 				busy = true
 			}

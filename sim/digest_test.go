@@ -21,8 +21,8 @@ func TestFixedSeedDigests(t *testing.T) {
 		digest   string
 	}{
 		{1, 20000, 1, "all", "4087dd0b7427364c73c06905e34979138d22a65710516fc3f4bebcd7bdaef591"},
-		{2, 20000, 3, "all", "39a6dcdd1fdbb9f3a4ca8e71954c84cbe188d2085c584e4e891653bddc9464ec"},
-		{3, 20000, 3, "crash", "0c829e46dc957efb69b149fe2cd425b03b2cbd874dbd01b93a94b9a66d51675e"},
+		{2, 20000, 3, "all", "7d310b471537d968fc86c6a65c9c42da26155e07ebbf7dd3e418772bb7a75509"},
+		{3, 20000, 3, "crash", "1bfc9318b59f67f8b52d7daf9a8e5819ff4c578d6864a24445b67b3c35d509d5"},
 		{4, 20000, 5, "network", "4d23a3e2cef32e360e3c9d8ddf70eea441e180cbbbec0470c7cbd2efb55c955f"},
 		{5, 20000, 3, "partition", "f638ab9064f257517d3b9b6b0ffa6c495aa3ff7ce59aeb3d0c55354d23e401ce"},
 	} {
