@@ -40,6 +40,7 @@ type outStream struct {
 	start  time.Time
 	logged time.Time
 	sent   int64 // the furthest byte read
+	ended  bool  // its end was read (and logged) once
 }
 
 // inStream is a follower's stream being written.
@@ -105,8 +106,8 @@ func (h *historian) readStream(index, offset uint64, maxBytes int) []byte {
 		return nil
 	}
 	o.sent = max(o.sent, int64(offset)+int64(len(b)))
-	if now := time.Now(); now.Sub(o.logged) >= streamLogEvery || o.sent == o.s.Size() {
-		o.logged = now
+	if now := time.Now(); now.Sub(o.logged) >= streamLogEvery || (o.sent == o.s.Size() && !o.ended) {
+		o.logged, o.ended = now, o.sent == o.s.Size()
 		h.log.Info("sending the history stream", progress(index, o.sent, o.s.Size(), o.start, now)...)
 	}
 	return b
