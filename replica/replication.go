@@ -676,10 +676,10 @@ func (r *Replica) SnapshotStreamWritten(index, offset uint64, ok bool) {
 		return // a stream since abandoned
 	}
 	if !ok {
+		// The leader's next resend (of the chunk it last sent) is
+		// answered "start again": restarts come a resend interval apart,
+		// not as fast as a damaged stream fails.
 		r.incoming = nil
-		if r.leader != NoLeader && r.role == Follower {
-			r.sendPeer(r.leader, &message{typ: msgSnapshotReply, term: r.term, index: index})
-		}
 		return
 	}
 	in.got += in.writing
