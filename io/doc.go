@@ -49,8 +49,15 @@
 //     store into DIR/snapshot-N.history when the replica asks for the
 //     snapshot at N (the snapshot writer writes the snapshot's file only
 //     once the checkpoint is made, so a snapshot on disk has its history;
-//     checkpoints go with their snapshots), and installs the history of a
-//     leader's snapshot on a follower. At start, the store is restored from
+//     checkpoints go with their snapshots). It also carries history
+//     streams (histstream.go): for a follower's snapshot it checkpoints
+//     the store, in queue order, into DIR/stream.history and reads it a
+//     chunk at a time as the replica asks (ReadSnapshotStream); on a
+//     follower it writes a leader's stream into DIR/staging.history
+//     (WriteSnapshotStream), checking every file's checksum, and
+//     installing the leader's snapshot makes that the store. Neither side
+//     holds a stream in memory beyond a chunk; both log its progress
+//     every 5 s. The answers reach the loop as the reads' do. At start, the store is restored from
 //     the recovered snapshot's checkpoint (empty without a snapshot); the
 //     log above it is then replayed. A failed write to the store stops the
 //     server. A block that fails its checksum is never answered from
@@ -68,7 +75,8 @@
 //     makes one with peers start so, empty and repairing.
 //   - A snapshot encoder (one goroutine per EncodeSnapshot) encodes the
 //     frozen view of the state the replica hands it, while the loop goes
-//     on, and reports SnapshotEncoded back to the loop. A decoder (one
+//     on, waits for the historian's history stream of it, and reports
+//     SnapshotEncoded back to the loop. A decoder (one
 //     goroutine per DecodeSnapshot) builds the state of a leader's
 //     snapshot for a follower likewise, and reports SnapshotDecoded.
 //   - The snapshot writer writes snapshot files beside the log, so that a
