@@ -130,9 +130,12 @@ func SoonerDue(a, b uint64) uint64 {
 	return a
 }
 
-// A history section: the history store's events after a replica's state in
-// a snapshot sent to a follower (IO.EncodeSnapshot), so that the follower
-// installs both. Layout, little-endian, after the state's bytes:
+// A history section: a history store's events as 128-byte records after
+// other bytes. A leader no longer sends one (a follower gets the store's
+// files as a history stream: IO.EncodeSnapshot), but a follower's snapshot
+// file written before ends in one, which decoding a state skips
+// (SplitHistory), and the tests' in-memory IO use a section as their
+// history stream. Layout, little-endian, after the preceding bytes:
 //
 //	128*K  K events, each its record (GeoEvent.PutRecord), in (entity
 //	       id, timestamp) order
@@ -264,10 +267,8 @@ func scanOlder(v HistoryReader, rd HistoryRead) HistoryAnswer {
 	}
 }
 
-// AppendHistorySection appends the history section of a snapshot
-// (IO.EncodeSnapshot) to state: the events of ids (the snapshot's
-// entities, which every event of the store belongs to) from v. It sorts
-// ids.
+// AppendHistorySection appends a history section to state: the events of
+// ids (which every event of v belongs to) from v. It sorts ids.
 func AppendHistorySection(state []byte, v HistoryReader, ids []Uint128) ([]byte, error) {
 	slices.SortFunc(ids, Uint128.Compare)
 	w := NewHistorySection(state)

@@ -103,11 +103,12 @@ type IO interface {
 	// answered by a SnapshotSaved input. data is not modified afterwards
 	// and may be kept without copying.
 	//
-	// The replica calls it only to install a leader's snapshot, whose data
-	// ends in the history section that EncodeSnapshot appended
-	// (SplitHistory): storage makes that the history store's content, in
-	// queue order (the writes and reads queued before see the store as it
-	// was), and the history saved with the snapshot.
+	// The replica calls it only to install a leader's snapshot: data is
+	// its state, and the history is the stream written for index
+	// (WriteSnapshotStream), every byte of it written: storage makes that
+	// the history store's content, in queue order (the writes and reads
+	// queued before see the store as it was), and the history saved with
+	// the snapshot.
 	SaveSnapshot(index, term uint64, data []byte)
 
 	// WriteSnapshot saves, as SaveSnapshot(index, term, data) does, the
@@ -128,15 +129,37 @@ type IO interface {
 	WriteSnapshot(index, term uint64, encode func(w io.Writer) error)
 
 	// EncodeSnapshot runs encode away from the replica (it reads a frozen
-	// copy of the state, never the replica's own) and answers with a
-	// SnapshotEncoded input carrying index and the bytes encode returned,
-	// followed by the history store's events as they are at the call, in
-	// queue order, as a history section (NewHistorySection): a snapshot
-	// for a follower, which installs it whole (SaveSnapshot). entities,
-	// which runs away from the replica too, lists the ids of the state's
-	// entities, which every event of the store belongs to. A replica
-	// that restarts before the answer never gets it.
-	EncodeSnapshot(index uint64, encode func() []byte, entities func() []Uint128)
+	// copy of the state, never the replica's own) and takes the history
+	// store as it is at the call, in queue order, as a history stream (a
+	// checkpoint's files, read from disk as asked: ReadSnapshotStream). It
+	// answers with a SnapshotEncoded input carrying index, the bytes
+	// encode returned and the stream's size: a snapshot for a follower,
+	// which writes the stream (WriteSnapshotStream) and installs both
+	// (SaveSnapshot). IO holds one stream: the next EncodeSnapshot's
+	// replaces it, and DropSnapshotStream drops it. A replica that
+	// restarts before the answer never gets it.
+	EncodeSnapshot(index uint64, encode func() []byte)
+
+	// ReadSnapshotStream reads the history stream of the snapshot at index
+	// (EncodeSnapshot) from offset on, at most max bytes, and answers with
+	// a SnapshotStreamRead input carrying index, offset and the bytes
+	// (none when IO no longer holds that stream or could not read it).
+	ReadSnapshotStream(index, offset uint64, max int)
+
+	// DropSnapshotStream releases the history stream of the snapshot at
+	// index, if IO holds it: no follower needs it any longer.
+	DropSnapshotStream(index uint64)
+
+	// WriteSnapshotStream writes a chunk of the history stream of a
+	// leader's snapshot at index, at offset; a chunk at offset 0 starts
+	// the stream over (what was written of another is discarded). Chunks
+	// come in order, each at the end of the one before. It answers with a
+	// SnapshotStreamWritten input carrying index, offset and whether the
+	// chunk was taken: not when it does not follow the bytes written, or
+	// when the stream fails its checks (a damaged header or file), after
+	// which the stream must start over. Nothing of it is durable or
+	// visible until SaveSnapshot installs it.
+	WriteSnapshotStream(index, offset uint64, data []byte)
 
 	// WriteHistory queues writes to the history store (core/history.go),
 	// those that applying the log entry at index made, to be applied in

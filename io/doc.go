@@ -49,9 +49,16 @@
 //     store into DIR/snapshot-N.history when the replica asks for the
 //     snapshot at N (the snapshot writer writes the snapshot's file only
 //     once the checkpoint is made, so a snapshot on disk has its history;
-//     checkpoints go with their snapshots), and installs the history of a
-//     leader's snapshot on a follower. At start (recoverHistory,
-//     history.Recover), the store is kept as the crash left it when it
+//     checkpoints go with their snapshots). It also carries history
+//     streams (histstream.go): for a follower's snapshot it checkpoints
+//     the store, in queue order, into DIR/stream.history and reads it a
+//     chunk at a time as the replica asks (ReadSnapshotStream); on a
+//     follower it writes a leader's stream into DIR/staging.history
+//     (WriteSnapshotStream), checking every file's checksum, and
+//     installing the leader's snapshot makes that the store. Neither side
+//     holds a stream in memory beyond a chunk; both log its progress
+//     every 5 s. The answers reach the loop as the reads' do. At start
+//     (recoverHistory, history.Recover), the store is kept as the crash left it when it
 //     holds the entries up to an index between the recovered snapshot's
 //     and the last the log knows committed, and no recovered entry at or
 //     below that index may read the store (replica.FirstHistoryRead):
@@ -76,7 +83,8 @@
 //     repairing.
 //   - A snapshot encoder (one goroutine per EncodeSnapshot) encodes the
 //     frozen view of the state the replica hands it, while the loop goes
-//     on, and reports SnapshotEncoded back to the loop. A decoder (one
+//     on, waits for the historian's history stream of it, and reports
+//     SnapshotEncoded back to the loop. A decoder (one
 //     goroutine per DecodeSnapshot) builds the state of a leader's
 //     snapshot for a follower likewise, and reports SnapshotDecoded.
 //   - The snapshot writer writes snapshot files beside the log, so that a

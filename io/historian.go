@@ -60,6 +60,9 @@ type historian struct {
 	diskBytesAt time.Time     // when diskBytes was refreshed
 	exited      chan struct{} // closed when run has returned and the store is closed
 	failed      bool
+
+	out *outStream // the history stream for followers (histstream.go)
+	in  *inStream  // a leader's history stream being written
 }
 
 type histOpKind uint8
@@ -68,9 +71,12 @@ const (
 	histWrite histOpKind = iota
 	histRead
 	histCheckpoint // a snapshot's: result gets its outcome
-	histView       // EncodeSnapshot's: view gets a view in queue order
-	histInstall    // a leader's snapshot: the store becomes events, then a checkpoint
-	histDiscard    // rebuild.go: once after says the log is discarded, the store becomes empty
+	histInstall    // a leader's snapshot: the store becomes its stream, then a checkpoint
+	histStreamOpen // EncodeSnapshot's: opened gets the new stream's size
+	histStreamRead
+	histStreamDrop
+	histStreamWrite
+	histDiscard // rebuild.go: once after says the log is discarded, the store becomes empty
 )
 
 type histOp struct {
@@ -79,9 +85,15 @@ type histOp struct {
 	writes []core.HistoryWrite
 	token  uint64
 	reads  []core.HistoryRead
-	events []core.GeoEvent
 	result chan error
-	view   chan *history.View
+	// The history stream's (histstream.go): where and how much to read or
+	// write, and streamDone, which makes the loop's answer to a read or
+	// write (run on the loop).
+	offset     uint64
+	maxBytes   int
+	data       []byte
+	opened     chan streamOpened
+	streamDone func(data []byte, ok bool) func()
 	// histDiscard: the outcome of the disk's opDiscard, which it waits
 	// for unless the disk goroutine has exited.
 	after      <-chan error
@@ -94,7 +106,8 @@ type histCompletion struct {
 	token     uint64
 	answers   []core.HistoryAnswer
 	err       error
-	discarded bool // a histDiscard is done (rebuild.go)
+	discarded bool   // a histDiscard is done (rebuild.go)
+	stream    func() // the answer to a history stream's read or write, for the loop to run
 }
 
 const liveHistoryDir = "history"
@@ -309,8 +322,11 @@ func (h *historian) do(op *histOp) {
 		if op.result != nil {
 			op.result <- errHistoryFailed
 		}
-		if op.view != nil {
-			close(op.view)
+		if op.opened != nil {
+			close(op.opened)
+		}
+		if op.streamDone != nil {
+			h.report(histCompletion{stream: op.streamDone(nil, false)})
 		}
 		return
 	}
@@ -324,12 +340,21 @@ func (h *historian) do(op *histOp) {
 		answers := core.AnswerHistoryReads(v, op.reads)
 		v.Close()
 		h.report(histCompletion{token: op.token, answers: answers})
-	case histView:
-		op.view <- h.store.View()
 	case histCheckpoint:
 		op.result <- h.checkpoint(op.index)
 	case histInstall:
-		op.result <- h.install(op.index, op.events)
+		op.result <- h.installStream(op.index)
+	case histStreamOpen:
+		size, err := h.openStream(op.index)
+		op.opened <- streamOpened{size: size, err: err}
+	case histStreamRead:
+		b := h.readStream(op.index, op.offset, op.maxBytes)
+		h.report(histCompletion{stream: op.streamDone(b, b != nil)})
+	case histStreamDrop:
+		h.dropStream(op.index)
+	case histStreamWrite:
+		ok := h.writeStream(op.index, op.offset, op.data)
+		h.report(histCompletion{stream: op.streamDone(nil, ok)})
 	}
 }
 
@@ -350,34 +375,6 @@ func (h *historian) checkpoint(index uint64) error {
 	h.log.Info("history checkpointed", zap.Uint64("snapshot_index", index), zap.Uint64("holds_index", held),
 		zap.Uint64("store_bytes", h.store.DiskBytes()), zap.Duration("took", time.Since(start).Round(time.Millisecond)))
 	return nil
-}
-
-// install makes the store hold exactly events, the history of a leader's
-// snapshot at index, and checkpoints it for that snapshot.
-func (h *historian) install(index uint64, events []core.GeoEvent) error {
-	start := time.Now()
-	live := filepath.Join(h.dir, liveHistoryDir)
-	if err := h.store.Close(); err != nil {
-		h.log.Warn("closing the history store replaced by a leader's", zap.Error(err))
-	}
-	if err := os.RemoveAll(live); err != nil {
-		return err
-	}
-	st, err := history.Open(vfs.Default, live, history.Options{})
-	if err != nil {
-		return fmt.Errorf("open a new history store: %w", err)
-	}
-	h.store = st
-	writes := make([]core.HistoryWrite, len(events))
-	for i := range events {
-		writes[i] = core.HistoryWrite{Kind: core.HistoryPut, EntityID: events[i].EntityID, TS: events[i].TimestampNS, Event: events[i]}
-	}
-	if err := st.Apply(index, writes); err != nil {
-		return fmt.Errorf("install the history of the leader's snapshot at index %d: %w", index, err)
-	}
-	h.log.Info("installed the history of the leader's snapshot", zap.Uint64("index", index), zap.Int("events", len(events)),
-		zap.Duration("took", time.Since(start).Round(time.Millisecond)))
-	return h.checkpoint(index)
 }
 
 // removeCheckpointsBefore removes the history checkpoints of snapshots

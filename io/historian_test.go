@@ -1,6 +1,7 @@
 package io
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,7 +11,6 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/geoevent/geoevent/core"
-	"github.com/geoevent/geoevent/io/history"
 )
 
 // history reads entity i's whole history (one page of up to 1,000).
@@ -88,10 +88,12 @@ func TestHistorySurvivesRestarts(t *testing.T) {
 	}
 }
 
-// A leader's history travels in its snapshot's history section: a
-// follower's historian installs it, in queue order, and checkpoints it for
-// the snapshot; the follower's store then holds exactly the leader's.
-func TestHistorySectionInstalls(t *testing.T) {
+// A leader's history travels as a stream of its checkpoint's files, read
+// a chunk at a time: a follower's historian writes the chunks in order
+// (refusing one out of order, and starting over after a damaged one),
+// installs the stream in queue order and checkpoints it for the snapshot;
+// the follower's store then holds exactly the leader's.
+func TestHistoryStreamInstalls(t *testing.T) {
 	lg := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	open := func() *historian {
 		dir := t.TempDir()
@@ -106,46 +108,109 @@ func TestHistorySectionInstalls(t *testing.T) {
 	}
 	leader, follower := open(), open()
 	var writes []core.HistoryWrite
-	var ids []core.Uint128
 	for i := range 5 {
-		ids = append(ids, entity(i))
-		for k := range 3000 { // more than a page of the section's reads
+		for k := range 3000 {
 			ev := event(i)
 			ev.TimestampNS = uint64(1e18) + uint64(k)
 			writes = append(writes, core.HistoryWrite{Kind: core.HistoryPut, EntityID: ev.EntityID, TS: ev.TimestampNS, Event: ev})
 		}
 	}
 	leader.push(histOp{kind: histWrite, index: 1, writes: writes})
-	view := make(chan *history.View, 1)
-	leader.push(histOp{kind: histView, view: view})
-	v := <-view
-	data, err := core.AppendHistorySection([]byte("state"), v, ids)
-	v.Close()
-	if err != nil {
-		t.Fatal(err)
+	opened := make(chan streamOpened, 1)
+	leader.push(histOp{kind: histStreamOpen, index: 7, opened: opened})
+	o := <-opened
+	if o.err != nil || o.size <= 0 {
+		t.Fatalf("open: %d bytes, %v", o.size, o.err)
 	}
-	state, events, ok, err := core.SplitHistory(data)
-	if !ok || err != nil || string(state) != "state" || len(events) != len(writes) {
-		t.Fatalf("section: ok %v, %v, state %q, %d events", ok, err, state, len(events))
+	// Writes after the stream was taken are not in it.
+	leader.push(histOp{kind: histWrite, index: 2, writes: []core.HistoryWrite{{Kind: core.HistoryPut, EntityID: entity(8), TS: 5, Event: core.GeoEvent{EntityID: entity(8), TimestampNS: 5}}}})
+	type result struct {
+		data []byte
+		ok   bool
+	}
+	call := func(h *historian, op histOp) result {
+		got := make(chan result, 1)
+		op.streamDone = func(b []byte, ok bool) func() { got <- result{b, ok}; return func() {} }
+		h.push(op)
+		return <-got
+	}
+	const chunk = 8 << 10
+	read := func(off uint64) []byte {
+		r := call(leader, histOp{kind: histStreamRead, index: 7, offset: off, maxBytes: chunk})
+		if !r.ok || len(r.data) == 0 || len(r.data) > chunk {
+			t.Fatalf("read at %d: %d bytes, ok %v", off, len(r.data), r.ok)
+		}
+		return r.data
+	}
+	write := func(off uint64, b []byte) bool {
+		return call(follower, histOp{kind: histStreamWrite, index: 7, offset: off, data: b}).ok
+	}
+	if r := call(leader, histOp{kind: histStreamRead, index: 6, offset: 0, maxBytes: chunk}); r.ok {
+		t.Fatal("a stream read of another snapshot answered")
+	}
+	// A damaged chunk is refused, and so is what follows, until a chunk
+	// at offset 0 starts over.
+	first := read(0)
+	bad := bytes.Clone(first)
+	bad[0] ^= 1 // the magic
+	if write(0, bad) {
+		t.Fatal("a damaged header was taken")
+	}
+	if write(uint64(len(first)), read(uint64(len(first)))) {
+		t.Fatal("a chunk after a refused one was taken")
+	}
+	chunks := 0
+	for off := uint64(0); off < uint64(o.size); chunks++ {
+		b := read(off)
+		if !write(off, b) {
+			t.Fatalf("the chunk at %d was refused", off)
+		}
+		if off > 0 && write(off, b) {
+			t.Fatalf("the chunk at %d was taken twice", off)
+		}
+		off += uint64(len(b))
+	}
+	if chunks < 2 {
+		t.Fatalf("a stream of %d bytes in %d chunks", o.size, chunks)
 	}
 	// Something the follower held before goes.
 	follower.push(histOp{kind: histWrite, index: 1, writes: []core.HistoryWrite{{Kind: core.HistoryPut, EntityID: entity(9), TS: 5, Event: core.GeoEvent{EntityID: entity(9), TimestampNS: 5}}}})
 	done := make(chan error, 1)
-	follower.push(histOp{kind: histInstall, index: 7, events: events, result: done})
+	follower.push(histOp{kind: histInstall, index: 7, result: done})
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(follower.dir, checkpointDir(7))); err != nil {
 		t.Fatalf("no checkpoint for the installed snapshot: %v", err)
 	}
-	// The historians are idle now: their stores may be read here.
-	a, err := leader.store.Digest()
-	if err != nil {
-		t.Fatal(err)
+	if _, err := os.Stat(filepath.Join(follower.dir, stagingDir)); !os.IsNotExist(err) {
+		t.Fatalf("the staging stays after the install: %v", err)
 	}
-	b, err := follower.store.Digest()
-	if err != nil || a != b || follower.store.Applied() != 7 {
-		t.Fatalf("the follower's store differs from the leader's (%v), applied %d", err, follower.store.Applied())
+	leader.push(histOp{kind: histStreamDrop, index: 7})
+	if r := call(leader, histOp{kind: histStreamRead, index: 7, offset: 0, maxBytes: chunk}); r.ok {
+		t.Fatal("a dropped stream answered")
+	}
+	if _, err := os.Stat(filepath.Join(leader.dir, streamDir)); !os.IsNotExist(err) {
+		t.Fatalf("the dropped stream's checkpoint stays: %v", err)
+	}
+	// Installing again needs a stream again.
+	follower.push(histOp{kind: histInstall, index: 7, result: done})
+	if err := <-done; err == nil {
+		t.Fatal("an install without a stream succeeded")
+	}
+	// The historians are idle now: their stores may be read here.
+	v := follower.store.View()
+	defer v.Close()
+	var evs []core.GeoEvent
+	for i := range 6 {
+		got, _, err := v.Range(core.HistoryRange{EntityID: entity(i), UntilNS: ^uint64(0), Limit: 10_000}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, got...)
+	}
+	if len(evs) != len(writes) || follower.store.Applied() != 1 {
+		t.Fatalf("the follower holds %d events of %d, applied %d", len(evs), len(writes), follower.store.Applied())
 	}
 }
 

@@ -216,6 +216,13 @@ func (h *historian) discard(op *histOp) {
 	if err == nil {
 		err = h.empty()
 	}
+	if err == nil {
+		// The discarded replica's history streams, sent or staged, are
+		// no new replica's.
+		h.dropStream(h.out.indexOr0())
+		h.closeStaging()
+		err = removeStreamDirs(h.dir)
+	}
 	if err != nil {
 		h.failed = true
 		h.report(histCompletion{err: fmt.Errorf("discard the history store to rebuild: %w", err)})

@@ -16,7 +16,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geoevent/geoevent/core"
-	"github.com/geoevent/geoevent/io/history"
 	"github.com/geoevent/geoevent/io/store"
 	"github.com/geoevent/geoevent/replica"
 )
@@ -291,6 +290,9 @@ func openLocked(dir string, lock *DirLock, opts Options) (s *Server, err error) 
 		return nil, err
 	}
 	s.disk = newDisk(dir, log, rec.SnapshotIndex, s.loopDone, s.log)
+	if err := removeStreamDirs(dir); err != nil {
+		return nil, fmt.Errorf("remove the history streams left: %w", err)
+	}
 	s.hist = newHistorian(dir, hst, s.log)
 	defer func() {
 		if err != nil {
@@ -604,6 +606,10 @@ func (s *Server) loop(ctx context.Context) error {
 					case s.rebuilding.hist > 0:
 						continue // the discarded replica's
 					}
+					if c.stream != nil {
+						c.stream()
+						continue
+					}
 					s.r.HistoryRead(c.token, c.answers)
 				}
 			case answer := <-s.besideDone:
@@ -909,30 +915,26 @@ func (s *Server) beside(what string, index uint64, work func(), answer func()) {
 	}()
 }
 
-// EncodeSnapshot encodes the state beside the loop and appends the
-// history store's events from a view taken in queue order.
-func (rio replicaIO) EncodeSnapshot(index uint64, encode func() []byte, entities func() []core.Uint128) {
+// EncodeSnapshot encodes the state beside the loop and has the historian
+// checkpoint the history store, in queue order, as the history stream
+// followers read (histstream.go).
+func (rio replicaIO) EncodeSnapshot(index uint64, encode func() []byte) {
 	s := rio.s
-	view := make(chan *history.View, 1)
-	s.hist.push(histOp{kind: histView, view: view})
+	opened := make(chan streamOpened, 1)
+	s.hist.push(histOp{kind: histStreamOpen, index: index, opened: opened})
 	var data []byte
+	var size int64
 	var err error
 	s.beside(snapshotEncoded, index, func() {
-		state, ids := encode(), entities()
+		data = encode()
 		select {
-		case v, ok := <-view:
+		case o, ok := <-opened:
 			if !ok {
 				err = errors.New("the history store failed")
 				return
 			}
-			data, err = core.AppendHistorySection(state, v, ids)
-			v.Close()
+			size, err = o.size, o.err
 		case <-s.loopDone:
-			// The historian, which runs until after the disk goroutine,
-			// still hands the view over: release it.
-			if v, ok := <-view; ok {
-				v.Close()
-			}
 			err = errors.New("stopped")
 		}
 	}, func() {
@@ -941,11 +943,29 @@ func (rio replicaIO) EncodeSnapshot(index uint64, encode func() []byte, entities
 				s.damage = err // the loop rebuilds, or stops a lone replica
 				return
 			}
-			s.log.Warn("cannot list the history for a follower's snapshot; it waits for the next", zap.Uint64("index", index), zap.Error(err))
+			s.log.Warn("cannot checkpoint the history for a follower's snapshot; it waits for the next", zap.Uint64("index", index), zap.Error(err))
 			return
 		}
-		s.r.SnapshotEncoded(index, data)
+		s.r.SnapshotEncoded(index, data, uint64(size))
 	})
+}
+
+// ReadSnapshotStream has the historian read the chunk, in queue order.
+func (rio replicaIO) ReadSnapshotStream(index, offset uint64, maxBytes int) {
+	s := rio.s
+	s.hist.push(histOp{kind: histStreamRead, index: index, offset: offset, maxBytes: maxBytes,
+		streamDone: func(data []byte, _ bool) func() { return func() { s.r.SnapshotStreamRead(index, offset, data) } }})
+}
+
+func (rio replicaIO) DropSnapshotStream(index uint64) {
+	rio.s.hist.push(histOp{kind: histStreamDrop, index: index})
+}
+
+// WriteSnapshotStream has the historian write the chunk, in queue order.
+func (rio replicaIO) WriteSnapshotStream(index, offset uint64, data []byte) {
+	s := rio.s
+	s.hist.push(histOp{kind: histStreamWrite, index: index, offset: offset, data: data,
+		streamDone: func(_ []byte, ok bool) func() { return func() { s.r.SnapshotStreamWritten(index, offset, ok) } }})
 }
 
 // WriteHistory queues the writes to the history store.
@@ -964,17 +984,13 @@ func (rio replicaIO) DecodeSnapshot(index uint64, decode func()) {
 	rio.s.beside(snapshotDecoded, index, decode, func() { rio.s.r.SnapshotDecoded(index) })
 }
 
-// SaveSnapshot installs a leader's snapshot: its history section becomes
-// the history store (in queue order), checkpointed before the snapshot's
-// file is written.
+// SaveSnapshot installs a leader's snapshot: the history stream written
+// for it becomes the history store (in queue order), checkpointed before
+// the snapshot's file is written.
 func (rio replicaIO) SaveSnapshot(index, term uint64, data []byte) {
 	s := rio.s
 	done := make(chan error, 1)
-	if _, events, ok, err := core.SplitHistory(data); !ok || err != nil {
-		done <- fmt.Errorf("the leader's snapshot at index %d carries no sound history (%v)", index, err)
-	} else {
-		s.hist.push(histOp{kind: histInstall, index: index, events: events, result: done})
-	}
+	s.hist.push(histOp{kind: histInstall, index: index, result: done})
 	s.disk.push(diskOp{kind: opSnapshot, index: index, term: term, encode: writeBytes(data), history: done})
 }
 

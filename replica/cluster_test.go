@@ -131,6 +131,9 @@ func (c *cluster) step() {
 				busy = true
 				cn.r.Synced(cn.io.completeSync(), 1)
 			}
+			if cn.io.completeStreams(cn.r) {
+				busy = true
+			}
 			if !cn.io.holdBeside && cn.io.completeBeside(cn.r) {
 				busy = true
 			}
@@ -942,5 +945,52 @@ func TestUnreadableEntriesAreSentAsSnapshot(t *testing.T) {
 	c.converged()
 	if c.nodes[l].io.reads == 0 || c.nodes[lag].io.snapIndex == 0 {
 		t.Fatalf("reads %d; the lagging follower's snapshot is at %d", c.nodes[l].io.reads, c.nodes[lag].io.snapIndex)
+	}
+}
+
+// A lagging follower's snapshot carries the leader's history store as a
+// stream: the leader reads it from IO a chunk (at most snapshotChunk
+// bytes) at a time, never whole, and the follower writes each chunk
+// through IO before it asks for the next. A stream that IO refuses (a
+// damaged chunk) is never installed: the follower asks for it from the
+// start, and installs it once a copy is taken.
+func TestSnapshotHistoryIsStreamedInChunks(t *testing.T) {
+	c, l, lag, cl := lagBehindSnapshots(t)
+	id := uint64(1000)
+	for range 4 { // 40,000 events: a history stream of 5 MB, two chunks
+		evs := make([]core.GeoEvent, 10_000)
+		for i := range evs {
+			id++
+			evs[i] = ev(id, int64(id), 1)
+		}
+		if rp := cl.call(core.OpInsert, insertReq(evs...)); rp.err != nil {
+			t.Fatal(rp.err)
+		}
+	}
+	leader, f := c.nodes[l], c.nodes[lag]
+	f.io.stagingRefused = true
+	c.heal()
+	c.run(4 * testET)
+	if f.io.snapIndex != 0 || f.r.installing != 0 || f.r.decoding != nil {
+		t.Fatalf("a refused stream was installed: snapshot %d, installing %d", f.io.snapIndex, f.r.installing)
+	}
+	if leader.io.streamReads == 0 {
+		t.Fatal("the leader read no history stream")
+	}
+	f.io.stagingRefused = false
+	reads := leader.io.streamReads
+	c.converged()
+	if f.io.snapIndex == 0 {
+		t.Fatal("the lagging follower did not install a snapshot")
+	}
+	size := len(leader.io.history().AppendSection(nil))
+	if size <= snapshotChunk || leader.io.streamReads-reads < size/snapshotChunk+1 {
+		t.Fatalf("a stream of %d bytes in %d reads", size, leader.io.streamReads-reads)
+	}
+	if f.io.history().Digest() != leader.io.history().Digest() || len(f.io.history().Events(core.Uint128{Lo: 1001})) != 1 {
+		t.Fatal("the follower's history store differs from the leader's")
+	}
+	if leader.io.stream != nil {
+		t.Fatal("the leader holds the stream after the transfer")
 	}
 }

@@ -9,7 +9,9 @@
 // replica ([Replica.ReceivePeer], or [Replica.ReceivePeerPrepared] after
 // [PreparePeer]), a clock tick ([Replica.Tick]) or
 // a storage completion ([Replica.Synced], [Replica.SnapshotSaved],
-// [Replica.LogRead]), a
+// [Replica.LogRead], [Replica.HistoryRead], and a snapshot's history
+// stream read or written: [Replica.SnapshotStreamRead],
+// [Replica.SnapshotStreamWritten]), a
 // snapshot encoded or decoded away from it ([Replica.SnapshotEncoded],
 // [Replica.SnapshotDecoded]), the next part of a backlog of committed
 // entries ([Replica.ApplyMore], while [Replica.Backlog] says there is

@@ -37,6 +37,18 @@ type memIO struct {
 	// by a crash).
 	hist, snapHist *statemachine.MemStore
 	histReads      int // ReadHistory calls
+	// The history stream of the last EncodeSnapshot (a MemStore's history
+	// section: core.AppendHistorySection) and its index, and the stream of
+	// a leader's snapshot written so far (staging, for staged).
+	stream         []byte
+	streamIndex    uint64
+	streamReads    int // ReadSnapshotStream calls
+	staging        []byte
+	staged         uint64
+	stagingRefused bool // WriteSnapshotStream refuses every chunk
+	// The answers to stream reads and writes, which completeBeside runs
+	// even while a cluster holds the other work beside (holdBeside).
+	streamDone []func(*Replica)
 }
 
 // WriteHistory applies the writes to the live store at once: in the order
@@ -119,10 +131,43 @@ func (m *memIO) ReadLog(from, to uint64, maxBytes int) {
 }
 
 // EncodeSnapshot queues the encoding; settle and the cluster's step run it.
-func (m *memIO) EncodeSnapshot(index uint64, encode func() []byte, _ func() []core.Uint128) {
+// The history stream is the store's section as it is at the call.
+func (m *memIO) EncodeSnapshot(index uint64, encode func() []byte) {
 	m.encodes++
-	hist := m.history().Clone() // the store as it is at the call
-	m.beside = append(m.beside, func(r *Replica) { r.SnapshotEncoded(index, hist.AppendSection(encode())) })
+	stream := m.history().AppendSection(nil)
+	m.beside = append(m.beside, func(r *Replica) {
+		m.stream, m.streamIndex = stream, index
+		r.SnapshotEncoded(index, encode(), uint64(len(stream)))
+	})
+}
+
+// ReadSnapshotStream queues the chunk's answer, as ReadLog does.
+func (m *memIO) ReadSnapshotStream(index, offset uint64, max int) {
+	m.streamReads++
+	var data []byte
+	if m.stream != nil && m.streamIndex == index && offset < uint64(len(m.stream)) {
+		data = slices.Clone(m.stream[offset:min(uint64(len(m.stream)), offset+uint64(max))])
+	}
+	m.streamDone = append(m.streamDone, func(r *Replica) { r.SnapshotStreamRead(index, offset, data) })
+}
+
+func (m *memIO) DropSnapshotStream(index uint64) {
+	if m.streamIndex == index {
+		m.stream, m.streamIndex = nil, 0
+	}
+}
+
+// WriteSnapshotStream appends the chunk to the staging stream and queues
+// the answer.
+func (m *memIO) WriteSnapshotStream(index, offset uint64, data []byte) {
+	if offset == 0 {
+		m.staging, m.staged = nil, index
+	}
+	ok := !m.stagingRefused && m.staged == index && offset == uint64(len(m.staging))
+	if ok {
+		m.staging = append(m.staging, data...)
+	}
+	m.streamDone = append(m.streamDone, func(r *Replica) { r.SnapshotStreamWritten(index, offset, ok) })
 }
 
 // WriteSnapshot queues the encoding, which saves the snapshot and reports
@@ -149,25 +194,37 @@ func (m *memIO) DecodeSnapshot(index uint64, decode func()) {
 	m.beside = append(m.beside, func(r *Replica) { decode(); r.SnapshotDecoded(index) })
 }
 
-// completeBeside runs the queued encodings and decodings and reports them
-// to r.
+// completeBeside runs the queued encodings, decodings, reads and stream
+// answers and reports them to r.
 func (m *memIO) completeBeside(r *Replica) bool {
-	done := len(m.beside) > 0
-	for len(m.beside) > 0 {
-		f := m.beside[0]
-		m.beside = m.beside[1:]
+	streams := m.completeStreams(r)
+	return runQueued(&m.beside, r) || streams
+}
+
+// completeStreams runs the queued stream answers.
+func (m *memIO) completeStreams(r *Replica) bool { return runQueued(&m.streamDone, r) }
+
+// runQueued runs the functions of q, those they queue too, in order.
+func runQueued(q *[]func(*Replica), r *Replica) bool {
+	done := len(*q) > 0
+	for len(*q) > 0 {
+		f := (*q)[0]
+		*q = (*q)[1:]
 		f(r)
 	}
 	return done
 }
 
-// SaveSnapshot installs a leader's snapshot: its history section becomes
-// the store, live and saved.
+// SaveSnapshot installs a leader's snapshot: the stream written for it
+// becomes the store, live and saved.
 func (m *memIO) SaveSnapshot(index, term uint64, data []byte) {
-	if _, events, ok, err := core.SplitHistory(data); ok && err == nil {
-		m.history().Install(events)
-		m.snapHist = m.hist.Clone()
+	_, events, ok, err := core.SplitHistory(m.staging)
+	if m.staged != index || !ok || err != nil {
+		panic(fmt.Sprintf("SaveSnapshot at index %d without its history stream (staged %d, %v)", index, m.staged, err))
 	}
+	m.history().Install(events)
+	m.snapHist = m.hist.Clone()
+	m.staging, m.staged = nil, 0
 	m.saveSnapshot(index, term, data)
 }
 
@@ -198,6 +255,7 @@ func (m *memIO) completeSync() uint64 {
 // crash loses what was not synced and returns what a restart recovers.
 func (m *memIO) crash() Recovered {
 	m.written, m.pendingHard, m.syncs, m.beside = nil, nil, 0, nil
+	m.stream, m.streamIndex, m.staging, m.staged, m.streamDone = nil, 0, nil, 0, nil
 	m.sent = map[core.ConnID][][]byte{}
 	m.hist = nil
 	if m.snapHist != nil {

@@ -386,9 +386,10 @@ func (r *Replica) writeSnapshot() {
 }
 
 // beginSnapshot freezes the state at the applied index and has IO encode
-// it into memory, for followers that need a snapshot: they are sent its
-// bytes (sendWaitingSnapshots), which storage then saves too. The replica
-// goes on applying meanwhile.
+// it into memory, and take the history store as of it as a stream, for
+// followers that need a snapshot: they are sent both
+// (sendWaitingSnapshots), which storage then saves too. The replica goes
+// on applying meanwhile.
 func (r *Replica) beginSnapshot() {
 	// The state grew by at most about the log applied since the last
 	// snapshot: sizing the buffer once saves copying (and zeroing) it at
@@ -398,7 +399,7 @@ func (r *Replica) beginSnapshot() {
 	frozen := r.freeze().frozen
 	r.io.EncodeSnapshot(r.applied, func() []byte {
 		return frozen.AppendSnapshot(append(make([]byte, 0, size), prefix...))
-	}, frozen.EntityIDs)
+	})
 }
 
 // freeze starts a snapshot of the state at the applied index.
@@ -421,22 +422,26 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// SnapshotEncoded is IO's answer to EncodeSnapshot: the bytes of the
-// snapshot at index, with the history store's events (core.IO), for the
-// followers that need it. The log in memory is compacted up to it (storage
-// keeps its own until a snapshot it saved covers it: the periodic ones).
-func (r *Replica) SnapshotEncoded(index uint64, data []byte) {
+// SnapshotEncoded is IO's answer to EncodeSnapshot: the state's bytes of
+// the snapshot at index, and the size of the history stream IO holds for
+// it (core.IO), for the followers that need it. The log in memory is
+// compacted up to it (storage keeps its own until a snapshot it saved
+// covers it: the periodic ones).
+func (r *Replica) SnapshotEncoded(index uint64, data []byte, streamSize uint64) {
 	e := r.encoding
 	if r.failed != nil || e == nil || e.index != index || e.toStorage {
 		// Not the encoding's answer: the state it froze was replaced by a
 		// leader's snapshot.
+		if r.failed == nil && (r.snapshot == nil || r.snapshot.index != index) {
+			r.io.DropSnapshotStream(index)
+		}
 		return
 	}
 	r.sm.Release(e.frozen)
 	r.encoding = nil
 	r.lastSnapBytes = uint64(len(data))
 	r.compactTo(r.keepFrom(e.index))
-	r.sendWaitingSnapshots(e.index, e.term, data)
+	r.sendWaitingSnapshots(e.index, e.term, data, streamSize)
 }
 
 func (r *Replica) snapshotDue() bool {

@@ -25,7 +25,9 @@ import (
 //	                   (an append of no entries: prevIndex is the
 //	                   follower's match, commit at most that)
 //	69 heartbeatReply  seq u64
-//	70 snapshot        index u64, snapTerm u64, offset u64, total u64, chunk
+//	70 snapshot        index u64, snapTerm u64, offset u64, total u64,
+//	                   stateLen u64, chunk (bytes offset.. of total: the
+//	                   state's stateLen bytes, then the history stream)
 //	71 snapshotReply   index u64, offset u64, ok u8 (ok: installed and
 //	                   durable; else offset is the next byte it wants)
 //	72 forward         conn u64, then a client frame's header fields
@@ -71,6 +73,7 @@ type message struct {
 	lastIndex, lastTerm uint64
 
 	snapTerm, offset, total uint64
+	stateLen                uint64 // snapshot: the state's bytes, before the history stream
 	data                    []byte // snapshot chunk
 
 	health []nodeHealth // health
@@ -146,7 +149,7 @@ func (m *message) encode(from uint32) [][]byte {
 	case msgHeartbeatReply:
 		u64(m.seq)
 	case msgSnapshot:
-		u64(m.index, m.snapTerm, m.offset, m.total)
+		u64(m.index, m.snapTerm, m.offset, m.total, m.stateLen)
 		b = append(b, m.data...)
 	case msgSnapshotReply:
 		u64(m.index, m.offset)
@@ -267,9 +270,9 @@ func decodeMessage(h core.Header, payload []byte) (message, error) {
 	case msgHeartbeatReply:
 		m.seq = r.u64()
 	case msgSnapshot:
-		m.index, m.snapTerm, m.offset, m.total = r.u64(), r.u64(), r.u64(), r.u64()
+		m.index, m.snapTerm, m.offset, m.total, m.stateLen = r.u64(), r.u64(), r.u64(), r.u64(), r.u64()
 		m.data, r.b = r.b, nil
-		if m.offset > m.total || uint64(len(m.data)) > m.total-m.offset {
+		if m.offset > m.total || uint64(len(m.data)) > m.total-m.offset || m.stateLen > m.total {
 			r.bad = true
 		}
 	case msgSnapshotReply:

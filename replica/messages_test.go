@@ -20,7 +20,7 @@ func sampleMessages() []message {
 		{typ: msgVoteReply, term: 5, pre: true, ok: true},
 		{typ: msgHeartbeat, term: 5, prevIndex: 7, prevTerm: 4, commit: 6, seq: 9},
 		{typ: msgHeartbeatReply, term: 5, seq: 9},
-		{typ: msgSnapshot, term: 5, index: 100, snapTerm: 4, offset: 3, total: 10, data: []byte("chunk")},
+		{typ: msgSnapshot, term: 5, index: 100, snapTerm: 4, offset: 3, total: 10, stateLen: 6, data: []byte("chunk")},
 		{typ: msgSnapshotReply, term: 5, index: 100, offset: 8, ok: false},
 		{typ: msgForward, conn: 42, client: core.Header{ClientID: 9, Request: 3, Type: core.MsgRequest}, frame: []byte{1, 2, 3}},
 		{typ: msgForwardReply, conn: 42, frame: []byte("a whole frame")},

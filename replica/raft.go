@@ -462,7 +462,7 @@ func (r *Replica) stepDown() {
 	r.failReads()
 	clear(r.inflight)
 	r.peers = nil
-	r.snapshot = nil
+	r.setSnapshot(nil)
 	r.rb.entries = nil
 	held := r.held
 	r.held = nil

@@ -818,7 +818,10 @@ type decodedState struct {
 // decode decodes b (see stateMagic). It reads nothing of any replica, so
 // it may run beside the event loop.
 func (s *decodedState) decode(b []byte, maxSessions int) error {
-	b, _, _, err := core.SplitHistory(b) // the history section is storage's to install
+	// A follower's snapshot file written before the history was streamed
+	// ends in a history section (core.SplitHistory), which the history
+	// checkpoint beside it holds too: the state is what precedes it.
+	b, _, _, err := core.SplitHistory(b)
 	if err != nil {
 		return err
 	}

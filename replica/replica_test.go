@@ -375,7 +375,7 @@ func TestTimestampsIncreaseAfterSnapshotRestart(t *testing.T) {
 	}
 	// Compact the whole log into the snapshot, then restart with the wall
 	// clock an hour behind.
-	n.io.SaveSnapshot(n.r.applied, n.r.appliedTerm, n.r.encodeState())
+	n.io.saveSnapshot(n.r.applied, n.r.appliedTerm, n.r.encodeState())
 	n.clock.real -= 3_600_000_000_000
 	n.restart()
 	rp := n.call(1, s, 5, core.OpInsert, insertReq(ev(2, 1, 1)))

@@ -21,6 +21,15 @@ import (
 //     log; it sends a snapshot of its applied state in chunks, one chunk in
 //     flight, and probes again once the follower has installed it.
 //
+// A snapshot sent is the state's bytes, held in memory, followed by the
+// history stream: the history store as of the snapshot (core.IO's
+// EncodeSnapshot), which neither side holds in memory. The leader asks IO
+// for each chunk of it (ReadSnapshotStream, answered by SnapshotStreamRead)
+// and sends it when read; the follower hands each chunk to IO
+// (WriteSnapshotStream) and asks for the next once IO has written it
+// (SnapshotStreamWritten). A chunk is read, sent and written once each, at
+// the offset the follower asked for.
+//
 // Lost messages are recovered by the heartbeat timer (retryStalled): a
 // probe is resent, a stalled pipeline falls back to probing from match+1,
 // a snapshot chunk is resent. Duplicated and reordered messages are
@@ -66,10 +75,25 @@ func (pr *progress) become(s progressState, now uint64) {
 	pr.state, pr.inflight, pr.probeSentNS, pr.progressNS = s, pr.inflight[:0], 0, now
 }
 
-// outSnapshot is the snapshot the leader sends to followers that need one.
+// outSnapshot is the snapshot the leader sends to followers that need one:
+// data, the state, then IO's history stream of streamSize bytes.
 type outSnapshot struct {
 	index, term uint64
 	data        []byte
+	streamSize  uint64
+	reading     []uint64 // the stream's offsets asked of IO and not yet answered
+}
+
+// total is the length of the snapshot sent: the state and the stream.
+func (s *outSnapshot) total() uint64 { return uint64(len(s.data)) + s.streamSize }
+
+// setSnapshot makes s (nil: none) the snapshot the leader sends, and has IO
+// drop the history stream of the one it replaces.
+func (r *Replica) setSnapshot(s *outSnapshot) {
+	if old := r.snapshot; old != nil && old != s {
+		r.io.DropSnapshotStream(old.index)
+	}
+	r.snapshot = s
 }
 
 func (r *Replica) replicateAll() {
@@ -163,22 +187,25 @@ func (r *Replica) startSnapshot(p uint32, now uint64) {
 		r.sendSnapshotChunk(p, now)
 		return
 	}
-	r.snapshot = nil
+	r.setSnapshot(nil)
 	if r.encoding == nil {
 		r.beginSnapshot()
 	}
 }
 
 // sendWaitingSnapshots starts the transfer of the snapshot just encoded
-// (index, term, data) to the followers in the snapshot state, unless the
-// one they get still covers the entries the leader cannot send: those
-// waiting for one, and those being sent one that the compaction has just
-// overtaken (installing it, they would need entries that are gone).
-func (r *Replica) sendWaitingSnapshots(index, term uint64, data []byte) {
+// (index, term, the state's data and a history stream of streamSize bytes)
+// to the followers in the snapshot state, unless the one they get still
+// covers the entries the leader cannot send: those waiting for one, and
+// those being sent one that the compaction has just overtaken (installing
+// it, they would need entries that are gone). A snapshot that no follower
+// takes has its stream dropped.
+func (r *Replica) sendWaitingSnapshots(index, term uint64, data []byte, streamSize uint64) {
 	if r.role != Leader || r.snapshotAtHand() {
+		r.io.DropSnapshotStream(index)
 		return
 	}
-	r.snapshot = nil
+	r.setSnapshot(nil)
 	now := r.clock.MonotonicNS()
 	r.eachPeer(func(p uint32) {
 		pr := &r.peers[p]
@@ -186,11 +213,14 @@ func (r *Replica) sendWaitingSnapshots(index, term uint64, data []byte) {
 			return
 		}
 		if r.snapshot == nil {
-			r.snapshot = &outSnapshot{index: index, term: term, data: data}
+			r.snapshot = &outSnapshot{index: index, term: term, data: data, streamSize: streamSize}
 		}
 		pr.snapOffset = 0
 		r.sendSnapshotChunk(p, now)
 	})
+	if r.snapshot == nil {
+		r.io.DropSnapshotStream(index)
+	}
 }
 
 // snapshotAtHand reports whether the leader holds the bytes of a snapshot
@@ -210,12 +240,59 @@ func (r *Replica) snapshotWanted() bool {
 	return wanted
 }
 
+// sendSnapshotChunk sends follower p the chunk at its offset: from the
+// state's bytes, or, in the history stream, once IO has read it
+// (SnapshotStreamRead; one read serves every follower at that offset).
 func (r *Replica) sendSnapshotChunk(p uint32, now uint64) {
 	pr, s := &r.peers[p], r.snapshot
-	end := min(pr.snapOffset+snapshotChunk, uint64(len(s.data)))
-	r.sendPeer(p, &message{typ: msgSnapshot, term: r.term, index: s.index, snapTerm: s.term,
-		offset: pr.snapOffset, total: uint64(len(s.data)), data: s.data[pr.snapOffset:end]})
 	pr.snapSentNS = now
+	stateLen := uint64(len(s.data))
+	if pr.snapOffset < stateLen || pr.snapOffset >= s.total() {
+		// The state's bytes (a chunk ends where they do), or nothing past
+		// the end, which makes the follower say where it is.
+		end := min(pr.snapOffset+snapshotChunk, stateLen)
+		r.sendSnapshotMessage(p, s, pr.snapOffset, s.data[min(pr.snapOffset, end):end])
+		return
+	}
+	off := pr.snapOffset - stateLen
+	if !slices.Contains(s.reading, off) {
+		s.reading = append(s.reading, off)
+		r.io.ReadSnapshotStream(s.index, off, snapshotChunk)
+	}
+}
+
+func (r *Replica) sendSnapshotMessage(p uint32, s *outSnapshot, offset uint64, data []byte) {
+	r.sendPeer(p, &message{typ: msgSnapshot, term: r.term, index: s.index, snapTerm: s.term,
+		offset: offset, total: s.total(), stateLen: uint64(len(s.data)), data: data})
+}
+
+// SnapshotStreamRead is IO's answer to ReadSnapshotStream: the chunk of
+// the history stream of the snapshot at index from offset on, sent to the
+// followers that wait for it. No data: IO no longer holds the stream (or
+// could not read it), and the followers wait for a new snapshot.
+func (r *Replica) SnapshotStreamRead(index, offset uint64, data []byte) {
+	s := r.snapshot
+	if r.failed != nil || r.role != Leader || s == nil || s.index != index {
+		return // a stream since dropped
+	}
+	if i := slices.Index(s.reading, offset); i >= 0 {
+		s.reading = slices.Delete(s.reading, i, i+1)
+	}
+	if len(data) == 0 || uint64(len(data)) > s.streamSize-min(offset, s.streamSize) {
+		r.setSnapshot(nil)
+		if r.encoding == nil && r.snapshotWanted() {
+			r.beginSnapshot()
+		}
+		return
+	}
+	now := r.clock.MonotonicNS()
+	at := uint64(len(s.data)) + offset
+	r.eachPeer(func(p uint32) {
+		if pr := &r.peers[p]; pr.state == stateSnapshot && pr.snapOffset == at {
+			r.sendSnapshotMessage(p, s, at, data)
+			pr.snapSentNS = now
+		}
+	})
 }
 
 // dropIdleSnapshot frees the outgoing snapshot once no follower needs it.
@@ -228,7 +305,7 @@ func (r *Replica) dropIdleSnapshot() {
 			return
 		}
 	}
-	r.snapshot = nil
+	r.setSnapshot(nil)
 }
 
 // keepFrom is how far the log may be compacted after a snapshot at index:
@@ -363,7 +440,7 @@ func (r *Replica) receiveFollowerReply(m *message) {
 			pr.become(stateProbe, now)
 			r.advanceCommit()
 		} else {
-			pr.snapOffset = min(m.offset, uint64(len(r.snapshot.data)))
+			pr.snapOffset = min(m.offset, r.snapshot.total())
 			r.sendSnapshotChunk(m.from, now)
 			return
 		}
@@ -517,10 +594,16 @@ func (r *Replica) receiveHeartbeat(m *message) {
 	r.sendPeer(m.from, &message{typ: msgHeartbeatReply, term: r.term, seq: r.leaderSeq})
 }
 
-// incomingSnapshot is a snapshot arriving from the leader in chunks.
+// incomingSnapshot is a snapshot arriving from the leader in chunks: the
+// state's stateLen bytes, kept in data, then the history stream, handed to
+// IO (WriteSnapshotStream) a chunk at a time. got counts the bytes taken;
+// writing is the length of the chunk IO is writing (0: none).
 type incomingSnapshot struct {
-	index, term uint64
-	data        []byte
+	index, term     uint64
+	total, stateLen uint64
+	data            []byte
+	got             uint64
+	writing         uint64
 }
 
 func (r *Replica) receiveSnapshot(m *message) {
@@ -550,23 +633,68 @@ func (r *Replica) receiveSnapshot(m *message) {
 		return
 	}
 	in := r.incoming
-	if in == nil || in.index != m.index || in.term != m.snapTerm {
+	if in == nil || in.index != m.index || in.term != m.snapTerm || in.total != m.total || in.stateLen != m.stateLen {
 		if m.offset != 0 {
 			r.sendPeer(m.from, &reply) // offset 0: start again
 			return
 		}
-		in = &incomingSnapshot{index: m.index, term: m.snapTerm}
+		// A new snapshot (or a new stream of one: the leader encoded it
+		// again): the stream IO writes starts over at its offset 0.
+		in = &incomingSnapshot{index: m.index, term: m.snapTerm, total: m.total, stateLen: m.stateLen}
 		r.incoming = in
 	}
-	if m.offset != uint64(len(in.data)) {
-		reply.offset = uint64(len(in.data))
+	if in.writing != 0 {
+		return // a duplicate: the written chunk's completion answers
+	}
+	if m.offset != in.got {
+		reply.offset = in.got
 		r.sendPeer(m.from, &reply)
 		return
 	}
-	in.data = append(in.data, m.data...)
-	if uint64(len(in.data)) < m.total {
-		reply.offset = uint64(len(in.data))
-		r.sendPeer(m.from, &reply)
+	data := m.data
+	if in.got < in.stateLen {
+		n := min(uint64(len(data)), in.stateLen-in.got)
+		in.data = append(in.data, data[:n]...)
+		in.got += n
+		data = data[n:]
+	}
+	if len(data) > 0 {
+		in.writing = uint64(len(data))
+		r.io.WriteSnapshotStream(in.index, in.got-in.stateLen, bytes.Clone(data))
+		return
+	}
+	r.snapshotTaken(m.from)
+}
+
+// SnapshotStreamWritten is IO's answer to WriteSnapshotStream: the chunk
+// of the history stream of the leader's snapshot at index written at
+// offset (ok), or refused (a stream that fails its checks: it starts
+// over).
+func (r *Replica) SnapshotStreamWritten(index, offset uint64, ok bool) {
+	in := r.incoming
+	if r.failed != nil || in == nil || in.index != index || in.writing == 0 || in.got-in.stateLen != offset {
+		return // a stream since abandoned
+	}
+	if !ok {
+		// The leader's next resend (of the chunk it last sent) is
+		// answered "start again": restarts come a resend interval apart,
+		// not as fast as a damaged stream fails.
+		r.incoming = nil
+		return
+	}
+	in.got += in.writing
+	in.writing = 0
+	if r.role == Follower && r.leader != NoLeader {
+		r.snapshotTaken(r.leader)
+	}
+}
+
+// snapshotTaken asks leader for the incoming snapshot's next chunk, or,
+// once every byte has come, installs it.
+func (r *Replica) snapshotTaken(leader uint32) {
+	in := r.incoming
+	if in.got < in.total {
+		r.sendPeer(leader, &message{typ: msgSnapshotReply, term: r.term, index: in.index, offset: in.got})
 		return
 	}
 	r.incoming = nil

@@ -111,9 +111,16 @@
 // it is at the call, after a Sync's latency; WriteSnapshot checkpoints the
 // store at the call and the snapshot keeps the checkpoint, so that the
 // snapshot recovered restores its history, the log above it replayed;
-// EncodeSnapshot lists the store's events at the call, and SaveSnapshot
-// installs them. A crash keeps only what the filesystem synced. Digests
-// hash the state machine's digest with the store's.
+// EncodeSnapshot checkpoints the store at the call as the history stream
+// for followers, which ReadSnapshotStream reads a chunk at a time and
+// WriteSnapshotStream writes into a staging directory (io/history's
+// Stream and Receiver), each answered after a Sync's latency, and
+// SaveSnapshot installs the staged stream. Snapshot frames enter the
+// trace by type alone: their bytes are pebble's files, whose names and
+// sizes vary with its background work from run to run. A crash keeps only
+// what the filesystem synced, and discards a stream being sent or staged
+// (the restarted replica starts it over). Digests hash the state
+// machine's digest with the store's.
 // ReadLog reads what the disk holds when it is called (the durable log
 // with the queued appends over it) and answers after a Sync's latency;
 // with faults that include crashes it may find the record damaged and

@@ -33,7 +33,19 @@ type histStore struct {
 	// checkpoint: "" for none), for digestAt.
 	recIndex uint64
 	recFrom  string
+
+	// The history stream of the leader's last EncodeSnapshot (a
+	// checkpoint, read a chunk at a time), and the stream of a leader's
+	// snapshot being written (staging).
+	out      *histstore.Stream
+	outIndex uint64
+	outDir   string
+	in       *histstore.Receiver
+	inIndex  uint64
 }
+
+// simStaging is where a follower writes a leader's history stream.
+const simStaging = "staging"
 
 const simLiveHistory = "history"
 
@@ -87,21 +99,69 @@ func (h *histStore) answer(reads []core.HistoryRead) []core.HistoryAnswer {
 	return core.AnswerHistoryReads(v, reads)
 }
 
-// events lists the store's events of ids, as they are now (a snapshot's
-// history section).
-func (h *histStore) events(ids []core.Uint128) []core.GeoEvent {
-	if h.store == nil {
+// openStream checkpoints the store as it is now as the stream of the
+// snapshot at index (replacing the one before) and returns its size.
+func (h *histStore) openStream(index uint64) uint64 {
+	h.dropStream(h.outIndex)
+	dir := h.checkpoint()
+	if dir == "" {
+		return 0
+	}
+	st, err := histstore.OpenStream(h.fs, dir)
+	if h.failed("open a stream", err) {
+		return 0
+	}
+	h.out, h.outIndex, h.outDir = st, index, dir
+	return uint64(st.Size())
+}
+
+// readStream reads a chunk of the stream of the snapshot at index (nil:
+// not that stream).
+func (h *histStore) readStream(index, offset uint64, max int) []byte {
+	if h.out == nil || h.outIndex != index || offset >= uint64(h.out.Size()) {
 		return nil
 	}
-	v := h.store.View()
-	defer v.Close()
-	b, err := core.AppendHistorySection(nil, v, ids)
-	if h.failed("list", err) {
+	b, err := h.out.ReadChunk(int64(offset), max)
+	if h.failed("read a stream", err) {
 		return nil
 	}
-	_, evs, _, err := core.SplitHistory(b)
-	h.failed("list", err)
-	return evs
+	return b
+}
+
+// dropStream removes the stream of the snapshot at index, if it is the one.
+func (h *histStore) dropStream(index uint64) {
+	if h.out != nil && h.outIndex == index {
+		h.remove(h.outDir)
+		h.out, h.outIndex, h.outDir = nil, 0, ""
+	}
+}
+
+// writeStream writes a chunk of a leader's stream for the snapshot at
+// index, and reports whether the receiver took it.
+func (h *histStore) writeStream(index, offset uint64, data []byte) bool {
+	if offset == 0 {
+		h.closeReceiver()
+		in, err := histstore.NewReceiver(h.fs, simStaging)
+		if h.failed("stage a stream", err) {
+			return false
+		}
+		h.in, h.inIndex = in, index
+	}
+	if h.in == nil || h.inIndex != index {
+		return false
+	}
+	err := h.in.Write(int64(offset), data)
+	if err != nil && !errors.Is(err, histstore.ErrStreamOffset) {
+		h.closeReceiver() // unusable: the leader starts over
+	}
+	return err == nil
+}
+
+func (h *histStore) closeReceiver() {
+	if h.in != nil {
+		h.failed("close a stream", h.in.Close())
+		h.in = nil
+	}
 }
 
 // checkpoint checkpoints the store as it is now and returns the
@@ -124,22 +184,21 @@ func (h *histStore) remove(dir string) {
 	}
 }
 
-// install makes the store hold exactly events (a leader's snapshot's) and
-// returns a checkpoint of it.
-func (h *histStore) install(index uint64, events []core.GeoEvent) string {
-	if h.store == nil {
+// install makes the store the stream written for the leader's snapshot at
+// index (complete: the replica installs only then) and returns a
+// checkpoint of it.
+func (h *histStore) install(index uint64) string {
+	if h.in == nil || h.inIndex != index || !h.in.Complete() {
+		h.n.w.fail("replica %d installs the snapshot at index %d without its whole history stream", h.n.idx, index)
 		return ""
 	}
+	h.closeReceiver()
 	h.close()
-	if h.failed("clear", h.fs.RemoveAll(simLiveHistory)) {
+	if h.failed("install a stream", histstore.Restore(h.fs, simStaging, simLiveHistory)) {
 		return ""
 	}
+	h.failed("clear the staging", h.fs.RemoveAll(simStaging))
 	h.open()
-	writes := make([]core.HistoryWrite, len(events))
-	for i := range events {
-		writes[i] = core.HistoryWrite{Kind: core.HistoryPut, EntityID: events[i].EntityID, TS: events[i].TimestampNS, Event: events[i]}
-	}
-	h.apply(index, writes)
 	return h.checkpoint()
 }
 
@@ -242,8 +301,17 @@ func (h *histStore) verify() error {
 
 // crash keeps what the filesystem synced, nothing else.
 func (h *histStore) crash() {
+	h.closeReceiver()
+	out := h.outDir
+	h.out, h.outIndex, h.outDir = nil, 0, ""
 	h.close()
 	h.fs = h.fs.CrashClone(vfs.CrashCloneCfg{})
+	// The stream's checkpoint and the staging are no snapshot's: a
+	// restarted replica has no use for them.
+	if out != "" {
+		h.remove(out)
+	}
+	h.failed("clear the staging", h.fs.RemoveAll(simStaging))
 }
 
 // recover opens the store for the replica recovering rec, as production

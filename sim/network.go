@@ -133,6 +133,11 @@ func (w *world) sendPeer(n *node, to uint32, frame []byte) {
 		}
 		w.schedule(w.now+delay, &event{kind: evToPeer, from: n.idx, node: w.nodes[to], frame: frame})
 	}
+	if h.Type == snapshotFrame {
+		// Its chunk and sizes are pebble's files (see EncodeSnapshot).
+		w.tracef("peer %d -> %d: %s, %d copies", n.idx, to, h.Type.String(), copies)
+		return
+	}
 	w.tracef("peer %d -> %d: %s %d bytes, %d copies", n.idx, to, h.Type.String(), len(frame), copies)
 	w.hashBytes(frame)
 }
@@ -245,3 +250,7 @@ func (w *world) healPartition() {
 	nw.partUntil = 0
 	w.tracef("partition heals")
 }
+
+// snapshotFrame is the type of the replica's snapshot chunks (package
+// replica's msgSnapshot).
+const snapshotFrame core.MessageType = 70

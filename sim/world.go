@@ -134,17 +134,12 @@ func (io nodeIO) AppendLog(entries []core.LogEntry) { io.n.disk.appendLog(entrie
 func (io nodeIO) SaveHardState(hs core.HardState)   { io.n.disk.saveHardState(hs) }
 func (io nodeIO) Sync()                             { io.n.disk.sync() }
 
-// SaveSnapshot installs a leader's snapshot: its history section becomes
-// the history store, live and saved with it.
+// SaveSnapshot installs a leader's snapshot: the history stream written
+// for it becomes the history store, live and saved with it.
 func (io nodeIO) SaveSnapshot(index, term uint64, data []byte) {
 	n := io.n
 	n.snapNote = true
-	_, events, ok, err := core.SplitHistory(data)
-	if !ok || err != nil {
-		n.w.fail("replica %d installs a snapshot at index %d without a sound history section (%v)", n.idx, index, err)
-		return
-	}
-	n.disk.saveSnapshot(index, term, data, n.disk.hist.install(index, events))
+	n.disk.saveSnapshot(index, term, data, n.disk.hist.install(index))
 }
 
 // WriteHistory applies the writes to the live store at once: in the order
@@ -182,16 +177,40 @@ func (io nodeIO) ReadLog(from, to uint64, maxBytes int) {
 // EncodeSnapshot completes after a random latency, as a snapshot save
 // does. The encoding runs then, so the replica's writes in between must
 // not show in it (the state machine keeps the frozen state for it).
-func (io nodeIO) EncodeSnapshot(index uint64, encode func() []byte, entities func() []core.Uint128) {
-	io.n.snapNote = true                        // the state it encodes is the state now: note its digest
-	events := io.n.disk.hist.events(entities()) // the history store as it is now
+//
+// The history stream is a checkpoint of the store as it is now. Its bytes
+// (pebble's files) vary from run to run with pebble's background work, so
+// the trace takes snapshot frames by type alone (network.go).
+func (io nodeIO) EncodeSnapshot(index uint64, encode func() []byte) {
+	io.n.snapNote = true                     // the state it encodes is the state now: note its digest
+	size := io.n.disk.hist.openStream(index) // the history store as it is now
 	io.beside("encodes", index, func(r *replica.Replica) {
-		w := core.NewHistorySection(encode())
-		for i := range events {
-			w.Add(&events[i])
-		}
-		r.SnapshotEncoded(index, w.Finish())
+		r.SnapshotEncoded(index, encode(), size)
 	})
+}
+
+// ReadSnapshotStream reads the chunk now and answers after a random
+// latency, as ReadLog.
+func (io nodeIO) ReadSnapshotStream(index, offset uint64, max int) {
+	data := io.n.disk.hist.readStream(index, offset, max)
+	io.later(func(r *replica.Replica) { r.SnapshotStreamRead(index, offset, data) })
+}
+
+func (io nodeIO) DropSnapshotStream(index uint64) { io.n.disk.hist.dropStream(index) }
+
+// WriteSnapshotStream writes the chunk now and answers after a random
+// latency, as a Sync.
+func (io nodeIO) WriteSnapshotStream(index, offset uint64, data []byte) {
+	ok := io.n.disk.hist.writeStream(index, offset, data)
+	io.later(func(r *replica.Replica) { r.SnapshotStreamWritten(index, offset, ok) })
+}
+
+// later answers after a random latency, as a disk's.
+func (io nodeIO) later(answer func(*replica.Replica)) {
+	n := io.n
+	w := n.w
+	at := w.now + w.cfg.syncMin + w.rng.Int64N(w.cfg.syncMax-w.cfg.syncMin+1)
+	w.schedule(at, &event{kind: evBeside, node: n, epoch: n.epoch, beside: answer})
 }
 
 // WriteSnapshot is EncodeSnapshot whose bytes go to the disk as a

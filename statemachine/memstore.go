@@ -111,9 +111,9 @@ func (s *MemStore) Range(r core.HistoryRange, dst []core.GeoEvent) ([]core.GeoEv
 	return dst, false, nil
 }
 
-// AppendSection appends, after a snapshot's state, the store's events as a
-// history section (core.AppendHistorySection): what IO.EncodeSnapshot
-// appends.
+// AppendSection appends, after state, the store's events as a history
+// section (core.AppendHistorySection): the history stream of the tests'
+// IO, which send a follower a MemStore's events this way.
 func (s *MemStore) AppendSection(state []byte) []byte {
 	b, _ := core.AppendHistorySection(state, s, slices.Collect(maps.Keys(s.events))) // a MemStore's reads do not fail
 	return b

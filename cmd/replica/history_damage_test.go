@@ -5,17 +5,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
-
 	"github.com/geoevent/geoevent/client"
 	"github.com/geoevent/geoevent/core"
-	"github.com/geoevent/geoevent/io/history"
 	"github.com/geoevent/geoevent/io/store"
 
 	"github.com/geoevent/geoevent/internal/testproc"
@@ -141,16 +137,7 @@ func damageTables(t *testing.T, dir string) []string {
 // rebuilt, its own reads of its store meet no damage, and its history
 // checkpoint holds the entity's history as written.
 func TestClusterRebuildsADamagedFollowerHistory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real processes")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	c, leader := startedCluster(t, 3)
-	f := (leader + 1) % 3
-	opts := client.Options{RequestTimeout: 2 * time.Second, TotalTimeout: 30 * time.Second,
-		BaseBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, MaxRetries: 200}
-	cl := c.Client(c.Addrs, opts)
+	ctx, c, leader, f, opts, cl := historyCluster(t)
 	start := time.Now()
 	fillFleet(ctx, t, cl)
 	waitFor(t, c.Procs[f], "history checkpointed", 30*time.Second)
@@ -239,27 +226,12 @@ func TestClusterRebuildsADamagedFollowerHistory(t *testing.T) {
 	if n := strings.Count(c.Procs[f].Stderr(), "the history store is damaged"); n != 1 {
 		t.Fatalf("follower %d reported damage %d times, want once", f, n)
 	}
-	cps, _ := filepath.Glob(filepath.Join(c.Dirs[f], "snapshot-*.history"))
-	if len(cps) == 0 {
-		t.Fatalf("follower %d holds no history checkpoint after its rebuild", f)
-	}
-	slices.Sort(cps)
-	copyDir := filepath.Join(t.TempDir(), "history")
-	if err := history.Restore(vfs.Default, cps[len(cps)-1], copyDir); err != nil {
-		t.Fatal(err)
-	}
-	st, err := history.Open(vfs.Default, copyDir, history.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	v := st.View()
-	defer v.Close()
+	_, v, cp := latestCheckpoint(t, c.Dirs[f])
 	got, _, err := v.Range(core.HistoryRange{EntityID: damagedEntity, UntilNS: ^uint64(0), Limit: 10_000}, nil)
 	if err != nil || !reflect.DeepEqual(got, want) {
-		t.Fatalf("the rebuilt follower %d's checkpoint %s holds %d events of %v (%v); want %d", f, filepath.Base(cps[len(cps)-1]), len(got), damagedEntity, err, len(want))
+		t.Fatalf("the rebuilt follower %d's checkpoint %s holds %d events of %v (%v); want %d", f, cp, len(got), damagedEntity, err, len(want))
 	}
-	t.Logf("the rebuilt follower %d's checkpoint %s holds the entity's %d events as written", f, filepath.Base(cps[len(cps)-1]), len(got))
+	t.Logf("the rebuilt follower %d's checkpoint %s holds the entity's %d events as written", f, cp, len(got))
 }
 
 // TestLoneReplicaStopsOnADamagedHistory: a replica of one whose history

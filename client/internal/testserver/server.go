@@ -484,9 +484,20 @@ func (m *memIO) WriteSnapshot(index, _ uint64, encode func(w io.Writer) error) {
 	})
 }
 
-func (m *memIO) EncodeSnapshot(index uint64, encode func() []byte, _ func() []core.Uint128) {
-	hist := m.hist.Clone()
-	m.beside = append(m.beside, func(r *replica.Replica) { r.SnapshotEncoded(index, hist.AppendSection(encode())) })
+// EncodeSnapshot, and the history stream's calls, serve followers: a
+// cluster of one has none, so its stream is empty and never read.
+func (m *memIO) EncodeSnapshot(index uint64, encode func() []byte) {
+	m.beside = append(m.beside, func(r *replica.Replica) { r.SnapshotEncoded(index, encode(), 0) })
+}
+
+func (m *memIO) ReadSnapshotStream(index, offset uint64, _ int) {
+	m.beside = append(m.beside, func(r *replica.Replica) { r.SnapshotStreamRead(index, offset, nil) })
+}
+
+func (m *memIO) DropSnapshotStream(uint64) {}
+
+func (m *memIO) WriteSnapshotStream(index, offset uint64, _ []byte) {
+	m.beside = append(m.beside, func(r *replica.Replica) { r.SnapshotStreamWritten(index, offset, false) })
 }
 
 func (m *memIO) DecodeSnapshot(index uint64, decode func()) {
