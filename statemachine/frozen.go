@@ -3,8 +3,6 @@ package statemachine
 import (
 	"io"
 	"slices"
-
-	"github.com/geoevent/geoevent/core"
 )
 
 // Frozen is the state as it was when Freeze was called. Its AppendSnapshot
@@ -58,17 +56,3 @@ func (f *Frozen) AppendSnapshot(dst []byte) []byte { return appendSnapshot(dst, 
 // AppendSnapshot appends it, in pieces of 32 KiB or more (w needs no
 // buffer of its own) and without holding the whole in memory.
 func (f *Frozen) WriteSnapshot(w io.Writer) error { return writeSnapshot(w, &f.view, &f.watch) }
-
-// EntityIDs lists the ids of the frozen state's entities, in no order:
-// every entity whose events the history store holds (IO lists a
-// snapshot's history by them).
-func (f *Frozen) EntityIDs() []core.Uint128 {
-	v := &f.view
-	ids := make([]core.Uint128, 0, v.entities)
-	for slot := range v.n {
-		if e, _ := v.pair(slot); !e.id.IsZero() { // released slots are zeroed
-			ids = append(ids, e.id)
-		}
-	}
-	return ids
-}
