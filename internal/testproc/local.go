@@ -60,6 +60,13 @@ func StartLocal(t testing.TB, opts LocalOptions) *Local {
 	}
 	runErr := make(chan error, 1)
 	go func() { runErr <- srv.Run(context.Background()) }()
+	// Serve once the loop runs: a test that ends at once would otherwise
+	// close the server before Run starts, and Run then reports it closed.
+	select {
+	case <-srv.Started():
+	case err := <-runErr:
+		t.Fatalf("replica Run: %v", err)
+	}
 	backend, err := ghttp.NewLocalBackend(func(ctx context.Context) (client.Conn, error) {
 		lc, err := srv.DialLocal(ctx)
 		if err != nil {
