@@ -48,14 +48,7 @@ func (g *Gateway) putFence(c *call) *failure {
 	if f != nil {
 		return f
 	}
-	return c.ok(func(w *jw) {
-		w.open()
-		w.key("name")
-		w.str(name)
-		w.key("created")
-		w.boolean(r.Created)
-		w.close()
-	})
+	return c.ok(putAnswer(name, r.Created))
 }
 
 // GET /fences/{name}.
@@ -138,6 +131,19 @@ func (c *call) namePage(most uint64, check func(string) (string, *failure)) (aft
 		}
 	}
 	return after, uint32(n), nil
+}
+
+// putAnswer is the answer of a PUT of a named object: its name and whether the
+// put created it (false: it replaced one).
+func putAnswer(name string, created bool) func(*jw) {
+	return func(w *jw) {
+		w.open()
+		w.key("name")
+		w.str(name)
+		w.key("created")
+		w.boolean(created)
+		w.close()
+	}
 }
 
 // deleted writes the answer of a DELETE.

@@ -48,14 +48,7 @@ func (g *Gateway) putHook(c *call) *failure {
 	if f != nil {
 		return f
 	}
-	return c.ok(func(w *jw) {
-		w.open()
-		w.key("name")
-		w.str(name)
-		w.key("created")
-		w.boolean(r.Created)
-		w.close()
-	})
+	return c.ok(putAnswer(name, r.Created))
 }
 
 // GET /hooks/{name}.
