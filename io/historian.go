@@ -116,35 +116,6 @@ const liveHistoryDir = "history"
 // index.
 func checkpointDir(index uint64) string { return fmt.Sprintf("snapshot-%020d.history", index) }
 
-// openHistory opens the history store of the data directory dir for a
-// replica recovering the snapshot at snapIndex (0: none): the store is
-// that snapshot's checkpoint, or empty without one (the log then holds
-// every entry).
-func openHistory(dir string, snapIndex uint64, cacheBytes int64, lg *zap.Logger) (*history.Store, error) {
-	live := filepath.Join(dir, liveHistoryDir)
-	if snapIndex == 0 {
-		if err := os.RemoveAll(live); err != nil {
-			return nil, fmt.Errorf("clear the history store: %w", err)
-		}
-	} else {
-		from := filepath.Join(dir, checkpointDir(snapIndex))
-		if _, err := os.Stat(from); err != nil {
-			return nil, fmt.Errorf("the snapshot at index %d has no history checkpoint (%s): a data directory written before history moved to disk cannot be read; restore it from a replica of this version: %w", snapIndex, from, err)
-		}
-		start := time.Now()
-		if err := history.Restore(vfs.Default, from, live); err != nil {
-			return nil, fmt.Errorf("restore the history checkpoint of the snapshot at index %d: %w", snapIndex, err)
-		}
-		lg.Info("restored the history store from the snapshot's checkpoint", zap.Uint64("index", snapIndex),
-			zap.Duration("took", time.Since(start).Round(time.Millisecond)))
-	}
-	st, err := history.Open(vfs.Default, live, history.Options{CacheBytes: cacheBytes})
-	if err != nil {
-		return nil, fmt.Errorf("open the history store: %w", err)
-	}
-	return st, nil
-}
-
 // recoverHistory opens the history store of the data directory dir for a
 // replica recovering rec in a cluster of replicaCount (history.Recover):
 // the store as a crash left it when the replay of the log above the

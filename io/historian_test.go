@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/geoevent/geoevent/core"
+	"github.com/geoevent/geoevent/replica"
 )
 
 // history reads entity i's whole history (one page of up to 1,000).
@@ -97,7 +98,7 @@ func TestHistoryStreamInstalls(t *testing.T) {
 	lg := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	open := func() *historian {
 		dir := t.TempDir()
-		st, err := openHistory(dir, 0, 0, lg)
+		st, err := recoverHistory(dir, replica.Recovered{}, 1, 0, lg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,7 +221,7 @@ func TestHistoryStreamInstalls(t *testing.T) {
 func TestHistorianBoundsItsQueue(t *testing.T) {
 	lg := zap.NewNop()
 	dir := t.TempDir()
-	st, err := openHistory(dir, 0, 0, lg)
+	st, err := recoverHistory(dir, replica.Recovered{}, 1, 0, lg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +288,7 @@ func TestHistorianBoundsItsQueue(t *testing.T) {
 func TestHistorianStalledDoesNotHoldTheLoop(t *testing.T) {
 	lg := zap.NewNop()
 	dir := t.TempDir()
-	st, err := openHistory(dir, 0, 0, lg)
+	st, err := recoverHistory(dir, replica.Recovered{}, 1, 0, lg)
 	if err != nil {
 		t.Fatal(err)
 	}
