@@ -27,7 +27,13 @@
 # ranges are printed at the end. SYSTEMS overrides the servers compared
 # (geoevent tile38 redis-always redis-everysec by default); a peer's name
 # with -pipelined (redis-everysec-pipelined) runs the bench with
-# --peer-pipeline, the sessions' commands sharing connections. server_cores is the CPU the server used
+# --peer-pipeline, the sessions' commands sharing connections. BASE=REV
+# adds geoevent-base, the replica built at git revision REV (a temporary
+# worktree), to compare GeoEvent against an earlier GeoEvent, interleaved:
+#
+#   BASE=dc069eb~ SYSTEMS="geoevent geoevent-base" cmd/bench/peers/compare.sh 4 8s insert radius latest
+#
+# (dc069eb~ is the last revision before history on disk). server_cores is the CPU the server used
 # during the measured run, in cores (CPU seconds a second): on a machine
 # shared with other work, throughput divided by it is the server's cost per
 # operation, which the other work disturbs less than the throughput.
@@ -44,6 +50,12 @@ BASE_PORT=${BASE_PORT:-17300}
 mkdir -p "$OUT/bin"
 go build -o "$OUT/bin/replica" ./cmd/replica
 go build -o "$OUT/bin/bench" ./cmd/bench
+if [ -n "${BASE:-}" ]; then
+	base_tree=$(mktemp -d)
+	git worktree add -q --detach "$base_tree" "$BASE"
+	(cd "$base_tree" && go build -o "$OUT/bin/replica-base" ./cmd/replica)
+	git worktree remove --force "$base_tree"
+fi
 "$PEERS" install >"$OUT/install.log" 2>&1 || true
 if [ -z "${SYSTEMS:-}" ]; then
 	SYSTEMS="geoevent"
@@ -79,8 +91,10 @@ start() { # start SYSTEM: a fresh server; sets PID and TARGET
 	PORT=$((BASE_PORT + RANDOM % 500))
 	DIR=$(mktemp -d "$OUT/data.XXXXXX")
 	case $1 in
-	geoevent)
-		GOMAXPROCS=1 "$OUT/bin/replica" dev --data "$DIR/data" --addresses "127.0.0.1:$PORT" --http "" \
+	geoevent | geoevent-base)
+		local bin=$OUT/bin/replica
+		[ "$1" = geoevent-base ] && bin=$OUT/bin/replica-base
+		GOMAXPROCS=1 "$bin" dev --data "$DIR/data" --addresses "127.0.0.1:$PORT" --http "" \
 			>"$DIR/server.out" 2>"$DIR/server.log" </dev/null &
 		PID=$!
 		local id=""
@@ -118,7 +132,7 @@ start() { # start SYSTEM: a fresh server; sets PID and TARGET
 
 stop() {
 	case $SYSTEM in
-	geoevent)
+	geoevent | geoevent-base)
 		kill "$PID"
 		wait "$PID" || true
 		;;
