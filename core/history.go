@@ -6,8 +6,12 @@ import (
 )
 
 // History on disk. An entity's latest event lives in the state machine's
-// memory; every event it has stored, the latest included, lives in the
-// history store, an LSM on disk keyed by (entity id, timestamp). The
+// memory, and only there; its older events live in the history store, an
+// LSM on disk keyed by (entity id, timestamp): an event is written there
+// when it becomes an older one (a newer event takes its place as the
+// latest) or is one from the start (a client timestamp below the
+// latest's), so a new entity, or a latest replaced in place, costs the
+// store nothing. The
 // replica does no IO: applying an entry produces HistoryWrites, which IO
 // applies to the store in log order, and reads of the store are requests
 // that IO answers later as inputs, each seeing exactly the writes queued

@@ -20,11 +20,11 @@ func TestFixedSeedDigests(t *testing.T) {
 		faults   string
 		digest   string
 	}{
-		{1, 20000, 1, "all", "55f0a00b33dd824734efe8e89073865d1d793f48eb9047817195a0626c75413a"},
-		{2, 20000, 3, "all", "6a6b148c31a8835eb54d2ed858020b4b579e0a3843dcb4515229f2d0dd19d5d9"},
-		{3, 20000, 3, "crash", "8191622658d592ee9d423c8b80182351155cc09125920c6342ee86c1bc3a8b6d"},
-		{4, 20000, 5, "network", "b8b86880f365a8746fd93ae1d82f9dc0a5313c77e58786bc81f882122cde6a6a"},
-		{5, 20000, 3, "partition", "0ce2bbe014f5dda8f291c0e0b5f91552fe9785a5888538bf4356c2c3040c09bb"},
+		{1, 20000, 1, "all", "7f29273ad9bc8a34529e5d51251f39c0ea7e5a9a4be4066db3786faa2b9c6130"},
+		{2, 20000, 3, "all", "c31c47d3157dcb48e98d1f69b4984abe99035cdefa2c3ef901fe42b667e22f74"},
+		{3, 20000, 3, "crash", "7677cbf17d7c680b3486daa314719b88ec2dd9d01108a8068d22021a2fb555c7"},
+		{4, 20000, 5, "network", "c1c9e18c7f3b57f8df2595fca76fab47f60719d3fa6c1e8976a6c5f8352411a6"},
+		{5, 20000, 3, "partition", "fdc55f5efb68845d54cd9eef5484df941acd2292e9352c653c03b48b5a0e49f7"},
 	} {
 		faults, err := ParseFaults(c.faults)
 		if err != nil {

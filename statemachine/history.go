@@ -130,12 +130,13 @@ func (sm *StateMachine) endOperation() {
 
 // WriteNeeds appends to dst the reads that applying an insert or upsert
 // of events needs, and returns it: a point get
-// for each client timestamp that lies within the events of an entity
-// stored before the batch, [first, latest] (the latest too: an earlier
-// event of the batch may make it an older one). Any other timestamp is
-// settled by memory: a fresh one is above every stored one, one above the
-// latest or below the first lies where no event is, and the batch's own
-// earlier events are the state machine's to remember.
+// for each client timestamp that lies among an entity's older events
+// stored before the batch, [first, latest). Any other timestamp is
+// settled by memory: a fresh one is above every stored one, the latest's
+// is memory's, one above the latest or below the first lies where no
+// event is, and the batch's own earlier events (an upsert batch's puts,
+// and the latest events it made older ones) are the state machine's to
+// remember.
 func (sm *StateMachine) WriteNeeds(events []core.GeoEvent, dst []core.HistoryRead) []core.HistoryRead {
 	for i := range events {
 		ev := &events[i]
@@ -148,7 +149,7 @@ func (sm *StateMachine) WriteNeeds(events []core.GeoEvent, dst []core.HistoryRea
 		}
 		e := sm.store.at(slot)
 		h := sm.store.older(slot)
-		if ev.TimestampNS > e.ts || (ev.TimestampNS < e.ts && (h.len() == 0 || ev.TimestampNS < h.first)) {
+		if ev.TimestampNS >= e.ts || h.len() == 0 || ev.TimestampNS < h.first {
 			continue
 		}
 		dst = append(dst, core.HistoryRead{Kind: core.HistoryGet, EntityID: ev.EntityID, TS: ev.TimestampNS})

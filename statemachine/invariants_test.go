@@ -60,11 +60,12 @@ func (sm *StateMachine) checkInvariants() error {
 			return fmt.Errorf("entity %v: empty older facts kept", id)
 		}
 		if rs, ok := sm.sync.(*MemStore); ok {
-			// The store holds the latest event and n older ones; first
-			// and due are bounds of theirs (see older).
+			// The store holds the n older events, all before the
+			// latest, which is memory's alone; first and due are
+			// bounds of theirs (see older).
 			evs := rs.Events(id)
-			if len(evs) != n+1 || evs[n] != latest {
-				return fmt.Errorf("entity %v: the store holds %d events, memory %d older and its latest", id, len(evs), n)
+			if len(evs) != n || (n > 0 && evs[n-1].TimestampNS >= latest.TimestampNS) {
+				return fmt.Errorf("entity %v: the store holds %d events, memory %d older events and a latest at %d", id, len(evs), n, latest.TimestampNS)
 			}
 			var due uint64
 			for i := range n {
@@ -96,6 +97,15 @@ func (sm *StateMachine) checkInvariants() error {
 	}
 	if events != sm.events {
 		return fmt.Errorf("events %d, counted %d", sm.events, events)
+	}
+	if rs, ok := sm.sync.(*MemStore); ok {
+		stored := 0
+		for _, m := range rs.events {
+			stored += len(m)
+		}
+		if older := int(events) - sm.ids.len(); stored != older {
+			return fmt.Errorf("the store holds %d events, memory counts %d older ones", stored, older)
+		}
 	}
 	// Each chunk is compact or full, as isFull says; released slots hold
 	// nothing, not even in their ext.

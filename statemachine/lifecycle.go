@@ -176,15 +176,7 @@ func (sm *StateMachine) CleanupExpired(opTS uint64, req *core.CleanupRequest) (c
 			sm.store.dropOlder(x)
 		}
 		if removed > 0 {
-			sm.histDelete(core.HistoryDeleteExpired, k.ID, opTS)
-			var latest core.GeoEvent
-			fillEvent(&latest, e, x)
-			if expiredAt(&latest, opTS) {
-				// The store's copy of the latest event went with the
-				// older ones (its own TTL has passed; the entity's
-				// expiry, which /ttl/* may have moved, has not).
-				sm.histPut(&latest)
-			}
+			sm.histDelete(core.HistoryDeleteExpired, k.ID, opTS) // older events only: the latest is memory's
 		}
 		sm.events -= uint64(removed)
 		reply.Removed += uint32(removed)

@@ -116,7 +116,7 @@ func (sm *StateMachine) write(opTS uint64, events []core.GeoEvent, upsert bool) 
 			next++
 		}
 		results[i].TimestampNS = ev.TimestampNS
-		results[i].Updated = sm.put(opTS, &ev, upsert && fresh)
+		results[i].Updated = sm.put(opTS, &ev, upsert, upsert && fresh)
 		if upsert && !fresh {
 			sm.rememberPut(&ev)
 		}
@@ -225,11 +225,14 @@ func (sm *StateMachine) findLive(e *entity, older *older, ts, t uint64) (found, 
 
 // put stores one validated event whose timestamp is set. replaceLatest is
 // set for an upsert whose event had no timestamp of its own: it replaces the
-// entity's latest event. Otherwise an event at the same timestamp is replaced
+// entity's latest event. upsertBatch says ev is of an upsert batch. Otherwise an event at the same timestamp is replaced
 // (only upserts get here with one) and a new timestamp is added to the
 // history. put reports whether an existing event was replaced ("updated").
-// The history store gets every event put (HistoryPut).
-func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, replaceLatest bool) (updated bool) {
+// The history store holds an entity's older events, never its latest
+// (core/history.go): an event is put there when it is or becomes an older
+// one, so that a new entity, or a latest replaced in place, costs the
+// store nothing.
+func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, upsertBatch, replaceLatest bool) (updated bool) {
 	slot, e, ok := sm.lookup(ev.EntityID, opTS)
 	if e != nil && !ok {
 		sm.remove(slot) // expired data never comes back
@@ -239,15 +242,13 @@ func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, replaceLatest bool) 
 		sm.hio.removed[ev.EntityID] = struct{}{}
 		e = nil
 	}
-	sm.histPut(ev)
 	if e == nil {
 		sm.create(ev)
 		return false
 	}
 	if replaceLatest {
 		if e.ts != ev.TimestampNS {
-			sm.histDelete(core.HistoryDeleteEvent, e.id, e.ts) // the event replaced
-			sm.forgetPut(eventKey{e.id, e.ts})
+			sm.forgetPut(eventKey{e.id, e.ts}) // the event replaced
 		}
 		e, x := sm.store.write(slot, hasExt(ev))
 		sm.replaceLatest(slot, e, x, ev)
@@ -265,6 +266,7 @@ func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, replaceLatest bool) 
 		sm.replaceLatest(slot, e, x, ev)
 		return true
 	case found:
+		sm.histPut(ev)
 		h := sm.store.olderFor(x)
 		was := h.due
 		h.due = core.SoonerDue(h.due, core.RemovalDue(ev)) // a lower bound: see older
@@ -273,6 +275,10 @@ func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, replaceLatest bool) 
 	case ev.TimestampNS > e.ts:
 		var prev core.GeoEvent
 		fillEvent(&prev, e, x)
+		sm.histPut(&prev)
+		if upsertBatch {
+			sm.rememberPut(&prev) // a later event of the batch at its key finds it
+		}
 		h := sm.store.olderFor(x)
 		was := h.due
 		h.add(&prev)
@@ -281,6 +287,7 @@ func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, replaceLatest bool) 
 		sm.events++
 		return false
 	default:
+		sm.histPut(ev)
 		h := sm.store.olderFor(x)
 		was := h.due
 		h.add(ev)
