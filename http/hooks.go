@@ -24,17 +24,11 @@ const hookFieldList = "url, fences, types"
 // hookName checks a hook's name: a fence name's rules.
 var hookName = nameRule("hook", core.InvalidHook)
 
-func (g *Gateway) putHook(c *call) *failure {
-	return putNamed(c, hookName, core.PutHook, parseHook)
-}
+func (g *Gateway) putHook(c *call) *failure { return putNamed(c, hookName, core.PutHook, parseHook) }
 
-func (g *Gateway) getHook(c *call) *failure {
-	return getNamed(c, hookName, core.GetHook, (*jw).hook)
-}
+func (g *Gateway) getHook(c *call) *failure { return getNamed(c, hookName, core.GetHook, (*jw).hook) }
 
-func (g *Gateway) deleteHook(c *call) *failure {
-	return deleteNamed(c, hookName, core.DeleteHook)
-}
+func (g *Gateway) deleteHook(c *call) *failure { return deleteNamed(c, hookName, core.DeleteHook) }
 
 func (g *Gateway) listHooks(c *call) *failure {
 	return listNamed(c, core.MaxHookList, hookName, core.ListHooks, func(w *jw, r *core.HookList) {
