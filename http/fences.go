@@ -21,145 +21,37 @@ import (
 
 const fenceFieldList = "shape, vertices, holes, center, radius_mm or radius_m, min, max, group_id, report"
 
-// fenceName checks the path's fence name.
-func fenceName(s string) (string, *failure) {
-	if !core.ValidFenceName(s) {
-		return "", fail(core.InvalidFence, "fence name %q: want 1 to %d of A-Z a-z 0-9 _ - .", truncate(s, 80), core.MaxFenceNameLen)
-	}
-	return s, nil
-}
+// fenceName checks a fence's name (in a path or a parameter).
+var fenceName = nameRule("fence", core.InvalidFence)
 
-// PUT /fences/{name}.
 func (g *Gateway) putFence(c *call) *failure {
-	name, f := fenceName(c.pathID)
-	if f != nil {
-		return f
-	}
-	d, f := c.bodyNoParams(false)
-	if f != nil {
-		return f
-	}
-	fence, f := parseFence(d, c.form)
-	if f != nil {
-		return f
-	}
-	fence.Name = name
-	r, f := submit(c, core.PutFence, fence)
-	if f != nil {
-		return f
-	}
-	return c.ok(putAnswer(name, r.Created))
+	return putNamed(c, fenceName, core.PutFence, func(d *doc, name string) (*core.Fence, *failure) {
+		return parseFence(d, name, c.form)
+	})
 }
 
-// GET /fences/{name}.
 func (g *Gateway) getFence(c *call) *failure {
-	name, f := c.namedPath(fenceName)
-	if f != nil {
-		return f
-	}
-	r, f := submit(c, core.GetFence, &core.FenceName{Name: name})
-	if f != nil {
-		return f
-	}
-	return c.ok(func(w *jw) { w.fence(r) })
+	return getNamed(c, fenceName, core.GetFence, (*jw).fence)
 }
 
-// DELETE /fences/{name}.
 func (g *Gateway) deleteFence(c *call) *failure {
-	name, f := c.namedPath(fenceName)
-	if f != nil {
-		return f
-	}
-	if _, f := submit(c, core.DeleteFence, &core.FenceName{Name: name}); f != nil {
-		return f
-	}
-	return c.ok(deleted)
+	return deleteNamed(c, fenceName, core.DeleteFence)
 }
 
-// GET /fences?after=NAME&limit=N.
 func (g *Gateway) listFences(c *call) *failure {
-	after, limit, f := c.namePage(core.MaxFenceList, fenceName)
-	if f != nil {
-		return f
-	}
-	r, f := submit(c, core.ListFences, &core.FenceListRequest{After: after, Limit: limit})
-	if f != nil {
-		return f
-	}
-	return c.ok(func(w *jw) {
+	return listNamed(c, core.MaxFenceList, fenceName, core.ListFences, func(w *jw, r *core.FenceList) {
 		w.open()
-		w.key("fences")
-		w.openArr()
-		for i := range r.Fences {
-			w.fence(&r.Fences[i])
-		}
-		w.closeArr()
-		w.key("has_more")
-		w.boolean(r.HasMore)
-		w.key("total")
-		w.u64(uint64(r.Total))
+		namedPage(w, "fences", r.Fences, (*jw).fence, r.HasMore, r.Total)
 		w.close()
 	})
 }
 
-// namedPath checks a request on a named thing's path (/fences/{name},
-// /hooks/{name}): no parameters, and a name that check accepts.
-func (c *call) namedPath(check func(string) (string, *failure)) (string, *failure) {
-	if _, f := c.params(); f != nil {
-		return "", f
-	}
-	return check(c.pathID)
-}
-
-// namePage reads the parameters of a list of named things: after (a name
-// that check accepts, or none) and limit (at most most; 0: the default).
-func (c *call) namePage(most uint64, check func(string) (string, *failure)) (after string, limit uint32, f *failure) {
-	p, f := c.params("after", "limit")
-	if f != nil {
-		return "", 0, f
-	}
-	n, f := p.u64("limit")
-	if f != nil {
-		return "", 0, f
-	}
-	if n > most {
-		return "", 0, fail(core.QueryResultTooLarge, "limit %d exceeds %d", n, most)
-	}
-	if after = p["after"]; after != "" {
-		if after, f = check(after); f != nil {
-			return "", 0, f
-		}
-	}
-	return after, uint32(n), nil
-}
-
-// putAnswer is the answer of a PUT of a named object: its name and whether the
-// put created it (false: it replaced one).
-func putAnswer(name string, created bool) func(*jw) {
-	return func(w *jw) {
-		w.open()
-		w.key("name")
-		w.str(name)
-		w.key("created")
-		w.boolean(created)
-		w.close()
-	}
-}
-
-// deleted writes the answer of a DELETE.
-func deleted(w *jw) {
-	w.open()
-	w.key("deleted")
-	w.boolean(true)
-	w.close()
-}
-
-// parseFence reads a fence's body (see the top of the file).
-func parseFence(d *doc, fm form) (*core.Fence, *failure) {
+// parseFence reads the body (see the top of the file) of the fence name.
+func parseFence(d *doc, name string, fm form) (*core.Fence, *failure) {
 	if f := d.object(0, ""); f != nil {
 		return nil, f
 	}
-	fence := &core.Fence{}
+	fence := &core.Fence{Name: name}
 	radiusName := "radius_mm"
 	if fm == formA {
 		radiusName = "radius_m"
@@ -215,7 +107,7 @@ func parseFence(d *doc, fm form) (*core.Fence, *failure) {
 			fence.Group.Set = true
 			fence.Group.ID, f = d.groupID(v, name, fm)
 		case "report":
-			fence.Report, f = parseTypes(d, v, name)
+			fence.Report, f = parseTypes(d, v, name, core.InvalidFence)
 		default:
 			f = unknownField(d, k, "", fenceFieldList)
 		}
@@ -277,8 +169,9 @@ func parsePoint(d *doc, v int32, path string, fm form) (core.Coordinate, *failur
 	return c, f
 }
 
-// parseTypes reads a list of notification type names.
-func parseTypes(d *doc, v int32, path string) (core.NotifyMask, *failure) {
+// parseTypes reads a list of notification type names, a name that is none
+// refused with code.
+func parseTypes(d *doc, v int32, path string, code core.CodeInfo) (core.NotifyMask, *failure) {
 	if d.nodes[v].kind != kArray {
 		return 0, d.wrongType(v, path, `an array of "enter", "exit", "inside"`)
 	}
@@ -290,7 +183,7 @@ func parseTypes(d *doc, v int32, path string) (core.NotifyMask, *failure) {
 		}
 		t, ok := core.ParseNotifyType(s)
 		if !ok {
-			return 0, fail(core.InvalidFence, "%s: %q is none of enter, exit, inside", index(path, i), truncate(s, 40))
+			return 0, fail(code, "%s: %q is none of enter, exit, inside", index(path, i), truncate(s, 40))
 		}
 		m |= 1 << t
 	}
@@ -377,10 +270,6 @@ func (w *jw) fence(f *core.Fence) {
 		}
 	}
 	w.key("report")
-	w.openArr()
-	for _, n := range typeNames(f.Report) {
-		w.str(n)
-	}
-	w.closeArr()
+	w.strs(typeNames(f.Report))
 	w.close()
 }

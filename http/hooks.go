@@ -21,97 +21,33 @@ import (
 
 const hookFieldList = "url, fences, types"
 
-// hookName checks the path's hook name (a fence name's rules).
-func hookName(s string) (string, *failure) {
-	if !core.ValidFenceName(s) {
-		return "", fail(core.InvalidHook, "hook name %q: want 1 to %d of A-Z a-z 0-9 _ - .", truncate(s, 80), core.MaxFenceNameLen)
-	}
-	return s, nil
-}
+// hookName checks a hook's name: a fence name's rules.
+var hookName = nameRule("hook", core.InvalidHook)
 
-// PUT /hooks/{name}.
-func (g *Gateway) putHook(c *call) *failure {
-	name, f := hookName(c.pathID)
-	if f != nil {
-		return f
-	}
-	d, f := c.bodyNoParams(false)
-	if f != nil {
-		return f
-	}
-	h, f := parseHook(d)
-	if f != nil {
-		return f
-	}
-	h.Name = name
-	r, f := submit(c, core.PutHook, h)
-	if f != nil {
-		return f
-	}
-	return c.ok(putAnswer(name, r.Created))
-}
+func (g *Gateway) putHook(c *call) *failure { return putNamed(c, hookName, core.PutHook, parseHook) }
 
-// GET /hooks/{name}.
-func (g *Gateway) getHook(c *call) *failure {
-	name, f := c.namedPath(hookName)
-	if f != nil {
-		return f
-	}
-	r, f := submit(c, core.GetHook, &core.HookName{Name: name})
-	if f != nil {
-		return f
-	}
-	return c.ok(func(w *jw) { w.hook(r) })
-}
+func (g *Gateway) getHook(c *call) *failure { return getNamed(c, hookName, core.GetHook, (*jw).hook) }
 
-// DELETE /hooks/{name}.
-func (g *Gateway) deleteHook(c *call) *failure {
-	name, f := c.namedPath(hookName)
-	if f != nil {
-		return f
-	}
-	if _, f := submit(c, core.DeleteHook, &core.HookName{Name: name}); f != nil {
-		return f
-	}
-	return c.ok(deleted)
-}
+func (g *Gateway) deleteHook(c *call) *failure { return deleteNamed(c, hookName, core.DeleteHook) }
 
-// GET /hooks?after=NAME&limit=N.
 func (g *Gateway) listHooks(c *call) *failure {
-	after, limit, f := c.namePage(core.MaxHookList, hookName)
-	if f != nil {
-		return f
-	}
-	r, f := submit(c, core.ListHooks, &core.HookListRequest{After: after, Limit: limit})
-	if f != nil {
-		return f
-	}
-	return c.ok(func(w *jw) {
+	return listNamed(c, core.MaxHookList, hookName, core.ListHooks, func(w *jw, r *core.HookList) {
 		w.open()
-		w.key("hooks")
-		w.openArr()
-		for i := range r.Hooks {
-			w.hook(&r.Hooks[i])
-		}
-		w.closeArr()
-		w.key("has_more")
-		w.boolean(r.HasMore)
-		w.key("total")
-		w.u64(uint64(r.Total))
+		namedPage(w, "hooks", r.Hooks, (*jw).hook, r.HasMore, r.Total)
 		w.key("feed_last")
 		w.str(strconv.FormatUint(r.FeedLast, 10))
 		w.close()
 	})
 }
 
-// parseHook reads a hook's body (see the top of the file). The URL and
-// the names are checked as the state machine checks them (core.CheckHook),
-// so that a bad hook is refused before it is submitted.
-func parseHook(d *doc) (*core.Hook, *failure) {
+// parseHook reads the body (see the top of the file) of the hook name.
+// The URL and the names are checked as the state machine checks them
+// (core.CheckHook), so that a bad hook is refused before it is submitted.
+func parseHook(d *doc, name string) (*core.Hook, *failure) {
 	if f := d.object(0, ""); f != nil {
 		return nil, f
 	}
-	h := &core.Hook{}
+	h := &core.Hook{Name: name}
 	var f *failure
 	hasURL := false
 	d.members(0, func(k, v int32) bool {
@@ -148,22 +84,7 @@ func parseHook(d *doc) (*core.Hook, *failure) {
 				h.Fences = append(h.Fences, s)
 			}
 		case "types":
-			if d.nodes[v].kind != kArray {
-				f = d.wrongType(v, name, `an array of "enter", "exit", "inside"`)
-				break
-			}
-			for i, x := range d.elems(v) {
-				var s string
-				if s, f = d.stringOf(x, index(name, i)); f != nil {
-					break
-				}
-				t, ok := core.ParseNotifyType(s)
-				if !ok {
-					f = fail(core.InvalidHook, "%s: %q is none of enter, exit, inside", index(name, i), truncate(s, 40))
-					break
-				}
-				h.Types |= 1 << t
-			}
+			h.Types, f = parseTypes(d, v, name, core.InvalidHook)
 		default:
 			f = unknownField(d, k, "", hookFieldList)
 		}
@@ -186,21 +107,13 @@ func (w *jw) hook(h *core.Hook) {
 	w.key("url")
 	w.str(h.URL)
 	w.key("fences")
-	w.openArr()
-	for _, f := range h.Fences {
-		w.str(f)
-	}
-	w.closeArr()
+	w.strs(h.Fences)
 	w.key("types")
-	w.openArr()
 	types := h.Types
 	if types == 0 {
 		types = core.AllNotify
 	}
-	for _, n := range typeNames(types) {
-		w.str(n)
-	}
-	w.closeArr()
+	w.strs(typeNames(types))
 	w.key("delivered")
 	w.str(strconv.FormatUint(h.Delivered, 10))
 	w.key("version")

@@ -3,6 +3,7 @@ package main
 // Webhooks: hook.
 
 import (
+	"flag"
 	"fmt"
 	"net/url"
 	"strings"
@@ -17,68 +18,75 @@ func hook(e *env, args []string) int {
 	to := fset.String("url", "", "post the notifications to `URL` (http:// or https://)")
 	fences := fset.String("fences", "", "only the fences `A,B` (default: every fence)")
 	types := fset.String("types", "", "only the types `T,T` of enter, exit, inside (default: every type)")
+	return named(e, fset, args, "hook", "/hooks", "", func() (map[string]any, error) {
+		if *to == "" {
+			return nil, badArg("give the hook's --url")
+		}
+		body := map[string]any{"url": *to}
+		if *fences != "" {
+			body["fences"] = strings.Split(*fences, ",")
+		}
+		if *types != "" {
+			body["types"] = strings.Split(*types, ",")
+		}
+		return body, nil
+	})
+}
+
+// named runs the subcommands of a named kind of thing (fences, hooks) at
+// path, after parsing args with fset: put NAME, its body what body makes
+// of the flags, answered with whether it created or replaced one; list,
+// get NAME and delete NAME, the API's answers printed as they come.
+// query is added to put's, list's and get's requests.
+func named(e *env, fset *flag.FlagSet, args []string, kind, path, query string, body func() (map[string]any, error)) int {
 	pos, code, ok := e.parse(fset, args, 1, 2)
 	if !ok {
 		return code
 	}
-	if code, done := named(e, pos, "hook", "/hooks", ""); done {
-		return code
-	}
-	if pos[0] != "put" || len(pos) != 2 {
-		fset.Usage()
-		return exitUsage
-	}
-	if *to == "" {
-		return e.fail(badArg("give the hook's --url"))
-	}
-	body := map[string]any{"url": *to}
-	if *fences != "" {
-		body["fences"] = strings.Split(*fences, ",")
-	}
-	if *types != "" {
-		body["types"] = strings.Split(*types, ",")
-	}
-	var r struct {
-		Created bool `json:"created"`
-	}
-	if _, err := e.api.retry("PUT", "/hooks/"+url.PathEscape(pos[1]), body, &r); err != nil {
-		return e.fail(err)
-	}
-	verb := "replaced"
-	if r.Created {
-		verb = "created"
-	}
-	fmt.Fprintf(e.stdout, "%s hook %s\n", verb, pos[1])
-	return exitOK
-}
-
-// named runs the list, get and delete subcommands of a named kind of
-// thing (fences, hooks) at path, the API's answers printed as they come;
-// query is added to list's and get's requests. done is false for the
-// other subcommands.
-func named(e *env, pos []string, kind, path, query string) (code int, done bool) {
 	name := ""
 	if len(pos) == 2 {
 		name = url.PathEscape(pos[1])
 	}
-	var raw []byte
-	var err error
+	one := path + "/" + name + strings.Replace(query, "&", "?", 1)
 	switch {
 	case pos[0] == "list" && len(pos) == 1:
-		raw, err = e.api.retry("GET", path+"?limit=1000"+query, nil, nil)
+		return e.show("GET", path+"?limit=1000"+query, nil)
 	case pos[0] == "get" && name != "":
-		raw, err = e.api.retry("GET", path+"/"+name+strings.Replace(query, "&", "?", 1), nil, nil)
+		return e.show("GET", one, nil)
 	case pos[0] == "delete" && name != "":
-		if _, err = e.api.retry("DELETE", path+"/"+name, nil, nil); err == nil {
-			fmt.Fprintf(e.stdout, "deleted %s %s\n", kind, pos[1])
-			return exitOK, true
+		if _, err := e.api.retry("DELETE", path+"/"+name, nil, nil); err != nil {
+			return e.fail(err)
 		}
-	default:
-		return 0, false
+		fmt.Fprintf(e.stdout, "deleted %s %s\n", kind, pos[1])
+		return exitOK
+	case pos[0] == "put" && len(pos) == 2:
+		b, err := body()
+		if err != nil {
+			return e.fail(err)
+		}
+		var r struct {
+			Created bool `json:"created"`
+		}
+		if _, err := e.api.retry("PUT", one, b, &r); err != nil {
+			return e.fail(err)
+		}
+		verb := "replaced"
+		if r.Created {
+			verb = "created"
+		}
+		fmt.Fprintf(e.stdout, "%s %s %s\n", verb, kind, pos[1])
+		return exitOK
 	}
+	fset.Usage()
+	return exitUsage
+}
+
+// show makes a request and prints the API's answer as it came.
+func (e *env) show(method, path string, body any) int {
+	raw, err := e.api.retry(method, path, body, nil)
 	if err != nil {
-		return e.fail(err), true
+		return e.fail(err)
 	}
 	printRaw(e.stdout, raw)
-	return exitOK, true
+	return exitOK
 }

@@ -19,12 +19,7 @@ func retention(e *env, args []string) int {
 		return code
 	}
 	if *age == "" && *count == "" {
-		raw, err := e.api.retry("GET", "/feed/retention", nil, nil)
-		if err != nil {
-			return e.fail(err)
-		}
-		printRaw(e.stdout, raw)
-		return exitOK
+		return e.show("GET", "/feed/retention", nil)
 	}
 	if *age == "" || *count == "" {
 		return e.fail(badArg("give both --max-age and --max-notifications"))
@@ -38,10 +33,5 @@ func retention(e *env, args []string) int {
 		return e.fail(badArg("--max-notifications %q is not a count", *count))
 	}
 	// The server checks the ranges (108 INVALID_ARGUMENT names them).
-	raw, err := e.api.retry("PUT", "/feed/retention", map[string]any{"max_age_s": uint64(d / time.Second), "max_notifications": n}, nil)
-	if err != nil {
-		return e.fail(err)
-	}
-	printRaw(e.stdout, raw)
-	return exitOK
+	return e.show("PUT", "/feed/retention", map[string]any{"max_age_s": uint64(d / time.Second), "max_notifications": n})
 }

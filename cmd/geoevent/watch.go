@@ -118,40 +118,19 @@ func fence(e *env, args []string) int {
 	file := fset.String("file", "", "a polygon: GeoJSON file `F` (as within --file); - is stdin")
 	group := fset.String("group", "", "only entities of group `N`")
 	report := fset.String("report", "", "the types to report, `T,T` of enter, exit, inside (default enter,exit)")
-	pos, code, ok := e.parse(fset, args, 1, 2)
-	if !ok {
-		return code
-	}
-	if code, done := named(e, pos, "fence", "/fences", "&form=a"); done {
-		return code
-	}
-	if pos[0] != "put" || len(pos) != 2 {
-		fset.Usage()
-		return exitUsage
-	}
-	name := url.PathEscape(pos[1])
-	body, err := fenceShape(e, *bbox, *circle, *file)
-	if err != nil {
-		return e.fail(err)
-	}
-	if *group != "" {
-		body["group_id"] = *group
-	}
-	if *report != "" {
-		body["report"] = strings.Split(*report, ",")
-	}
-	var r struct {
-		Created bool `json:"created"`
-	}
-	if _, err := e.api.retry("PUT", "/fences/"+name+"?form=a", body, &r); err != nil {
-		return e.fail(err)
-	}
-	verb := "replaced"
-	if r.Created {
-		verb = "created"
-	}
-	fmt.Fprintf(e.stdout, "%s fence %s\n", verb, pos[1])
-	return exitOK
+	return named(e, fset, args, "fence", "/fences", "&form=a", func() (map[string]any, error) {
+		body, err := fenceShape(e, *bbox, *circle, *file)
+		if err != nil {
+			return nil, err
+		}
+		if *group != "" {
+			body["group_id"] = *group
+		}
+		if *report != "" {
+			body["report"] = strings.Split(*report, ",")
+		}
+		return body, nil
+	})
 }
 
 // fenceShape is a fence's shape in Form A from exactly one of the flags.
