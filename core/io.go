@@ -169,6 +169,13 @@ type IO interface {
 	// without copying.
 	WriteHistory(index uint64, writes []HistoryWrite)
 
+	// PublishApplied hands over what applying the log entry at index did
+	// to entities' events (see AppliedWrites), for readers outside the
+	// replica (the position stream). It changes nothing the replica
+	// relies on; applied is valid only during the call: IO copies what it
+	// keeps.
+	PublishApplied(index uint64, applied []HistoryWrite)
+
 	// ReadHistory queues reads of the history store, answered by one
 	// HistoryRead input carrying token and one answer a read, in order. The
 	// answers see exactly the writes queued before the call, however late
@@ -200,10 +207,11 @@ type Rand interface {
 	Uint64() uint64
 }
 
-// AppliedWrites is what applying the log entry at Index wrote to the
-// history store (IO.WriteHistory): every event it put, every deletion.
-// Package io hands them, while someone listens, to the position stream
-// (GET /feed/positions); they are not modified once handed over.
+// AppliedWrites is what applying the log entry at Index did to entities'
+// events (IO.PublishApplied): a HistoryPut of every event it put (the
+// latest included, which the history store never gets), a
+// HistoryDeleteEntity of every entity it removed. Package io keeps a copy,
+// while someone listens, for the position stream (GET /feed/positions).
 type AppliedWrites struct {
 	Index  uint64
 	Writes []HistoryWrite

@@ -32,7 +32,7 @@ import (
 //
 // The stream is not replicated state and not durable: it is what this
 // replica applies while the stream is open (the io layer's ring of the
-// applied entries' history writes, read at the stream's own cursor;
+// applied entries (core.AppliedWrites), read at the stream's own cursor;
 // see io/publish.go), with no resume (Last-Event-ID is not read). A
 // reader that falls more than the ring behind (it does not read its
 // socket fast enough) gets "event: error" with 245 STREAM_FELL_BEHIND and
@@ -238,9 +238,6 @@ func (ps *positionStream) batch(b *core.AppliedWrites) {
 		hw := &b.Writes[i]
 		switch hw.Kind {
 		case core.HistoryPut:
-			if i > 0 && b.Writes[i-1].Kind == core.HistoryDeleteExpired && b.Writes[i-1].EntityID == hw.Event.EntityID {
-				continue // a cleanup keeping the latest event in the store: no new position
-			}
 			ev := &hw.Event
 			inside := (!ps.group.Set || ps.group.ID == ev.GroupID) && ps.inArea(ev.LatNano, ev.LonNano, ev.GroupID)
 			_, was := ps.shown[ev.EntityID]

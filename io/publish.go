@@ -1,6 +1,7 @@
 package io
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -15,10 +16,10 @@ import (
 //     and published when it has moved, so a reader waits on a channel
 //     and reads the feed only when there is something new in it;
 //   - the events each applied entry wrote (PositionsAfter), for the
-//     position stream, kept only while someone listens: the history
-//     writes the replica hands over anyway (WriteHistory), in a bounded
-//     ring that every listener reads at its own cursor. The loop's cost is
-//     one append a step, however many listen; a listener that falls more
+//     position stream, kept only while someone listens: a copy of what
+//     the replica hands over (PublishApplied), in a bounded ring that
+//     every listener reads at its own cursor. The loop's cost is one copy
+//     an entry, however many listen; a listener that falls more
 //     than the ring behind is told so and must give up (it never holds
 //     the loop).
 
@@ -81,8 +82,8 @@ type positionRing struct {
 	ch          chan struct{}        // closed when a batch comes (nil: nobody waits)
 }
 
-// offer keeps the writes of the entry at index for the listeners, if
-// any (on the loop, from WriteHistory).
+// offer keeps a copy of the writes of the entry at index for the
+// listeners, if any (on the loop, from PublishApplied).
 func (p *positionRing) offer(index uint64, writes []core.HistoryWrite) {
 	if p.listeners.Load() == 0 {
 		if p.first != p.next { // read unlocked: only the loop changes first and next
@@ -104,7 +105,7 @@ func (p *positionRing) offer(index uint64, writes []core.HistoryWrite) {
 		*b = core.AppliedWrites{}
 		p.first++
 	}
-	p.batches[p.next%uint64(len(p.batches))] = core.AppliedWrites{Index: index, Writes: writes}
+	p.batches[p.next%uint64(len(p.batches))] = core.AppliedWrites{Index: index, Writes: slices.Clone(writes)}
 	p.next++
 	p.writes += len(writes)
 	if p.ch != nil {

@@ -971,7 +971,12 @@ func (rio replicaIO) WriteSnapshotStream(index, offset uint64, data []byte) {
 // WriteHistory queues the writes to the history store.
 func (rio replicaIO) WriteHistory(index uint64, writes []core.HistoryWrite) {
 	rio.s.hist.push(histOp{kind: histWrite, index: index, writes: writes})
-	rio.s.positions.offer(index, writes) // the position stream's, while someone listens
+}
+
+// PublishApplied keeps a copy of applied for the position stream while
+// someone listens.
+func (rio replicaIO) PublishApplied(index uint64, applied []core.HistoryWrite) {
+	rio.s.positions.offer(index, applied)
 }
 
 // ReadHistory queues the reads; the historian answers from a view taken

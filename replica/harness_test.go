@@ -54,6 +54,7 @@ type memIO struct {
 // WriteHistory applies the writes to the live store at once: in the order
 // of the calls, as core.IO asks.
 func (m *memIO) WriteHistory(_ uint64, writes []core.HistoryWrite) { m.history().Apply(writes) }
+func (*memIO) PublishApplied(uint64, []core.HistoryWrite)          {}
 
 // ReadHistory answers from the store as it is now, and queues the answer
 // as ReadLog does.

@@ -128,6 +128,9 @@ func (r *Replica) takeWrites(index uint64) {
 	if w := r.sm.TakeHistoryWrites(); len(w) > 0 {
 		r.io.WriteHistory(index, w)
 	}
+	if a := r.sm.TakeApplied(); len(a) > 0 {
+		r.io.PublishApplied(index, a)
+	}
 	r.sm.DropAnswers()
 	if r.hist.provided == index {
 		r.hist.provided = 0

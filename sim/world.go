@@ -144,6 +144,8 @@ func (io nodeIO) SaveSnapshot(index, term uint64, data []byte) {
 
 // WriteHistory applies the writes to the live store at once: in the order
 // of the calls, as core.IO asks.
+func (nodeIO) PublishApplied(uint64, []core.HistoryWrite) {}
+
 func (io nodeIO) WriteHistory(index uint64, writes []core.HistoryWrite) {
 	io.n.disk.hist.apply(index, writes)
 }

@@ -57,6 +57,13 @@ func expiredAt(ev *core.GeoEvent, t uint64) bool { return core.HistoryExpiredAt(
 type historyIO struct {
 	writes []core.HistoryWrite
 
+	// applied is what the operations applied since TakeApplied did to
+	// entities' events (core.AppliedWrites): a put of every event put, the
+	// latest included, and an entity deletion of every entity removed.
+	// The slice is reused: TakeApplied's result holds until the next
+	// operation.
+	applied []core.HistoryWrite
+
 	// The answers provided for the next operation: gets by key, scans by
 	// entity. Cleared after each operation that reads them.
 	gets  map[eventKey]core.HistoryAnswer
@@ -84,6 +91,15 @@ func (sm *StateMachine) TakeHistoryWrites() []core.HistoryWrite {
 	w := sm.hio.writes
 	sm.hio.writes = nil
 	return w
+}
+
+// TakeApplied returns what the operations applied since the last call
+// did to entities' events (see historyIO.applied), and forgets it. The
+// slice holds until the next operation is applied.
+func (sm *StateMachine) TakeApplied() []core.HistoryWrite {
+	a := sm.hio.applied
+	sm.hio.applied = a[:0]
+	return a
 }
 
 func (sm *StateMachine) histPut(ev *core.GeoEvent) {

@@ -76,3 +76,61 @@ func (sm *StateMachine) mustSlot(t *testing.T, id core.Uint128) uint32 {
 	}
 	return slot
 }
+
+// TestWritesAndApplied: the history store gets an entity's older events
+// only, when they become older, while TakeApplied reports every event put
+// (the latest too) and every entity removed, for the position stream.
+func TestWritesAndApplied(t *testing.T) {
+	sm := New()
+	rs, ok := sm.sync.(*MemStore)
+	if !ok {
+		t.Skip("the state machine's tests run without a MemStore")
+	}
+	ts := uint64(epoch)
+	step := func(what string, apply func() error, stored [2]int, wantApplied ...core.HistoryWriteKind) {
+		t.Helper()
+		ts += 1000
+		if err := apply(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got := [2]int{len(rs.Events(testID(1))), len(rs.Events(testID(2)))}; got != stored {
+			t.Errorf("%s: the store holds %v events of entities 1 and 2, want %v", what, got, stored)
+		}
+		var got []core.HistoryWriteKind
+		for _, w := range sm.TakeApplied() {
+			got = append(got, w.Kind)
+		}
+		if !slices.Equal(got, wantApplied) {
+			t.Errorf("%s: applied %v, want %v", what, got, wantApplied)
+		}
+	}
+	write := func(upsert bool, evs ...core.GeoEvent) func() error {
+		return func() error {
+			AssignCells(evs)
+			f := sm.Insert
+			if upsert {
+				f = sm.Upsert
+			}
+			r, err := f(ts, &core.InsertRequest{Events: evs})
+			if err == nil && !r.Committed {
+				t.Fatalf("not committed: %+v", r.Results)
+			}
+			return err
+		}
+	}
+	put, del := core.HistoryPut, core.HistoryDeleteEntity
+	a, b := at(1, 38_100_000_000, 13_360_000_000), at(2, 38_100_000_000, 13_360_000_000)
+	step("two new entities", write(false, a, b), [2]int{0, 0}, put, put)
+	step("a new latest of each", write(false, a, b), [2]int{1, 1}, put, put)
+	step("an upsert replacing a latest", write(true, a), [2]int{1, 1}, put)
+	older := a
+	older.TimestampNS = epoch + 500 // below every stored timestamp
+	step("an older event", write(false, older), [2]int{2, 1}, put)
+	step("a deletion", func() error {
+		_, err := sm.DeleteEntities(ts, &core.DeleteRequest{EntityIDs: []core.Uint128{testID(1)}})
+		return err
+	}, [2]int{0, 1}, del)
+	if err := sm.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -382,6 +382,7 @@ func (sm *StateMachine) remove(slot uint32) uint64 {
 		sm.reindexOlder(slot, e.id, h.due, 0)
 	}
 	sm.histDelete(core.HistoryDeleteEntity, e.id, 0)
+	sm.hio.applied = append(sm.hio.applied, core.HistoryWrite{Kind: core.HistoryDeleteEntity, EntityID: e.id})
 	sm.ids.remove(e.id)
 	sm.events -= n
 	sm.store.release(slot)

@@ -242,6 +242,7 @@ func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, upsertBatch, replace
 		sm.hio.removed[ev.EntityID] = struct{}{}
 		e = nil
 	}
+	sm.hio.applied = append(sm.hio.applied, core.HistoryWrite{Kind: core.HistoryPut, EntityID: ev.EntityID, TS: ev.TimestampNS, Event: *ev})
 	if e == nil {
 		sm.create(ev)
 		return false

@@ -444,6 +444,7 @@ type memIO struct {
 
 // WriteHistory applies the writes at once, in the order of the calls.
 func (m *memIO) WriteHistory(_ uint64, writes []core.HistoryWrite) { m.hist.Apply(writes) }
+func (*memIO) PublishApplied(uint64, []core.HistoryWrite)          {}
 
 // ReadHistory answers from the store as it is now, when drain completes it.
 func (m *memIO) ReadHistory(token uint64, reads []core.HistoryRead) {
