@@ -49,8 +49,11 @@ import (
 const (
 	maxFeedWaitMS    = 30_000
 	feedPollInterval = 20 * time.Millisecond
-	feedKeepAlive    = 15 * time.Second
 )
+
+// feedKeepAlive is how long a stream goes without writing before it
+// writes a comment line (a variable for the tests).
+var feedKeepAlive = 15 * time.Second
 
 // feedRequest reads the feed's query parameters.
 func (c *call) feedRequest() (req *core.FeedRequest, waitMS uint64, poll bool, f *failure) {
@@ -172,11 +175,12 @@ func (g *Gateway) feed(c *call) *failure {
 // most limit of them: from the tail's window when it covers req.After,
 // else read from the replica. It returns the sequence to go on from,
 // whether there are more now and the feed's extent; when there are none,
-// wait is closed once there may be (nil: poll).
-func (c *call) nextNotes(req *core.FeedRequest, limit int, dst []tailNote) (notes []tailNote, next uint64, more bool, ext feedExtent, wait <-chan struct{}, f *failure) {
+// wait is closed once there may be (nil: poll), and ticks says that it is
+// the window's, closed at least every feedFallbackPoll.
+func (c *call) nextNotes(req *core.FeedRequest, limit int, dst []tailNote) (notes []tailNote, next uint64, more bool, ext feedExtent, wait <-chan struct{}, ticks bool, f *failure) {
 	if c.g.cfg.Feed != nil {
 		if notes, next, more, ext, wait, ok := c.g.tail.take(req, limit, dst); ok {
-			return notes, next, more, ext, wait, nil
+			return notes, next, more, ext, wait, wait != nil, nil
 		}
 		_, wait = c.g.cfg.Feed.FeedNews() // taken before the read: what comes after it closes wait
 	}
@@ -184,7 +188,7 @@ func (c *call) nextNotes(req *core.FeedRequest, limit int, dst []tailNote) (note
 	r.Limit = uint32(limit)
 	page, f := c.readFeed(&r)
 	if f != nil {
-		return dst, 0, false, feedExtent{}, nil, f
+		return dst, 0, false, feedExtent{}, nil, false, f
 	}
 	for i := range page.Notifications {
 		dst = append(dst, newTailNote(&page.Notifications[i]))
@@ -192,7 +196,7 @@ func (c *call) nextNotes(req *core.FeedRequest, limit int, dst []tailNote) (note
 	if len(dst) > 0 || page.HasMore {
 		wait = nil
 	}
-	return dst, page.Next, page.HasMore, feedExtent{page.Start, page.Last}, wait, nil
+	return dst, page.Next, page.HasMore, feedExtent{page.Start, page.Last}, wait, false, nil
 }
 
 // feedExtent is the feed's oldest retained and newest made sequences, as
@@ -231,7 +235,7 @@ func (c *call) feedPoll(req *core.FeedRequest, wait time.Duration) *failure {
 		limit = core.DefaultFeedLimit
 	}
 	for {
-		notes, next, more, ext, news, f := c.nextNotes(req, limit, nil)
+		notes, next, more, ext, news, _, f := c.nextNotes(req, limit, nil)
 		if f != nil {
 			return f
 		}
@@ -251,7 +255,7 @@ func (c *call) feedPoll(req *core.FeedRequest, wait time.Duration) *failure {
 // names its start as the last event id. What a wake-up finds (the
 // notifications of every commit since the last) goes out in one write.
 func (c *call) feedStream(req *core.FeedRequest, fromEnd bool) *failure {
-	notes, next, more, _, news, f := c.nextNotes(req, core.MaxFeedLimit, nil)
+	notes, next, more, _, news, ticks, f := c.nextNotes(req, core.MaxFeedLimit, nil)
 	if f != nil {
 		return f
 	}
@@ -281,10 +285,21 @@ func (c *call) feedStream(req *core.FeedRequest, fromEnd bool) *failure {
 			lastWrite = time.Now()
 		}
 		w.b = w.b[:0]
-		if !more && len(notes) == 0 && !c.waitFeed(news, lastWrite.Add(feedKeepAlive), out.gone) {
-			return nil
+		if !more && len(notes) == 0 {
+			if ticks {
+				// The window's clock wakes the stream for its keep-alive.
+				select {
+				case <-out.gone:
+					return nil
+				case <-c.g.streams.done():
+					return nil
+				case <-news:
+				}
+			} else if !c.waitFeed(news, lastWrite.Add(feedKeepAlive), out.gone) {
+				return nil
+			}
 		}
-		if notes, next, more, _, news, f = c.nextNotes(req, core.MaxFeedLimit, notes[:0]); f != nil {
+		if notes, next, more, _, news, ticks, f = c.nextNotes(req, core.MaxFeedLimit, notes[:0]); f != nil {
 			if out.left() {
 				return nil
 			}

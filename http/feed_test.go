@@ -406,3 +406,28 @@ func TestFeedStreamOwnsItsConnection(t *testing.T) {
 	conn.Close()
 	waitStreams("0")
 }
+
+// TestFeedStreamKeepAlive: an idle stream that reads the shared window
+// writes its keep-alive again and again, woken by the window's clock (it
+// keeps no timer of its own).
+func TestFeedStreamKeepAlive(t *testing.T) {
+	t.Cleanup(ghttp.SetFeedKeepAlive(300 * time.Millisecond)) // after the env's cleanup: no stream is open
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lines := sseLines(t, ctx, e.base+"/feed")
+	start := time.Now()
+	for n := 0; n < 3; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("the stream ended after %d keep-alives", n)
+			}
+			if l == ": keep-alive" {
+				n++
+			}
+		case <-ctx.Done():
+			t.Fatalf("%d keep-alives in %v", n, time.Since(start))
+		}
+	}
+}
