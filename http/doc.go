@@ -225,6 +225,13 @@
 // operation runs to its end or the request timeout: a client that goes
 // away does not cancel it.
 //
+// An event stream (GET /feed without wait_ms, GET /feed/positions) over
+// HTTP/1.x takes its connection over from net/http: its answer says
+// Connection: close and is not chunked (the body ends with the
+// connection), and what a wake-up finds goes out in one write (feed.go).
+// The stream ends when the client closes the connection, or at
+// Shutdown, which waits for these streams too.
+//
 // A request that may frame its body two ways is answered once and its
 // connection closes, so the bytes after it are never taken for another
 // request (request smuggling, RFC 9112 sections 6.1 and 6.3): net/http

@@ -1,7 +1,10 @@
 package http
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"net"
 	stdhttp "net/http"
 	"strconv"
 	"strings"
@@ -46,8 +49,11 @@ import (
 const (
 	maxFeedWaitMS    = 30_000
 	feedPollInterval = 20 * time.Millisecond
-	feedKeepAlive    = 15 * time.Second
 )
+
+// feedKeepAlive is how long a stream goes without writing before it
+// writes a comment line (a variable for the tests).
+var feedKeepAlive = 15 * time.Second
 
 // feedRequest reads the feed's query parameters.
 func (c *call) feedRequest() (req *core.FeedRequest, waitMS uint64, poll bool, f *failure) {
@@ -169,11 +175,12 @@ func (g *Gateway) feed(c *call) *failure {
 // most limit of them: from the tail's window when it covers req.After,
 // else read from the replica. It returns the sequence to go on from,
 // whether there are more now and the feed's extent; when there are none,
-// wait is closed once there may be (nil: poll).
-func (c *call) nextNotes(req *core.FeedRequest, limit int, dst []tailNote) (notes []tailNote, next uint64, more bool, ext feedExtent, wait <-chan struct{}, f *failure) {
+// wait is closed once there may be (nil: poll), and ticks says that it is
+// the window's, closed at least every feedFallbackPoll.
+func (c *call) nextNotes(req *core.FeedRequest, limit int, dst []tailNote) (notes []tailNote, next uint64, more bool, ext feedExtent, wait <-chan struct{}, ticks bool, f *failure) {
 	if c.g.cfg.Feed != nil {
 		if notes, next, more, ext, wait, ok := c.g.tail.take(req, limit, dst); ok {
-			return notes, next, more, ext, wait, nil
+			return notes, next, more, ext, wait, wait != nil, nil
 		}
 		_, wait = c.g.cfg.Feed.FeedNews() // taken before the read: what comes after it closes wait
 	}
@@ -181,7 +188,7 @@ func (c *call) nextNotes(req *core.FeedRequest, limit int, dst []tailNote) (note
 	r.Limit = uint32(limit)
 	page, f := c.readFeed(&r)
 	if f != nil {
-		return dst, 0, false, feedExtent{}, nil, f
+		return dst, 0, false, feedExtent{}, nil, false, f
 	}
 	for i := range page.Notifications {
 		dst = append(dst, newTailNote(&page.Notifications[i]))
@@ -189,7 +196,7 @@ func (c *call) nextNotes(req *core.FeedRequest, limit int, dst []tailNote) (note
 	if len(dst) > 0 || page.HasMore {
 		wait = nil
 	}
-	return dst, page.Next, page.HasMore, feedExtent{page.Start, page.Last}, wait, nil
+	return dst, page.Next, page.HasMore, feedExtent{page.Start, page.Last}, wait, false, nil
 }
 
 // feedExtent is the feed's oldest retained and newest made sequences, as
@@ -197,9 +204,9 @@ func (c *call) nextNotes(req *core.FeedRequest, limit int, dst []tailNote) (note
 type feedExtent struct{ start, last uint64 }
 
 // waitFeed waits for news of the feed (wait; nil: a poll interval),
-// until deadline at the latest. It reports false when the request or the
-// server ends.
-func (c *call) waitFeed(wait <-chan struct{}, deadline time.Time) bool {
+// until deadline at the latest. It reports false when the client goes
+// (gone closes) or the server ends.
+func (c *call) waitFeed(wait <-chan struct{}, deadline time.Time, gone <-chan struct{}) bool {
 	d := feedPollInterval
 	if wait != nil {
 		d = feedFallbackPoll // in case news is missed: the loop ended, a read failed
@@ -210,7 +217,7 @@ func (c *call) waitFeed(wait <-chan struct{}, deadline time.Time) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-c.r.Context().Done():
+	case <-gone:
 		return false
 	case <-c.g.streams.done():
 		return false
@@ -228,12 +235,12 @@ func (c *call) feedPoll(req *core.FeedRequest, wait time.Duration) *failure {
 		limit = core.DefaultFeedLimit
 	}
 	for {
-		notes, next, more, ext, news, f := c.nextNotes(req, limit, nil)
+		notes, next, more, ext, news, _, f := c.nextNotes(req, limit, nil)
 		if f != nil {
 			return f
 		}
 		req.After = max(req.After, next) // past what the filter skipped
-		if len(notes) > 0 || more || !time.Now().Before(deadline) || !c.waitFeed(news, deadline) {
+		if len(notes) > 0 || more || !time.Now().Before(deadline) || !c.waitFeed(news, deadline, c.r.Context().Done()) {
 			if c.r.Context().Err() != nil {
 				return nil
 			}
@@ -245,16 +252,18 @@ func (c *call) feedPoll(req *core.FeedRequest, wait time.Duration) *failure {
 // feedStream writes Server-Sent Events until the client goes. A failure
 // before the first event is answered as JSON; one after it ends the
 // stream with an "error" event. A stream from the end (after=now) first
-// names its start as the last event id.
+// names its start as the last event id. What a wake-up finds (the
+// notifications of every commit since the last) goes out in one write.
 func (c *call) feedStream(req *core.FeedRequest, fromEnd bool) *failure {
-	notes, next, more, _, news, f := c.nextNotes(req, core.MaxFeedLimit, nil)
+	notes, next, more, _, news, ticks, f := c.nextNotes(req, core.MaxFeedLimit, nil)
 	if f != nil {
 		return f
 	}
-	fl, ok := c.startSSE()
+	out, ok := c.startSSE()
 	if !ok {
 		return nil
 	}
+	defer out.close()
 	var w jw
 	if fromEnd {
 		w.b = strconv.AppendUint(append(w.b, "id: "...), req.After, 10)
@@ -270,42 +279,100 @@ func (c *call) feedStream(req *core.FeedRequest, fromEnd bool) *failure {
 			w.b = append(w.b, ": keep-alive\n\n"...)
 		}
 		if len(w.b) > 0 {
-			if _, err := c.w.Write(w.b); err != nil {
+			if out.write(w.b) != nil {
 				return nil
-			}
-			if fl != nil {
-				fl.Flush()
 			}
 			lastWrite = time.Now()
 		}
 		w.b = w.b[:0]
-		if !more && len(notes) == 0 && !c.waitFeed(news, lastWrite.Add(feedKeepAlive)) {
-			return nil
+		if !more && len(notes) == 0 {
+			if ticks {
+				// The window's clock wakes the stream for its keep-alive.
+				select {
+				case <-out.gone:
+					return nil
+				case <-c.g.streams.done():
+					return nil
+				case <-news:
+				}
+			} else if !c.waitFeed(news, lastWrite.Add(feedKeepAlive), out.gone) {
+				return nil
+			}
 		}
-		if notes, next, more, _, news, f = c.nextNotes(req, core.MaxFeedLimit, notes[:0]); f != nil {
-			if c.r.Context().Err() != nil {
+		if notes, next, more, _, news, ticks, f = c.nextNotes(req, core.MaxFeedLimit, notes[:0]); f != nil {
+			if out.left() {
 				return nil
 			}
 			body := errorBody(formB, f.info, f.msg)
-			c.w.Write(append(append([]byte("event: error\ndata: "), body...), "\n\n"...))
-			if fl != nil {
-				fl.Flush()
-			}
+			out.write(append(append([]byte("event: error\ndata: "), body...), "\n\n"...))
 			return nil
 		}
 	}
 }
 
+// sseOut is where a stream's events go. Over HTTP/1.x the stream takes
+// the connection over and sends each batch of events with one write, the
+// body ending with the connection (Connection: close, no chunked framing):
+// net/http's HTTP/1 writer passes a body through a 4 KiB buffer, so that
+// a batch of more than about 4 KiB (a few commits' notifications) costs
+// two or three write system calls, each waking the reader. Every open
+// stream writes what each commit made, so these calls are most of what a
+// commit's fan-out to 1,000 streams costs, and the last stream waits for
+// all the others' on the gateway's processors. Otherwise (HTTP/2, a
+// writer that cannot be taken over) the events go through net/http's
+// writer, flushed after each batch.
+type sseOut struct {
+	conn    net.Conn    // taken over; nil: w, fl
+	streams *streamsEnd // with conn: where it is counted
+	w       stdhttp.ResponseWriter
+	fl      stdhttp.Flusher // nil: w cannot flush
+	gone    <-chan struct{} // closed once the client has gone
+}
+
+// write sends b at once.
+func (o *sseOut) write(b []byte) error {
+	if o.conn != nil {
+		_, err := o.conn.Write(b)
+		return err
+	}
+	_, err := o.w.Write(b)
+	if o.fl != nil {
+		o.fl.Flush()
+	}
+	return err
+}
+
+// left reports whether the client has gone.
+func (o *sseOut) left() bool {
+	select {
+	case <-o.gone:
+		return true
+	default:
+		return false
+	}
+}
+
+// close ends the stream's body (a connection taken over is closed).
+func (o *sseOut) close() {
+	if o.conn != nil {
+		o.streams.drop(o.conn)
+	}
+}
+
 // startSSE answers 200 with an event stream's headers, and sends them
 // at once: a reader learns the stream is open before the first event. ok
-// is false for a HEAD request, which gets nothing more. fl is nil when the
-// writer cannot flush.
-func (c *call) startSSE() (fl stdhttp.Flusher, ok bool) {
-	fl, _ = c.w.(stdhttp.Flusher)
+// is false for a HEAD request, which gets nothing more.
+func (c *call) startSSE() (out *sseOut, ok bool) {
 	h := c.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
+	if c.r.Method != "HEAD" && c.r.ProtoMajor == 1 {
+		if out := c.takeOver(); out != nil {
+			return out, true
+		}
+	}
+	fl, _ := c.w.(stdhttp.Flusher)
 	c.w.WriteHeader(stdhttp.StatusOK)
 	if c.r.Method == "HEAD" {
 		return nil, false
@@ -313,7 +380,41 @@ func (c *call) startSSE() (fl stdhttp.Flusher, ok bool) {
 	if fl != nil {
 		fl.Flush()
 	}
-	return fl, true
+	return &sseOut{w: c.w, fl: fl, gone: c.r.Context().Done()}, true
+}
+
+// takeOver takes an HTTP/1.x request's connection over and writes the
+// status line and c.w's headers, with Date and Connection: close; nil
+// when net/http does not give the connection up (the answer is then
+// still to be written through c.w). The connection's read side is read
+// (and what comes discarded) until the client closes it: then gone
+// closes, as net/http ends a request's context.
+func (c *call) takeOver() *sseOut {
+	conn, brw, err := stdhttp.NewResponseController(c.w).Hijack()
+	if err != nil {
+		return nil
+	}
+	conn.SetDeadline(time.Time{}) // the server's read deadline is the request's, not the stream's
+	h := c.w.Header()
+	h.Set("Date", time.Now().UTC().Format(stdhttp.TimeFormat))
+	h.Set("Connection", "close")
+	var head bytes.Buffer
+	if c.r.ProtoAtLeast(1, 1) {
+		head.WriteString("HTTP/1.1 200 OK\r\n")
+	} else {
+		head.WriteString("HTTP/1.0 200 OK\r\n")
+	}
+	h.Write(&head)
+	head.WriteString("\r\n")
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		io.Copy(io.Discard, brw.Reader) // until the client closes, or close closes
+	}()
+	c.g.streams.take(conn)
+	out := &sseOut{conn: conn, streams: &c.g.streams, gone: gone}
+	out.write(head.Bytes()) // a failure shows at the next write, or in gone
+	return out
 }
 
 // feedPage writes a long-poll page; start, next and last are sequences,
@@ -370,10 +471,14 @@ func (w *jw) notification(n *core.Notification) {
 
 // streamsEnd tells waiting feed requests that the server is shutting
 // down: a stream never goes idle, and would hold Shutdown to its deadline.
+// It also keeps the connections that streams took over (takeOver), which
+// net/http's Shutdown neither waits for nor closes.
 type streamsEnd struct {
-	once sync.Once
-	ch   chan struct{}
-	mu   sync.Mutex
+	once  sync.Once
+	ch    chan struct{}
+	mu    sync.Mutex
+	taken map[net.Conn]struct{} // connections of streams under way
+	left  chan struct{}         // closed when a stream leaves taken (nil: nobody waits)
 }
 
 func (s *streamsEnd) done() <-chan struct{} { return s.channel() }
@@ -385,6 +490,57 @@ func (s *streamsEnd) channel() chan struct{} {
 		s.ch = make(chan struct{})
 	}
 	return s.ch
+}
+
+// take counts conn as a stream's until drop.
+func (s *streamsEnd) take(conn net.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.taken == nil {
+		s.taken = make(map[net.Conn]struct{})
+	}
+	s.taken[conn] = struct{}{}
+}
+
+// drop closes a stream's connection and forgets it.
+func (s *streamsEnd) drop(conn net.Conn) {
+	conn.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.taken, conn)
+	if s.left != nil {
+		close(s.left)
+		s.left = nil
+	}
+}
+
+// wait waits until the streams that took their connections over have
+// ended (after endStreams, they end at their next wake-up), or ctx ends:
+// then it closes their connections (a stream writing to a client that
+// does not read fails at once).
+func (s *streamsEnd) wait(ctx context.Context) {
+	for {
+		s.mu.Lock()
+		if len(s.taken) == 0 {
+			s.mu.Unlock()
+			return
+		}
+		if s.left == nil {
+			s.left = make(chan struct{})
+		}
+		left := s.left
+		s.mu.Unlock()
+		select {
+		case <-left:
+		case <-ctx.Done():
+			s.mu.Lock()
+			for conn := range s.taken {
+				conn.Close()
+			}
+			s.mu.Unlock()
+			return
+		}
+	}
 }
 
 // endStreams ends every feed stream and long poll (a long poll answers

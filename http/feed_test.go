@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	stdhttp "net/http"
 	"strings"
 	"sync/atomic"
@@ -313,4 +314,120 @@ func metricLine(t *testing.T, base, name string) string {
 		}
 	}
 	return ""
+}
+
+// TestFeedStreamOwnsItsConnection: over HTTP/1.x a stream answers with
+// Connection: close and no chunked framing, sends what a commit made (here
+// more than net/http's 4 KiB buffer at once) exactly once and in order,
+// ends when the client goes without anything to write, and answers an
+// HTTP/1.0 request as HTTP/1.0.
+func TestFeedStreamOwnsItsConnection(t *testing.T) {
+	e := newEnv(t)
+	expectOK(t, e.req("PUT", "/fences/zone", map[string]any{"shape": "bbox",
+		"min": map[string]any{"lat_nano": 0, "lon_nano": 0}, "max": map[string]any{"lat_nano": 1_000_000_000, "lon_nano": 1_000_000_000}}), "put fence")
+	addr := strings.TrimPrefix(e.base, "http://")
+	open := func(proto string) (net.Conn, *bufio.Reader, *stdhttp.Response) {
+		t.Helper()
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.WriteString(conn, "GET /feed?after=now "+proto+"\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(conn)
+		res, err := stdhttp.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode != 200 || res.Proto != proto || !res.Close || len(res.TransferEncoding) > 0 ||
+			res.Header.Get("Content-Type") != "text/event-stream" || res.Header.Get("Date") == "" {
+			t.Fatalf("%s: %s %v %v %v", proto, res.Status, res.Proto, res.TransferEncoding, res.Header)
+		}
+		return conn, br, res
+	}
+	conn, _, res := open("HTTP/1.1")
+	old, _, _ := open("HTTP/1.0")
+	old.Close()
+	waitStreams := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for m := ""; m != "geoevent_http_feed_streams "+want; m = metricLine(t, e.base, "geoevent_http_feed_streams") {
+			if time.Now().After(deadline) {
+				t.Fatalf("metrics: %q, want %s streams", m, want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitStreams("1") // the HTTP/1.0 stream ended when its client went
+	const batches, perBatch = 3, 40
+	for range batches {
+		var evs []map[string]any
+		for range perBatch {
+			evs = append(evs, ev(newID(), 500_000_000, 500_000_000))
+		}
+		e.insert(evs...)
+	}
+	var want []string // a replica answers its feed from what it has applied, maybe behind the commit
+	for deadline := time.Now().Add(5 * time.Second); len(want) < batches*perBatch; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d notifications, want %d", len(want), batches*perBatch)
+		}
+		r := e.req("GET", "/feed?wait_ms=100", nil)
+		expectOK(t, r, "feed page")
+		want = want[:0]
+		for _, n := range get(r.body, "notifications").([]any) {
+			want = append(want, strings.Trim(str(get(n, "seq")), `"`))
+		}
+	}
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(nil, 1<<20)
+	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "id: ") { // after=now names its start first
+		t.Fatalf("first line %q (%v)", sc.Text(), sc.Err())
+	}
+	var got []string
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+			got = append(got, v)
+		}
+		if sc.Text() == "" && len(got) == len(want) { // the last event's end
+			break
+		}
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("stream ids %v (%v), want %v", got, sc.Err(), want)
+	}
+	conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if sc.Scan() {
+		t.Fatalf("one more line: %q", sc.Text())
+	}
+	conn.Close()
+	waitStreams("0")
+}
+
+// TestFeedStreamKeepAlive: an idle stream that reads the shared window
+// writes its keep-alive again and again, woken by the window's clock (it
+// keeps no timer of its own).
+func TestFeedStreamKeepAlive(t *testing.T) {
+	t.Cleanup(ghttp.SetFeedKeepAlive(300 * time.Millisecond)) // after the env's cleanup: no stream is open
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lines := sseLines(t, ctx, e.base+"/feed")
+	start := time.Now()
+	for n := 0; n < 3; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("the stream ended after %d keep-alives", n)
+			}
+			if l == ": keep-alive" {
+				n++
+			}
+		case <-ctx.Done():
+			t.Fatalf("%d keep-alives in %v", n, time.Since(start))
+		}
+	}
 }

@@ -158,20 +158,18 @@ func (g *Gateway) positions(c *call) *failure {
 	cursor := src.PositionsListen()
 	defer src.PositionsUnlisten()
 
-	fl, ok := c.startSSE()
+	out, ok := c.startSSE()
 	if !ok {
 		return nil
 	}
+	defer out.close()
 	ps := positionStream{inArea: inArea, group: req.group, shown: map[core.Uint128]struct{}{}}
 	ps.w.formA = c.form == formA
 	write := func() bool {
 		if len(ps.w.b) == 0 {
 			return true
 		}
-		_, err := c.w.Write(ps.w.b)
-		if fl != nil {
-			fl.Flush()
-		}
+		err := out.write(ps.w.b)
 		ps.w.b = ps.w.b[:0]
 		return err == nil
 	}
@@ -209,7 +207,7 @@ func (g *Gateway) positions(c *call) *failure {
 		}
 		t := time.NewTimer(time.Until(lastWrite.Add(feedKeepAlive)))
 		select {
-		case <-c.r.Context().Done():
+		case <-out.gone:
 			t.Stop()
 			return nil
 		case <-g.streams.done():

@@ -688,6 +688,7 @@ func (c *call) backendFailure(op core.Operation, err error) *failure {
 // Server is a Gateway on a listener, served by net/http.
 type Server struct {
 	std  *stdhttp.Server
+	g    *Gateway
 	ln   net.Listener
 	done chan struct{}
 	err  error
@@ -726,7 +727,7 @@ func Serve(ln net.Listener, cfg Config) (*Server, error) {
 }
 
 func serveOn(ln net.Listener, g *Gateway) *Server {
-	s := &Server{ln: ln, done: make(chan struct{}), std: &stdhttp.Server{
+	s := &Server{g: g, ln: ln, done: make(chan struct{}), std: &stdhttp.Server{
 		Handler:           g,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
@@ -758,12 +759,14 @@ func (s *Server) Err() error {
 
 // Shutdown stops accepting, closes idle connections, lets requests in
 // flight finish until ctx ends (then closes their connections) and returns
-// once the server has stopped.
+// once the server has stopped. Event streams that took their connections
+// over (feed.go), which net/http no longer counts, are waited for too.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.std.Shutdown(ctx)
 	if err != nil {
 		s.std.Close()
 	}
+	s.g.streams.wait(ctx)
 	<-s.done
 	return err
 }

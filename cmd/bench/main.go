@@ -40,7 +40,8 @@
 // It reports both ingest
 // rates and their ratio, and the notifications' latency from their op_ns
 // (the leader's time for the entry: the latency from commit and a little
-// more) at p50, p99 and p999 (subscribers.go):
+// more) at p50, p99 and p999 (subscribers.go). --subscriber-procs sets
+// the readers' process's GOMAXPROCS (0, the default: Go's):
 //
 //	go run ./cmd/bench --cluster <id> --op track --batch 1000 --concurrency 4 --rate 100000 \
 //	    --fences 1000 --subscribers 1000 --feed http://127.0.0.1:8080 --duration 20s
@@ -124,6 +125,7 @@ type config struct {
 	feedURL     string
 	baseline    bool // --baseline: with --subscribers, a run without them first
 	subscribe   bool // --subscribe-only: be the subscriber process of a run (subscribers.go)
+	subProcs    int  // --subscriber-procs: the subscriber process's --procs
 }
 
 func main() {
@@ -170,6 +172,7 @@ func parseFlags(args []string) (config, error) {
 	subs := fs.Int("subscribers", 0, "Server-Sent Event streams of GET /feed to keep open at --feed during the run, timing each notification from its op_ns (see subscribers.go)")
 	feedURL := fs.String("feed", "", "the HTTP base URL of the replica gateway whose feed --subscribers read")
 	subscribeOnly := fs.Bool("subscribe-only", false, "be the subscriber process of a --subscribers run (the bench starts it itself)")
+	subProcs := fs.Int("subscriber-procs", 0, "with --subscribers, threads running the subscriber process's Go code at once (GOMAXPROCS; 0 = one per core)")
 	baseline := fs.Bool("baseline", true, "with --subscribers, run the load once without them first and report the ratio of the ingest rates")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -177,7 +180,7 @@ func parseFlags(args []string) (config, error) {
 	cfg := config{addresses: strings.Split(*addrs, ","), op: *op, entities: *entities, batch: *batch,
 		concurrency: *conc, duration: *dur, preload: *preload, progress: *progress, httpURL: *httpURL, httpClient: *httpClient,
 		cpuProfile: *cpuProfile, procs: *procs, span: *span, redisAddr: *redisAddr, tile38Addr: *tile38Addr, peerKey: *peerKey, peerPipe: *peerPipe, events: *maxEvents,
-		rate: *rate, subscribers: *subs, fences: *fences, feedURL: strings.TrimRight(*feedURL, "/"), baseline: *baseline, subscribe: *subscribeOnly}
+		rate: *rate, subscribers: *subs, fences: *fences, feedURL: strings.TrimRight(*feedURL, "/"), baseline: *baseline, subscribe: *subscribeOnly, subProcs: *subProcs}
 	if cfg.subscribe {
 		if cfg.subscribers < 1 || cfg.feedURL == "" {
 			return cfg, errors.New("--subscribe-only needs --subscribers and --feed")
@@ -210,8 +213,8 @@ func parseFlags(args []string) (config, error) {
 		return cfg, errors.New("--procs must be 0 (one per core) or more")
 	case cfg.events < 0:
 		return cfg, errors.New("--events must be 0 (no limit) or more")
-	case cfg.rate < 0, cfg.subscribers < 0:
-		return cfg, errors.New("--rate and --subscribers must be 0 or more")
+	case cfg.rate < 0, cfg.subscribers < 0, cfg.subProcs < 0:
+		return cfg, errors.New("--rate, --subscribers and --subscriber-procs must be 0 or more")
 	case cfg.subscribers > 0 && cfg.feedURL == "":
 		return cfg, errNoFeed
 	case cfg.fences < 0 || cfg.fences > core.MaxFences:

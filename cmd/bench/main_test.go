@@ -24,6 +24,7 @@ func TestParseFlags(t *testing.T) {
 		{"--cluster", "1", "--op", "latest-batch", "--batch", "10001"},
 		{"--cluster", "1", "--subscribers", "10"}, // no --feed
 		{"--cluster", "1", "--rate", "-1"},
+		{"--cluster", "1", "--subscriber-procs", "-1"},
 		{"--cluster", "1", "--fences", "-1"},
 		{"--http", "http://127.0.0.1:8080", "--fences", "10"},
 	} {
@@ -68,8 +69,8 @@ func TestPeerFlags(t *testing.T) {
 
 func TestSubscriberFlags(t *testing.T) {
 	cfg, err := parseFlags([]string{"--cluster", "1", "--op", "track", "--subscribers", "1000", "--fences", "100",
-		"--feed", "http://127.0.0.1:8080/", "--rate", "100000"})
-	if err != nil || cfg.subscribers != 1000 || cfg.fences != 100 || cfg.feedURL != "http://127.0.0.1:8080" || cfg.rate != 100000 || !cfg.baseline {
+		"--feed", "http://127.0.0.1:8080/", "--rate", "100000", "--subscriber-procs", "2"})
+	if err != nil || cfg.subscribers != 1000 || cfg.fences != 100 || cfg.feedURL != "http://127.0.0.1:8080" || cfg.rate != 100000 || !cfg.baseline || cfg.subProcs != 2 {
 		t.Fatalf("%+v %v", cfg, err)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
@@ -38,11 +40,16 @@ import (
 // grow. The report is the ingest rate of both runs and their ratio, the
 // notifications received and the latency percentiles. Over the binary
 // protocol it also times notifications from the acknowledgement of the
-// write that made them (the first sampledStreams streams keep each
-// notification's event timestamp and arrival; matched after the run with
-// the batch whose stored timestamps hold it): how long after its writer
-// learnt of the commit a reader did. A notification that arrives first
-// counts as 0.
+// write that made them (sampledStreams streams, spread over the order in
+// which the streams opened, keep each notification's event timestamp and
+// arrival; matched after the run with the batch whose stored timestamps
+// hold it): how long after its writer learnt of the commit a reader did.
+// A notification that arrives first counts as 0. The streams are spread
+// because the server wakes its streams for a commit in about the order
+// they began to wait, so the first ones opened are served first: they
+// would time the fastest readers only. The subscriber process runs at
+// --subscriber-procs threads (GOMAXPROCS; Go's default, one per core,
+// unless set) with the bench's GOGC.
 
 // latencyHist counts latencies in buckets of latencyBucket up to
 // latencyBuckets of them, and those beyond in the last.
@@ -156,13 +163,14 @@ func startSubscribers(base string, n int) (*subscribers, error) {
 		return nil, err
 	}
 	ready := make(chan error, n)
+	every := max(n/sampledStreams, 1) // sampled streams spread over the opening order
 	for i := range n {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			var sample *[]arrival
-			if i < sampledStreams {
-				sample = &s.arrivals[i]
+			if k := i / every; i%every == 0 && k < sampledStreams {
+				sample = &s.arrivals[k]
 			}
 			s.read(ctx, hc, base, after, ready, sample)
 		}()
@@ -292,6 +300,12 @@ func (s *subscribers) result() subscriberResult {
 // the streams, says "ready" on its output, reads them until its input
 // closes and then writes its result as one JSON line.
 func runSubscribeOnly(cfg config) error {
+	if cfg.procs > 0 {
+		runtime.GOMAXPROCS(cfg.procs)
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(benchGOGC)
+	}
 	s, err := startSubscribers(cfg.feedURL, cfg.subscribers)
 	if err != nil {
 		return err
@@ -319,7 +333,8 @@ func spawnSubscribers(cfg config) (*subscriberProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(self, "--subscribe-only", "--subscribers", strconv.Itoa(cfg.subscribers), "--feed", cfg.feedURL)
+	cmd := exec.Command(self, "--subscribe-only", "--subscribers", strconv.Itoa(cfg.subscribers), "--feed", cfg.feedURL,
+		"--procs", strconv.Itoa(cfg.subProcs))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
