@@ -48,8 +48,11 @@ type historian struct {
 	// again, so that the loop, and the reads it serves, go on. Answers to
 	// the loop (done) never wait for it, or a loop waiting here would
 	// wait for ever.
-	mu         sync.Mutex
-	queued     int
+	mu     sync.Mutex
+	queued int
+	// backlog is queued, for readers that do not take mu: the loop's
+	// admission of client writes (admission.go) and the metrics.
+	backlog    atomic.Int64
 	closed     bool
 	stalled    bool
 	progress   chan struct{} // capacity 1: "the historian finished a request"
@@ -63,6 +66,10 @@ type historian struct {
 
 	out *outStream // the history stream for followers (histstream.go)
 	in  *inStream  // a leader's history stream being written
+
+	// beforeWrite, when set (tests only, before Run), runs on the
+	// historian's goroutine before each batch of writes: a slow store.
+	beforeWrite func()
 }
 
 type histOpKind uint8
@@ -196,6 +203,7 @@ func (h *historian) push(op histOp) {
 			}
 		}
 		h.queued += n
+		h.backlog.Store(int64(h.queued))
 		h.mu.Unlock()
 	}
 	h.queue.push(op)
@@ -206,6 +214,7 @@ func (h *historian) push(op histOp) {
 func (h *historian) finished(n int) {
 	h.mu.Lock()
 	h.queued -= n
+	h.backlog.Store(int64(h.queued))
 	h.stalled = false
 	h.mu.Unlock()
 	select {
@@ -254,6 +263,9 @@ func (h *historian) run() {
 			for ; j < len(batch) && batch[j].kind == histWrite && (j == i || n+len(batch[j].writes) <= maxBatchWrites); j++ {
 				entries = append(entries, history.Entry{Index: batch[j].index, Writes: batch[j].writes})
 				n += len(batch[j].writes)
+			}
+			if h.beforeWrite != nil {
+				h.beforeWrite()
 			}
 			if err := h.store.ApplyEntries(entries); err != nil {
 				h.fail(fmt.Errorf("write the history of log entries %d to %d: %w", batch[i].index, batch[j-1].index, err))
