@@ -32,14 +32,19 @@ import (
 //     log is refused like a new one, and answered once admitted (the
 //     session's cached reply, or the wait for its commit).
 //   - When: with hysteresis. The leader starts refusing when more than
-//     refuseAboveWrites are queued and admits again once fewer than
-//     admitBelowWrites are: between the two marks the store drains at its
-//     own rate (a 10,000-event insert is 10,000 queued writes), so a
-//     client's backoff of 100 ms or more finds it admitting, and a load
-//     does not flip between the two states at every batch. The high mark
-//     is half of maxQueuedWrites: what is admitted before the refusal
-//     starts (the requests the replica holds, up to MaxPendingEntries)
-//     fills the other half before push holds the loop.
+//     refuseAboveWrites (100,000) are queued and admits again once fewer
+//     than admitBelowWrites (75,000) are, so that a load does not flip
+//     between the two at every batch (a 10,000-event insert is 10,000
+//     queued writes). The 25,000 between the marks are about what the
+//     store absorbs in a client's first backoff (100-150 ms): a refused
+//     client is admitted on its first or second retry, while the store
+//     still has writes queued. A wider band (50,000, or 400,000 and
+//     300,000 with push's bound at 600,000) changed neither the load's
+//     rate nor its tail. The high mark is half of maxQueuedWrites: the
+//     writes admitted before the refusal starts and applied after it
+//     (a session has one request in flight: 4 sessions of 10,000-event
+//     inserts are 40,000) land in the other half before push holds the
+//     loop.
 //   - Who: the leader alone, from its own clients (the HTTP gateway's
 //     included). A write a follower forwards arrives as a replica message
 //     that only the replica answers: the leader takes it, and push is its
@@ -50,7 +55,7 @@ import (
 //     are still taken between the batches.
 const (
 	refuseAboveWrites = maxQueuedWrites / 2
-	admitBelowWrites  = maxQueuedWrites / 4
+	admitBelowWrites  = maxQueuedWrites * 3 / 8
 )
 
 // admission is the loop's state of the refusal (loop-owned).

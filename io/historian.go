@@ -42,7 +42,9 @@ type historian struct {
 
 	// The writes queued and not yet applied, and the loop's wait for them
 	// to fall to maxQueuedWrites (push): a store slower than the log
-	// slows the loop down instead of queuing without bound. A store that
+	// slows the loop down instead of queuing without bound. The leader's
+	// admission (admission.go) refuses clients' new writes long before
+	// that, so that the wait is the last resort. A store that
 	// makes no progress for stallAfter (a full disk stalls pebble's
 	// flushes) is stalled: writes queue without waiting until it moves
 	// again, so that the loop, and the reads it serves, go on. Answers to
@@ -185,10 +187,12 @@ const maxStalledWrites = 5 * maxQueuedWrites
 // 60 s into a track load).
 const maxBatchWrites = 20_000
 
-// push queues op. A write waits (holding the loop: backpressure) while
-// more than maxQueuedWrites are queued, unless the store is stalled and
-// fewer than maxStalledWrites are; nothing else waits. After close it drops op (a result or view channel
-// then gets nothing: its waiter gives up when the server stops).
+// push queues op. A write waits (holding the loop: the bound of memory of
+// last resort, behind admission.go's refusals) while more than
+// maxQueuedWrites are queued, unless the store is stalled and fewer than
+// maxStalledWrites are; nothing else waits. After close it drops op (a
+// result or view channel then gets nothing: its waiter gives up when the
+// server stops).
 func (h *historian) push(op histOp) {
 	if n := len(op.writes); n > 0 {
 		h.mu.Lock()

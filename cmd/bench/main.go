@@ -38,8 +38,8 @@
 // client's backoff, as any retryable answer, up to 20 times within the
 // client's 30 s; the bench counts the refusals and prints them ("busy").
 // --probe-latest N runs N more sessions during the measured run, on a
-// connection of their own, each reading one random entity's latest, back
-// to back: their latency (p50, p99, max), apart from the load's, is what a
+// connection of their own, each reading one random entity's latest every
+// 10 ms: their latency (p50, p99, p999, max), apart from the load's, is what a
 // reader sees while the load runs (binary protocol or --http).
 //
 // --subscribers N --feed URL measures readers of the fence feed: N
@@ -180,7 +180,7 @@ func parseFlags(args []string) (config, error) {
 	subs := fs.Int("subscribers", 0, "Server-Sent Event streams of GET /feed to keep open at --feed during the run, timing each notification from its op_ns (see subscribers.go)")
 	feedURL := fs.String("feed", "", "the HTTP base URL of the replica gateway whose feed --subscribers read")
 	subscribeOnly := fs.Bool("subscribe-only", false, "be the subscriber process of a --subscribers run (the bench starts it itself)")
-	probes := fs.Int("probe-latest", 0, "sessions reading one random entity's latest back to back during the measured run, on a connection of their own; their latency is printed apart from the load's (binary protocol or --http)")
+	probes := fs.Int("probe-latest", 0, "sessions reading one random entity's latest every 10 ms during the measured run, on a connection of their own; their latency is printed apart from the load's (binary protocol or --http)")
 	baseline := fs.Bool("baseline", true, "with --subscribers, run the load once without them first and report the ratio of the ingest rates")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -405,8 +405,8 @@ func run(cfg config) error {
 		percentile(rec.latencies, 0.50), percentile(rec.latencies, 0.99), percentile(rec.latencies, 0.999), percentile(rec.latencies, 1))
 	if p := rec.probe; p != nil {
 		slices.Sort(p.latencies)
-		fmt.Printf("probe latest: sessions %d  reads %d  errors %d  p50 %s  p99 %s  max %s\n", cfg.probes, p.ops.Load(), p.errors.Load(),
-			percentile(p.latencies, 0.50), percentile(p.latencies, 0.99), percentile(p.latencies, 1))
+		fmt.Printf("probe latest: sessions %d  reads %d  errors %d  p50 %s  p99 %s  p999 %s  max %s\n", cfg.probes, p.ops.Load(), p.errors.Load(),
+			percentile(p.latencies, 0.50), percentile(p.latencies, 0.99), percentile(p.latencies, 0.999), percentile(p.latencies, 1))
 	}
 	if subs != nil {
 		got.report(cfg.subscribers, el, acks)
@@ -416,6 +416,11 @@ func run(cfg config) error {
 	}
 	return nil
 }
+
+// probeEvery is how often a --probe-latest session reads (a read that
+// takes longer delays the next): a probe, not a load of its own that
+// would take the server's processor from the load it measures.
+const probeEvery = 10 * time.Millisecond
 
 // dialTarget connects to the server the flags name, with sessions
 // sessions (connections, for a peer or the HTTP API).
@@ -504,11 +509,13 @@ func measure(ctx context.Context, c target, probe target, cfg config, names []st
 			go func() {
 				defer probes.Done()
 				r := rand.New(rand.NewPCG(uint64(w), 43))
+				tick := time.NewTicker(probeEvery)
+				defer tick.Stop()
 				for {
 					select {
 					case <-stop:
 						return
-					default:
+					case <-tick.C:
 					}
 					t0 := time.Now()
 					if err := probe.latest(ctx, anyID(r, cfg)); err != nil {
