@@ -39,8 +39,12 @@
 // client's 30 s; the bench counts the refusals and prints them ("busy").
 // --probe-latest N runs N more sessions during the measured run, on a
 // connection of their own, each reading one random entity's latest every
-// 10 ms: their latency (p50, p99, p999, max), apart from the load's, is what a
-// reader sees while the load runs (binary protocol or --http).
+// 10 ms: their latency (p50, p99, p999, max), apart from the load's, is
+// what a reader sees while the load runs (binary protocol or --http). At
+// --procs 1 they share the bench's one thread with the load's encoding,
+// and their latency includes waits for it (a p50 of 1-7 ms beside a track
+// load, where a second bench process, --op latest --batch 1 --rate 100,
+// saw 0.06-0.2 ms): for the server's figure alone, run that beside the load.
 //
 // --subscribers N --feed URL measures readers of the fence feed: N
 // Server-Sent Event streams of GET /feed at URL (a replica's gateway) open
