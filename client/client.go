@@ -278,6 +278,7 @@ func (c *Client) run(ctx context.Context, op core.Operation, req request) error 
 					return err
 				}
 				st.reregistered = true
+				c.retrying(err)
 				continue
 			case rotates(ce.Code):
 				s.closeConn()
@@ -299,6 +300,7 @@ func (c *Client) run(ctx context.Context, op core.Operation, req request) error 
 			// has been tried (so a failover costs the election, not a
 			// backoff for each dead address on the way).
 			hops++
+			c.retrying(err)
 			continue
 		}
 		hops = 0
@@ -309,6 +311,14 @@ func (c *Client) run(ctx context.Context, op core.Operation, req request) error 
 			return &RetryError{Attempts: st.attempts, Err: err, Reason: c.closedOr(reason)}
 		}
 		retries++
+		c.retrying(err)
+	}
+}
+
+// retrying tells Options.OnRetry, if set, that a call retries after err.
+func (c *Client) retrying(err error) {
+	if c.opts.OnRetry != nil {
+		c.opts.OnRetry(err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -322,6 +323,8 @@ func TestRetryableCodeIsRetriedWithBackoff(t *testing.T) {
 	s := startServer(t, testserver.Config{})
 	opts := testOptions(s)
 	opts.BaseBackoff, opts.MaxBackoff = 40*time.Millisecond, time.Second
+	var retried []core.Code // OnRetry's, on the calling goroutine
+	opts.OnRetry = func(err error) { retried = append(retried, codeOf(t, err)) }
 	c := newClient(t, []string{s.Addr()}, opts)
 	if _, err := c.Ping(context.Background()); err != nil { // connect and register first
 		t.Fatal(err)
@@ -335,6 +338,9 @@ func TestRetryableCodeIsRetriedWithBackoff(t *testing.T) {
 	}
 	if n := s.RequestsFor(core.OpUpsert); n != 3 {
 		t.Fatalf("%d upsert requests, want 3 (2 retries)", n)
+	}
+	if want := []core.Code{core.ClusterBusy.Code, core.ClusterBusy.Code}; !slices.Equal(retried, want) {
+		t.Fatalf("OnRetry was told of %v, want %v", retried, want)
 	}
 	// Backoffs 40 ms and 80 ms, plus jitter up to 20 ms each.
 	if elapsed < 120*time.Millisecond || elapsed > 5*time.Second {

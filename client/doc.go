@@ -105,6 +105,8 @@
 //     (ErrTotalTimeout, the context's cause, ErrClosed). A call stopped
 //     while it waits for a free session, before any attempt, returns an
 //     error wrapping that reason.
+//   - Options.OnRetry, when set, is told of each retry and of the error that
+//     caused it (a load generator counts 212 CLUSTER_BUSY refusals so).
 //   - Options.DisableRetries sends each request once and returns its error
 //     as it is (after a 201 the session still registers again, on the next
 //     call).

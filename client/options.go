@@ -22,6 +22,12 @@ type Options struct {
 	RequestTimeout time.Duration // default 30 s: one attempt
 	DisableRetries bool          // send each request once
 	MaxBatchEvents int           // default 10,000: larger Insert/Upsert batches are split
+	// OnRetry, when set, is called on the calling goroutine each time a
+	// call sends its request again, just before it does, with the error
+	// of the attempt before: a *core.Error of a retryable code (212
+	// CLUSTER_BUSY, ...), 201 SESSION_EXPIRED, or a connection error. It
+	// counts or logs retries; it must not block.
+	OnRetry func(err error)
 	// Dial opens a session's connection to the replica at addr (an entry
 	// of the client's addresses) within ctx (nil: TCP, under
 	// ConnectTimeout). A transport other than TCP plugs in here, for

@@ -42,14 +42,19 @@ type historian struct {
 
 	// The writes queued and not yet applied, and the loop's wait for them
 	// to fall to maxQueuedWrites (push): a store slower than the log
-	// slows the loop down instead of queuing without bound. A store that
+	// slows the loop down instead of queuing without bound. The leader's
+	// admission (admission.go) refuses clients' new writes long before
+	// that, so that the wait is the last resort. A store that
 	// makes no progress for stallAfter (a full disk stalls pebble's
 	// flushes) is stalled: writes queue without waiting until it moves
 	// again, so that the loop, and the reads it serves, go on. Answers to
 	// the loop (done) never wait for it, or a loop waiting here would
 	// wait for ever.
-	mu         sync.Mutex
-	queued     int
+	mu     sync.Mutex
+	queued int
+	// backlog is queued, for readers that do not take mu: the loop's
+	// admission of client writes (admission.go) and the metrics.
+	backlog    atomic.Int64
 	closed     bool
 	stalled    bool
 	progress   chan struct{} // capacity 1: "the historian finished a request"
@@ -63,6 +68,10 @@ type historian struct {
 
 	out *outStream // the history stream for followers (histstream.go)
 	in  *inStream  // a leader's history stream being written
+
+	// beforeWrite, when set (tests only, before Run), runs on the
+	// historian's goroutine before each batch of writes: a slow store.
+	beforeWrite func()
 }
 
 type histOpKind uint8
@@ -178,10 +187,12 @@ const maxStalledWrites = 5 * maxQueuedWrites
 // 60 s into a track load).
 const maxBatchWrites = 20_000
 
-// push queues op. A write waits (holding the loop: backpressure) while
-// more than maxQueuedWrites are queued, unless the store is stalled and
-// fewer than maxStalledWrites are; nothing else waits. After close it drops op (a result or view channel
-// then gets nothing: its waiter gives up when the server stops).
+// push queues op. A write waits (holding the loop: the bound of memory of
+// last resort, behind admission.go's refusals) while more than
+// maxQueuedWrites are queued, unless the store is stalled and fewer than
+// maxStalledWrites are; nothing else waits. After close it drops op (a
+// result or view channel then gets nothing: its waiter gives up when the
+// server stops).
 func (h *historian) push(op histOp) {
 	if n := len(op.writes); n > 0 {
 		h.mu.Lock()
@@ -196,6 +207,7 @@ func (h *historian) push(op histOp) {
 			}
 		}
 		h.queued += n
+		h.backlog.Store(int64(h.queued))
 		h.mu.Unlock()
 	}
 	h.queue.push(op)
@@ -206,6 +218,7 @@ func (h *historian) push(op histOp) {
 func (h *historian) finished(n int) {
 	h.mu.Lock()
 	h.queued -= n
+	h.backlog.Store(int64(h.queued))
 	h.stalled = false
 	h.mu.Unlock()
 	select {
@@ -254,6 +267,9 @@ func (h *historian) run() {
 			for ; j < len(batch) && batch[j].kind == histWrite && (j == i || n+len(batch[j].writes) <= maxBatchWrites); j++ {
 				entries = append(entries, history.Entry{Index: batch[j].index, Writes: batch[j].writes})
 				n += len(batch[j].writes)
+			}
+			if h.beforeWrite != nil {
+				h.beforeWrite()
 			}
 			if err := h.store.ApplyEntries(entries); err != nil {
 				h.fail(fmt.Errorf("write the history of log entries %d to %d: %w", batch[i].index, batch[j-1].index, err))

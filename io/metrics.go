@@ -85,7 +85,8 @@ var (
 )
 
 // serverMetrics are the server's instruments in Options.Metrics. The loop
-// never records into them but for the rare leader change; the readers
+// records into them only a leader change and a write it refuses (a
+// counter's atomic add); the readers
 // count requests (and with the writers time them: opTimes), the disk
 // goroutine its fsyncs and snapshots, and gauges read Health when
 // scraped.
@@ -96,7 +97,10 @@ type serverMetrics struct {
 	set           *metrics.Set
 	registers     *metrics.Counter
 	leaderChanges *metrics.Counter
-	disk          diskMetrics
+	// refusedHistory counts the writes refused while the history store
+	// was behind (admission.go).
+	refusedHistory *metrics.Counter
+	disk           diskMetrics
 	// Work beside the loop: a snapshot encoded for a follower (leader),
 	// or a leader's snapshot decoded into the state (follower).
 	snapshotEncode, snapshotDecode *metrics.PrometheusHistogram
@@ -140,6 +144,7 @@ func newServerMetrics(s *Server, set *metrics.Set) *serverMetrics {
 	}
 	m.registers = set.NewCounter(`geoevent_session_registers_total`)
 	m.leaderChanges = set.NewCounter(`geoevent_raft_leader_changes_total`)
+	m.refusedHistory = set.NewCounter(`geoevent_writes_refused_total{reason="history_backlog"}`)
 	m.disk.fsync = set.NewPrometheusHistogramExt(`geoevent_log_fsync_seconds`, LatencyBuckets)
 	m.disk.entriesPerFsync = set.NewPrometheusHistogramExt(`geoevent_log_entries_per_fsync`, countBuckets)
 	m.disk.snapshotWrite = set.NewPrometheusHistogramExt(`geoevent_snapshot_write_seconds`, LatencyBuckets)
@@ -185,6 +190,12 @@ func newServerMetrics(s *Server, set *metrics.Set) *serverMetrics {
 			return 0
 		}
 		return float64(s.hist.diskBytes.Load())
+	})
+	set.NewGauge(`geoevent_history_backlog_writes`, func() float64 {
+		if s.hist == nil {
+			return 0
+		}
+		return float64(s.hist.backlog.Load())
 	})
 	set.NewGauge(`geoevent_position_listeners`, func() float64 { return float64(s.positions.listeners.Load()) })
 	set.NewGauge(`geoevent_position_ring_writes`, func() float64 {
@@ -372,6 +383,14 @@ func (t *opTimes) written(at time.Time) {
 	}
 	for _, st := range t.keys {
 		t.m.answered(st.op, at.Sub(st.at))
+	}
+}
+
+// refusedWrite counts a write refused while the history store was behind.
+// A nil m counts nothing.
+func (m *serverMetrics) refusedWrite() {
+	if m != nil {
+		m.refusedHistory.Inc()
 	}
 }
 

@@ -194,8 +194,12 @@ type Server struct {
 	refusing chan struct{}
 	// lastRelief is when relieve last gave memory back (UnixNano).
 	lastRelief atomic.Int64
-	// The log lines that a client can set off, at most one a second each.
-	frameLog, busyLog, timeoutLog, limitLog rateLog
+	// The log lines that a client can set off, at most one a second each;
+	// admitLog's (admission.go), at most one every 10 s.
+	frameLog, busyLog, timeoutLog, limitLog, admitLog rateLog
+	// admit refuses clients' writes while the history store is behind
+	// (admission.go; loop-owned).
+	admit admission
 
 	// replyBufs holds the memory of written replies (core.IO.SendReply)
 	// for the loop to encode replies into again (core.IO.ReplyBuffer).
@@ -275,6 +279,8 @@ func openLocked(dir string, lock *DirLock, opts Options) (s *Server, err error) 
 		busyLog:     rateLog{interval: time.Second},
 		timeoutLog:  rateLog{interval: time.Second},
 		limitLog:    rateLog{interval: time.Second},
+		admitLog:    rateLog{interval: 10 * time.Second},
+		admit:       newAdmission(),
 		besideDone:  make(chan func(), 1),
 		peerLost:    make(chan uint32, 8),
 		loopDone:    make(chan struct{}),
@@ -723,10 +729,12 @@ func (s *Server) prepareFrame(kind netEventKind, f *netFrame) {
 }
 
 // clientFrame hands a client frame of c (a connection or a LocalConn) to
-// the replica, prepared if it was, unless c is dead.
+// the replica, prepared if it was, unless c is dead or the frame is a
+// write refused while the history store is behind (admission.go).
 func (s *Server) clientFrame(c *conn, f netFrame) {
 	switch {
 	case c.dead:
+	case s.refuseWrite(c, &f):
 	case f.prepared != nil:
 		s.r.ReceivePrepared(c.id, f.h, f.payload, f.prepared)
 	case f.read != nil:

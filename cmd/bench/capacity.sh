@@ -16,6 +16,8 @@
 #
 # Environment: DIR, the work directory (default a new temporary one, removed
 # at the end unless KEEP=1); CONCURRENCY (4) and BATCH (10000) of the load;
+# PROBES (1), get-latest sessions reading during the load (--probe-latest:
+# what a reader waits while the load runs);
 # SAMPLE, seconds between samples (2); SETTLE, seconds to sample after the
 # load before the kill (10); HISTORY, seconds of each history run (10);
 # COLD=1 drops the page cache (root only: /proc/sys/vm/drop_caches) before
@@ -30,6 +32,7 @@ batch=${BATCH:-10000}
 sample=${SAMPLE:-2}
 settle=${SETTLE:-10}
 hist=${HISTORY:-10}
+probes=${PROBES:-1}
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=${DIR:-$(mktemp -d)}
@@ -98,7 +101,7 @@ sampler=$!
 echo "track load: $events events into $entities entities, $conc sessions, batches of $batch"
 t0=$(now)
 "$work/bench" --addresses "$addr" --cluster "$cluster" --op track --entities "$entities" --batch "$batch" \
-	--concurrency "$conc" --events "$events" --duration 24h --progress 10s | tee "$work/track.txt"
+	--concurrency "$conc" --events "$events" --duration 24h --progress 10s --probe-latest "$probes" | tee "$work/track.txt"
 t1=$(now)
 kill "$sampler" 2>/dev/null || true
 wait "$sampler" 2>/dev/null || true

@@ -33,6 +33,19 @@
 //
 // --rate R paces the sessions to R events a second at most, together.
 //
+// A write the server refuses with 212 CLUSTER_BUSY (a leader whose
+// history store is behind its log, among others) is retried with the
+// client's backoff, as any retryable answer, up to 20 times within the
+// client's 30 s; the bench counts the refusals and prints them ("busy").
+// --probe-latest N runs N more sessions during the measured run, on a
+// connection of their own, each reading one random entity's latest every
+// 10 ms: their latency (p50, p99, p999, max), apart from the load's, is
+// what a reader sees while the load runs (binary protocol or --http). At
+// --procs 1 they share the bench's one thread with the load's encoding,
+// and their latency includes waits for it (a p50 of 1-7 ms beside a track
+// load, where a second bench process, --op latest --batch 1 --rate 100,
+// saw 0.06-0.2 ms): for the server's figure alone, run that beside the load.
+//
 // --subscribers N --feed URL measures readers of the fence feed: N
 // Server-Sent Event streams of GET /feed at URL (a replica's gateway) open
 // while the load runs, after a run without them (--baseline, on by
@@ -124,6 +137,7 @@ type config struct {
 	fences      int   // --fences: put this many fences before the load (binary protocol)
 	feedURL     string
 	baseline    bool // --baseline: with --subscribers, a run without them first
+	probes      int  // --probe-latest: get-latest sessions beside the load
 	subscribe   bool // --subscribe-only: be the subscriber process of a run (subscribers.go)
 	subProcs    int  // --subscriber-procs: the subscriber process's --procs
 }
@@ -173,6 +187,7 @@ func parseFlags(args []string) (config, error) {
 	feedURL := fs.String("feed", "", "the HTTP base URL of the replica gateway whose feed --subscribers read")
 	subscribeOnly := fs.Bool("subscribe-only", false, "be the subscriber process of a --subscribers run (the bench starts it itself)")
 	subProcs := fs.Int("subscriber-procs", 0, "with --subscribers, threads running the subscriber process's Go code at once (GOMAXPROCS; 0 = one per core)")
+	probes := fs.Int("probe-latest", 0, "sessions reading one random entity's latest every 10 ms during the measured run, on a connection of their own; their latency is printed apart from the load's (binary protocol or --http)")
 	baseline := fs.Bool("baseline", true, "with --subscribers, run the load once without them first and report the ratio of the ingest rates")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -180,7 +195,8 @@ func parseFlags(args []string) (config, error) {
 	cfg := config{addresses: strings.Split(*addrs, ","), op: *op, entities: *entities, batch: *batch,
 		concurrency: *conc, duration: *dur, preload: *preload, progress: *progress, httpURL: *httpURL, httpClient: *httpClient,
 		cpuProfile: *cpuProfile, procs: *procs, span: *span, redisAddr: *redisAddr, tile38Addr: *tile38Addr, peerKey: *peerKey, peerPipe: *peerPipe, events: *maxEvents,
-		rate: *rate, subscribers: *subs, fences: *fences, feedURL: strings.TrimRight(*feedURL, "/"), baseline: *baseline, subscribe: *subscribeOnly, subProcs: *subProcs}
+		rate: *rate, subscribers: *subs, fences: *fences, feedURL: strings.TrimRight(*feedURL, "/"), baseline: *baseline, subscribe: *subscribeOnly,
+		subProcs: *subProcs, probes: *probes}
 	if cfg.subscribe {
 		if cfg.subscribers < 1 || cfg.feedURL == "" {
 			return cfg, errors.New("--subscribe-only needs --subscribers and --feed")
@@ -213,8 +229,10 @@ func parseFlags(args []string) (config, error) {
 		return cfg, errors.New("--procs must be 0 (one per core) or more")
 	case cfg.events < 0:
 		return cfg, errors.New("--events must be 0 (no limit) or more")
-	case cfg.rate < 0, cfg.subscribers < 0, cfg.subProcs < 0:
-		return cfg, errors.New("--rate, --subscribers and --subscriber-procs must be 0 or more")
+	case cfg.rate < 0, cfg.subscribers < 0, cfg.subProcs < 0, cfg.probes < 0:
+		return cfg, errors.New("--rate, --subscribers, --subscriber-procs and --probe-latest must be 0 or more")
+	case cfg.probes > 0 && (cfg.redisAddr != "" || cfg.tile38Addr != ""):
+		return cfg, errors.New("--probe-latest reads over the binary protocol or --http only")
 	case cfg.subscribers > 0 && cfg.feedURL == "":
 		return cfg, errNoFeed
 	case cfg.fences < 0 || cfg.fences > core.MaxFences:
@@ -255,6 +273,8 @@ type recorder struct {
 	ops       atomic.Int64
 	events    atomic.Int64
 	errors    atomic.Int64
+	busy      int64     // 212 CLUSTER_BUSY answers retried during the run
+	probe     *recorder // --probe-latest's reads, nil without
 }
 
 func (r *recorder) add(d time.Duration, events int) {
@@ -275,6 +295,26 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 // benchGOGC is the bench's GOGC when the environment does not set one.
 const benchGOGC = 800
 
+// busy counts the binary protocol's 212 CLUSTER_BUSY answers, each
+// retried by the client (client.Options.OnRetry).
+var busy atomic.Int64
+
+// benchRetries is the bench client's retries of a call (the client's
+// default 5 are spent in about 3 s): a load that a busy server refuses
+// for longer is slowed, not failed.
+const benchRetries = 20
+
+// newBinaryClient is a client of sessions sessions that counts the
+// refusals it retries in busy.
+func newBinaryClient(cfg config, sessions int) (*client.Client, error) {
+	return client.New(cfg.addresses, client.Options{Cluster: cfg.cluster, PoolSize: sessions, MaxRetries: benchRetries,
+		OnRetry: func(err error) {
+			if ce := (*core.Error)(nil); errors.As(err, &ce) && ce.Code == core.ClusterBusy.Code {
+				busy.Add(1)
+			}
+		}})
+}
+
 func run(cfg config) error {
 	if cfg.procs > 0 {
 		runtime.GOMAXPROCS(cfg.procs)
@@ -282,34 +322,23 @@ func run(cfg config) error {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(benchGOGC)
 	}
-	var c target
+	c, err := dialTarget(cfg, cfg.concurrency)
+	if err != nil {
+		return err
+	}
 	var acks *ackLog // the binary protocol's acknowledgements, with --subscribers
-	switch {
-	case cfg.redisAddr != "" || cfg.tile38Addr != "":
-		r, err := newRESPTarget(cfg.redisAddr+cfg.tile38Addr, cfg.tile38Addr != "", cfg.peerKey, cfg.concurrency, cfg.peerPipe)
-		if err != nil {
-			return err
-		}
-		c = r
-	case cfg.httpURL != "":
-		h, err := newHTTPTarget(cfg.httpURL, cfg.concurrency, cfg.httpClient)
-		if err != nil {
-			return err
-		}
-		c = h
-	default:
-		cl, err := client.New(cfg.addresses, client.Options{Cluster: cfg.cluster, PoolSize: cfg.concurrency})
-		if err != nil {
-			return err
-		}
-		bt := binaryTarget{c: cl}
-		if cfg.subscribers > 0 {
-			bt.acks = &ackLog{}
-			acks = bt.acks
-		}
-		c = bt
+	if bt, ok := c.(binaryTarget); ok && cfg.subscribers > 0 {
+		bt.acks = &ackLog{}
+		acks, c = bt.acks, bt
 	}
 	defer c.close()
+	var probe target // --probe-latest's, on connections of its own
+	if cfg.probes > 0 {
+		if probe, err = dialTarget(cfg, cfg.probes); err != nil {
+			return err
+		}
+		defer probe.close()
+	}
 	ctx := context.Background()
 	if cfg.fences > 0 {
 		if err := putFences(ctx, c.(binaryTarget).c, cfg, cfg.fences); err != nil {
@@ -354,7 +383,7 @@ func run(cfg config) error {
 	}
 	var alone float64 // events/s of the run without subscribers
 	if cfg.subscribers > 0 && cfg.baseline {
-		rec, el := measure(ctx, c, cfg, names, total)
+		rec, el := measure(ctx, c, nil, cfg, names, total)
 		alone = float64(rec.events.Load()) / el.Seconds()
 		fmt.Printf("without subscribers: events/s %.0f  errors %d\n", alone, rec.errors.Load())
 	}
@@ -367,7 +396,7 @@ func run(cfg config) error {
 		}
 		fmt.Printf("%d feed streams open\n", cfg.subscribers)
 	}
-	rec, el := measure(ctx, c, cfg, names, total)
+	rec, el := measure(ctx, c, probe, cfg, names, total)
 	var got subscriberResult
 	if subs != nil {
 		var err error
@@ -378,9 +407,14 @@ func run(cfg config) error {
 	slices.Sort(rec.latencies)
 	fmt.Printf("%s op=%s concurrency=%d batch=%d duration=%s procs=%d\n", proto, cfg.op, cfg.concurrency, cfg.batch, el.Round(time.Millisecond), runtime.GOMAXPROCS(0))
 	rate := float64(rec.events.Load()) / el.Seconds()
-	fmt.Printf("ops/s %.0f  events/s %.0f  errors %d\n", float64(rec.ops.Load())/el.Seconds(), rate, rec.errors.Load())
+	fmt.Printf("ops/s %.0f  events/s %.0f  errors %d  busy %d\n", float64(rec.ops.Load())/el.Seconds(), rate, rec.errors.Load(), rec.busy)
 	fmt.Printf("latency p50 %s  p99 %s  p999 %s  max %s\n",
 		percentile(rec.latencies, 0.50), percentile(rec.latencies, 0.99), percentile(rec.latencies, 0.999), percentile(rec.latencies, 1))
+	if p := rec.probe; p != nil {
+		slices.Sort(p.latencies)
+		fmt.Printf("probe latest: sessions %d  reads %d  errors %d  p50 %s  p99 %s  p999 %s  max %s\n", cfg.probes, p.ops.Load(), p.errors.Load(),
+			percentile(p.latencies, 0.50), percentile(p.latencies, 0.99), percentile(p.latencies, 0.999), percentile(p.latencies, 1))
+	}
 	if subs != nil {
 		got.report(cfg.subscribers, el, acks)
 		if alone > 0 {
@@ -390,10 +424,34 @@ func run(cfg config) error {
 	return nil
 }
 
-// measure runs the load for --duration (or --events) and returns what it
+// probeEvery is how often a --probe-latest session reads (a read that
+// takes longer delays the next): a probe, not a load of its own that
+// would take the server's processor from the load it measures.
+const probeEvery = 10 * time.Millisecond
+
+// dialTarget connects to the server the flags name, with sessions
+// sessions (connections, for a peer or the HTTP API).
+func dialTarget(cfg config, sessions int) (target, error) {
+	switch {
+	case cfg.redisAddr != "" || cfg.tile38Addr != "":
+		return newRESPTarget(cfg.redisAddr+cfg.tile38Addr, cfg.tile38Addr != "", cfg.peerKey, sessions, cfg.peerPipe)
+	case cfg.httpURL != "":
+		return newHTTPTarget(cfg.httpURL, sessions, cfg.httpClient)
+	default:
+		cl, err := newBinaryClient(cfg, sessions)
+		if err != nil {
+			return nil, err
+		}
+		return binaryTarget{c: cl}, nil
+	}
+}
+
+// measure runs the load for --duration (or --events), and probe's
+// get-latest sessions beside it unless probe is nil, and returns what it
 // recorded and how long it took.
-func measure(ctx context.Context, c target, cfg config, names []string, total int) (*recorder, time.Duration) {
+func measure(ctx context.Context, c target, probe target, cfg config, names []string, total int) (*recorder, time.Duration) {
 	rec := &recorder{}
+	busy0 := busy.Load()
 	var nextNew atomic.Uint64
 	nextNew.Store(uint64(cfg.entities) + 1)
 	deadline := time.Now().Add(cfg.duration)
@@ -409,7 +467,7 @@ func measure(ctx context.Context, c target, cfg config, names []string, total in
 					return
 				case <-tick.C:
 					el := time.Since(start).Seconds()
-					fmt.Printf("  %5.0fs  %9.0f ops/s  %11.0f events/s  errors %d\n", el, float64(rec.ops.Load())/el, float64(rec.events.Load())/el, rec.errors.Load())
+					fmt.Printf("  %5.0fs  %9.0f ops/s  %11.0f events/s  errors %d  busy %d\n", el, float64(rec.ops.Load())/el, float64(rec.events.Load())/el, rec.errors.Load(), busy.Load()-busy0)
 				}
 			}
 		}()
@@ -450,9 +508,38 @@ func measure(ctx context.Context, c target, cfg config, names []string, total in
 			}
 		}(w)
 	}
+	var probes sync.WaitGroup
+	if probe != nil {
+		rec.probe = &recorder{}
+		for w := range cfg.probes {
+			probes.Add(1)
+			go func() {
+				defer probes.Done()
+				r := rand.New(rand.NewPCG(uint64(w), 43))
+				tick := time.NewTicker(probeEvery)
+				defer tick.Stop()
+				for {
+					select {
+					case <-stop:
+						return
+					case <-tick.C:
+					}
+					t0 := time.Now()
+					if err := probe.latest(ctx, anyID(r, cfg)); err != nil {
+						rec.probe.errors.Add(1)
+						continue
+					}
+					rec.probe.add(time.Since(t0), 1)
+				}
+			}()
+		}
+	}
 	wg.Wait()
+	el := time.Since(start)
 	close(stop)
-	return rec, time.Since(start)
+	probes.Wait()
+	rec.busy = busy.Load() - busy0
+	return rec, el
 }
 
 func point(r *rand.Rand) (int64, int64) {

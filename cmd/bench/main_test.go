@@ -27,10 +27,19 @@ func TestParseFlags(t *testing.T) {
 		{"--cluster", "1", "--subscriber-procs", "-1"},
 		{"--cluster", "1", "--fences", "-1"},
 		{"--http", "http://127.0.0.1:8080", "--fences", "10"},
+		{"--cluster", "1", "--probe-latest", "-1"},
+		{"--redis", "127.0.0.1:6379", "--probe-latest", "1"},
 	} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
+	}
+}
+
+func TestProbeLatestFlag(t *testing.T) {
+	cfg, err := parseFlags([]string{"--cluster", "1", "--op", "track", "--probe-latest", "2"})
+	if err != nil || cfg.probes != 2 {
+		t.Fatalf("%+v %v", cfg, err)
 	}
 }
 
