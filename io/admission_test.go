@@ -52,7 +52,6 @@ func TestWritesAreRefusedWhileTheHistoryIsBehind(t *testing.T) {
 	gate := make(chan struct{}) // closed: the store writes, slowly
 	var once sync.Once
 	open := func() { once.Do(func() { close(gate) }) }
-	t.Cleanup(open) // before the server's close, which waits for the historian
 	set := metrics.NewSet()
 	s := serveWith(t, formatDir(t), Options{Addresses: []string{"127.0.0.1:0"}, Metrics: set}, func(s *Server) {
 		s.admit.high, s.admit.low = high, low
@@ -61,6 +60,7 @@ func TestWritesAreRefusedWhileTheHistoryIsBehind(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	})
+	t.Cleanup(open) // registered after the server's close, so run before it: the close waits for the historian
 	c := dial(t, s.Addr())
 	c.register(testCluster)
 	reader := dial(t, s.Addr())
@@ -68,12 +68,15 @@ func TestWritesAreRefusedWhileTheHistoryIsBehind(t *testing.T) {
 	lc := dialLocal(t, s.Server)
 	localID := localSession(t, lc)
 
-	// The store takes nothing: each insert adds entities writes to its
-	// queue, until the queue passes the high mark.
-	acked := 0
+	// The first insert makes the entities, which writes nothing to the
+	// store (it holds older events only). Then the store takes nothing:
+	// each insert adds entities writes to its queue (each entity's latest
+	// becomes an older event), until the queue passes the high mark.
+	c.call(core.OpInsert, fleetBatch(entities, 0))
+	acked := 1
 	var refused *core.Error
-	for round := 0; refused == nil; round++ {
-		if round > high/entities+1 {
+	for round := 1; refused == nil; round++ {
+		if round > high/entities+2 {
 			t.Fatalf("%d inserts of %d events admitted with the store stopped (high mark %d)", round, entities, high)
 		}
 		c.sendRequest(core.OpInsert, fleetBatch(entities, round))
@@ -99,8 +102,8 @@ func TestWritesAreRefusedWhileTheHistoryIsBehind(t *testing.T) {
 	if got := metricValue(t, set, `geoevent_writes_refused_total{reason="history_backlog"}`); got != 1 {
 		t.Errorf("writes refused: %v, want 1", got)
 	}
-	if got := metricValue(t, set, `geoevent_history_backlog_writes`); got != float64(acked*entities) {
-		t.Errorf("history backlog: %v writes, want %d", got, acked*entities)
+	if got := metricValue(t, set, `geoevent_history_backlog_writes`); got != float64((acked-1)*entities) {
+		t.Errorf("history backlog: %v writes, want %d", got, (acked-1)*entities)
 	}
 
 	// Meanwhile reads, pings and the gateway's requests are answered at
