@@ -32,7 +32,7 @@ import (
 // a frozen view shares them.
 type watchView struct {
 	fences                        []*fence // name order
-	feed                          feedView
+	feed                          feedStore
 	index, opNS, lastSeq, dropped uint64
 	hooks                         hookView // the section after this one (hooks.go)
 	retainNS                      uint64   // and the retention section's
