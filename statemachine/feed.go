@@ -255,6 +255,20 @@ func (f *feedLog) ref(name string) uint32 {
 	return i
 }
 
+// refFence is ref of x's name, by the number x remembers when the
+// table still holds its name there (a map lookup a notification is most
+// of a push's cost with many fences).
+func (f *feedLog) refFence(x *fence) uint32 {
+	i := x.feedName
+	if int(i) >= len(f.names.refs) || f.names.refs[i] == 0 || f.feedStore.names[i] != x.def.Name {
+		i = f.ref(x.def.Name)
+		x.feedName = i
+		return i
+	}
+	f.names.refs[i]++
+	return i
+}
+
 // unref counts one notification fewer that names number i.
 func (f *feedLog) unref(i uint32) {
 	t := &f.names
@@ -278,13 +292,14 @@ func (f *feedLog) newGroup(ev *core.GeoEvent, prev core.Coordinate, opNS, seq ui
 	return uint32(f.nextGroup - 1)
 }
 
-// appendNote adds a notification of group g (the newest) after the newest.
-func (f *feedLog) appendNote(g uint32, t core.NotifyType, fence string, hasPrev bool) {
+// appendNote adds a notification of group g (the newest) after the
+// newest, naming the fence name of number name (counted by ref).
+func (f *feedLog) appendNote(g uint32, t core.NotifyType, name uint32, hasPrev bool) {
 	end := f.head + f.n
 	if end == len(f.chunks)*feedChunkLen {
 		f.chunks = append(f.chunks, new(feedChunk))
 	}
-	bits := f.ref(fence)<<3 | uint32(t)&3
+	bits := name<<3 | uint32(t)&3
 	if hasPrev {
 		bits |= 4
 	}
@@ -303,7 +318,7 @@ func (f *feedLog) pushEvent(ev *core.GeoEvent, prev core.Coordinate, hasPrev boo
 	seq := max(f.lastSeq+1, f.index<<32+1)
 	g := f.newGroup(ev, prev, f.opNS, seq)
 	for _, x := range notes {
-		f.appendNote(g, x.t, x.f.def.Name, hasPrev)
+		f.appendNote(g, x.t, f.refFence(x.f), hasPrev)
 	}
 	f.lastSeq = seq + uint64(len(notes)) - 1
 	f.trim() // trimming once drops what trimming after each notification would
@@ -319,7 +334,7 @@ func (f *feedLog) append(n *core.Notification) {
 		x.seq+(f.base+uint64(f.head+f.n)-x.first) != n.Seq {
 		g = f.newGroup(&n.Event, n.Prev, n.OpNS, n.Seq)
 	}
-	f.appendNote(g, n.Type, n.Fence, n.HasPrev)
+	f.appendNote(g, n.Type, f.ref(n.Fence), n.HasPrev)
 }
 
 func (f *feedLog) trim() {

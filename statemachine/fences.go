@@ -52,6 +52,10 @@ type fence struct {
 	slot   uint32          // its number in the index, while it is in it
 	blocks []fenceBlockUse // the blocks its covering has cells in, by key
 	big    []uint64        // its covering cells coarser than blockLevel
+	// feedName is the feed's number for its name, while the feed's table
+	// holds the name there (feedLog.refFence): a cache, not state, and
+	// the one field that changes after the fence is made.
+	feedName uint32
 }
 
 // fenceCoverCells bounds a polygon fence's covering (geom's
