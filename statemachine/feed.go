@@ -157,10 +157,11 @@ type (
 // feedStore is the retained notifications: the ones from position head of
 // chunks[0] on, n of them, and their groups. Appending fills the last
 // chunks, and dropping the oldest advances head and lets go of chunks it
-// has passed: no note, group or name slot that a retained notification
-// uses is ever copied or overwritten once written, so a frozen view (a
-// feedStore with its own copies of the tables of chunks) stays valid, and
-// the feed's memory does not move as it turns over.
+// has passed: no note or group is ever copied or overwritten once
+// written, nor is a name slot that a frozen view may read (the table of
+// names is copied before a slot is reused while a view shares it), so a
+// frozen view (a feedStore with its own copies of the tables of chunks)
+// stays valid, and the feed's memory does not move as it turns over.
 type feedStore struct {
 	chunks []*feedChunk
 	head   int    // position of the oldest in chunks[0]

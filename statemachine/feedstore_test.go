@@ -2,9 +2,12 @@ package statemachine
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/geoevent/geoevent/core"
@@ -170,4 +173,32 @@ func TestFeedStoreModel(t *testing.T) {
 			checkFeed(t, "frozen", cp, v.want, v.last, v.dropped)
 		}
 	})
+}
+
+// TestSnapshotFeedCount: a snapshot that claims more notifications than
+// any retention keeps is corruption, found before they are read (the
+// feed's numbers of groups and names are sized for that bound).
+func TestSnapshotFeedCount(t *testing.T) {
+	sm := New()
+	const index = 0x1122334455667788
+	sm.BeginEntry(index, 1)
+	var b bytes.Buffer
+	if err := sm.WriteSnapshot(&b); err != nil {
+		t.Fatal(err)
+	}
+	bad := bytes.Clone(b.Bytes())
+	at := bytes.Index(bad, binary.LittleEndian.AppendUint64(nil, index))
+	if at < 0 {
+		t.Fatal("no feed section")
+	}
+	at += 4*8 + 4 // index, time, last, dropped, no fences: the count
+	if binary.LittleEndian.Uint64(bad[at:]) != 0 {
+		t.Fatal("the count is not where the format says")
+	}
+	binary.LittleEndian.PutUint64(bad[at:], core.MaxFeedRetentionCount+1)
+	body := bad[:len(bad)-4]
+	binary.LittleEndian.PutUint32(bad[len(body):], crc32.Checksum(body, castagnoli))
+	if _, err := ReadSnapshot(bytes.NewReader(bad)); err == nil || !strings.Contains(err.Error(), "notifications exceed") {
+		t.Fatalf("a snapshot of %d notifications: %v", core.MaxFeedRetentionCount+1, err)
+	}
 }
