@@ -202,3 +202,41 @@ func TestSnapshotFeedCount(t *testing.T) {
 		t.Fatalf("a snapshot of %d notifications: %v", core.MaxFeedRetentionCount+1, err)
 	}
 }
+
+// TestFrozenFeedConcurrent: a frozen view's snapshot, written on another
+// goroutine while the feed turns over and fence names leave it and
+// others take their numbers, is the state at Freeze (run it with -race).
+func TestFrozenFeedConcurrent(t *testing.T) {
+	sm := New()
+	sm.setFeedRetention(0, 2*feedChunkLen)
+	fences := make([]*fence, 64)
+	for i := range fences {
+		fences[i] = &fence{def: core.Fence{Name: fmt.Sprintf("f%d", i)}}
+	}
+	entry := 0
+	push := func(events int) {
+		for range events {
+			entry++
+			sm.BeginEntry(uint64(entry), uint64(entry))
+			ev := core.GeoEvent{EntityID: core.Uint128{Lo: uint64(entry)}, TimestampNS: uint64(entry)}
+			// Eight names at a time, moving on every 1,000 events.
+			lo := entry / 1000 * 8
+			notes := []fenceNote{{fences[(lo+entry%8)%len(fences)], core.NotifyEnter}, {fences[(lo+(entry+3)%8)%len(fences)], core.NotifyExit}}
+			sm.watch.feed.pushEvent(&ev, core.Coordinate{LatNano: 1, LonNano: 2}, true, notes)
+		}
+	}
+	push(5000)
+	var want bytes.Buffer
+	if err := sm.WriteSnapshot(&want); err != nil {
+		t.Fatal(err)
+	}
+	f := sm.Freeze()
+	got := make(chan []byte)
+	go func() { got <- f.AppendSnapshot(nil) }()
+	push(20000)
+	b := <-got
+	sm.Release(f)
+	if !bytes.Equal(b, want.Bytes()) {
+		t.Fatal("the frozen snapshot differs from the state at Freeze")
+	}
+}
