@@ -114,10 +114,10 @@ func (f *feedLog) retention() (uint64, int) {
 //     names (feedNames) and its group by the low 32 bits of the group's
 //     number, and holds its type and has_prev;
 //   - a feedGroup holds the event, the previous position, the operation
-//     time, and the sequence and number of its first notification: the
-//     notifications of a group are consecutive, and so are their
-//     sequences, so the sequence of a note is its group's plus its
-//     distance from the group's first.
+//     time, and the difference between its notifications' sequences and
+//     their numbers: the notifications of a group are consecutive, and so
+//     are their sequences, so a note's sequence is its number plus its
+//     group's difference.
 //
 // Neither holds a pointer, so the garbage collector does not scan the
 // chunks, and reads build the core.Notification on the way out.
@@ -128,7 +128,7 @@ func (f *feedLog) retention() (uint64, int) {
 // many groups: the low 32 bits of a group's number name it among them.
 
 // feedChunkLen is the notifications of a chunk (32 KB); feedGroupChunkLen
-// the groups of a chunk (about 300 KB: a group is 152 bytes).
+// the groups of a chunk (288 KB: a group is 144 bytes).
 const (
 	feedChunkLen      = 4096
 	feedGroupChunkLen = 2048
@@ -142,11 +142,10 @@ type feedNote struct {
 
 // feedGroup is what the notifications of one event share.
 type feedGroup struct {
-	ev    core.GeoEvent
-	prev  core.Coordinate
-	opNS  uint64
-	seq   uint64 // the sequence of its first notification
-	first uint64 // the number of its first notification
+	ev   core.GeoEvent
+	prev core.Coordinate
+	opNS uint64
+	seq  uint64 // its notifications' sequences less their numbers (modulo 2^64)
 }
 
 type (
@@ -191,7 +190,7 @@ func (v *feedStore) group(x *feedNote) *feedGroup {
 func (v *feedStore) seq(i int) uint64 {
 	x := v.note(i)
 	g := v.group(x)
-	return g.seq + (v.base + uint64(v.head+i) - g.first)
+	return g.seq + v.base + uint64(v.head+i)
 }
 
 // at returns the i-th retained notification.
@@ -199,7 +198,7 @@ func (v *feedStore) at(i int) core.Notification {
 	x := v.note(i)
 	g := v.group(x)
 	return core.Notification{
-		Seq:     g.seq + (v.base + uint64(v.head+i) - g.first),
+		Seq:     g.seq + v.base + uint64(v.head+i),
 		Type:    core.NotifyType(x.bits & 3),
 		Fence:   v.names[x.bits>>3],
 		Event:   g.ev,
@@ -286,8 +285,8 @@ func (f *feedLog) newGroup(ev *core.GeoEvent, prev core.Coordinate, opNS, seq ui
 	if f.gn == len(f.groups)*feedGroupChunkLen {
 		f.groups = append(f.groups, new(feedGroupChunk))
 	}
-	f.groups[f.gn/feedGroupChunkLen][f.gn%feedGroupChunkLen] = feedGroup{ev: *ev, prev: prev, opNS: opNS, seq: seq,
-		first: f.base + uint64(f.head+f.n)}
+	f.groups[f.gn/feedGroupChunkLen][f.gn%feedGroupChunkLen] = feedGroup{ev: *ev, prev: prev, opNS: opNS,
+		seq: seq - (f.base + uint64(f.head+f.n))}
 	f.gn++
 	f.nextGroup = f.gbase + uint64(f.gn)
 	return uint32(f.nextGroup - 1)
@@ -332,7 +331,7 @@ func (f *feedLog) append(n *core.Notification) {
 	if f.n == 0 || f.note(f.n-1).group != g {
 		g = f.newGroup(&n.Event, n.Prev, n.OpNS, n.Seq)
 	} else if x := f.group(f.note(f.n - 1)); x.ev != n.Event || x.prev != n.Prev || x.opNS != n.OpNS ||
-		x.seq+(f.base+uint64(f.head+f.n)-x.first) != n.Seq {
+		x.seq+f.base+uint64(f.head+f.n) != n.Seq {
 		g = f.newGroup(&n.Event, n.Prev, n.OpNS, n.Seq)
 	}
 	f.appendNote(g, n.Type, f.ref(n.Fence), n.HasPrev)
@@ -346,7 +345,7 @@ func (f *feedLog) trim() {
 		if f.n <= count && (f.opNS < ns || g.opNS >= f.opNS-ns) {
 			break
 		}
-		f.dropped = g.seq + (f.base + uint64(f.head) - g.first)
+		f.dropped = g.seq + f.base + uint64(f.head)
 		f.unref(x.bits >> 3)
 		f.head++ // not zeroed: a frozen view may still hold it
 		f.n--
