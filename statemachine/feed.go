@@ -157,8 +157,9 @@ type (
 // chunks[0] on, n of them, and their groups. Appending fills the last
 // chunks, and dropping the oldest advances head and lets go of chunks it
 // has passed: no note or group is ever copied or overwritten once
-// written, nor is a name slot that a frozen view may read (the table of
-// names is copied before a slot is reused while a view shares it), so a
+// written, nor is the name of a slot that a frozen view may read (the
+// table of names is copied before a slot is reused while a view shares
+// it), so a
 // frozen view (a feedStore with its own copies of the tables of chunks)
 // stays valid, and the feed's memory does not move as it turns over.
 type feedStore struct {
@@ -171,7 +172,7 @@ type feedStore struct {
 	gbase  uint64 // the number of groups[0][0]
 	gn     int    // the groups written from groups[0][0] on
 
-	names []string // the fence names by number (feedNames)
+	names []feedName // the fence names by number (feedNames)
 }
 
 // note returns the i-th retained notification's note.
@@ -200,7 +201,7 @@ func (v *feedStore) at(i int) core.Notification {
 	return core.Notification{
 		Seq:     g.seq + v.base + uint64(v.head+i),
 		Type:    core.NotifyType(x.bits & 3),
-		Fence:   v.names[x.bits>>3],
+		Fence:   v.names[x.bits>>3].name,
 		Event:   g.ev,
 		Prev:    g.prev,
 		HasPrev: x.bits&4 != 0,
@@ -211,21 +212,28 @@ func (v *feedStore) at(i int) core.Notification {
 // fence returns the i-th retained notification's fence name and type.
 func (v *feedStore) fence(i int) (string, core.NotifyType) {
 	x := v.note(i)
-	return v.names[x.bits>>3], core.NotifyType(x.bits & 3)
+	return v.names[x.bits>>3].name, core.NotifyType(x.bits & 3)
 }
 
 // feedNames interns the fence names of the retained notifications in
 // feedStore.names. A name keeps its number while a retained notification
-// names it (refs counts them), whether or not the fence still exists;
-// when the last one is dropped its number is freed and a later name
-// takes it. Numbers are taken in the order the feed asks for them, the
-// last freed first, so the table is the same on every replica of the
+// names it (its slot's refs counts them), whether or not the fence still
+// exists; when the last one is dropped its number is freed and a later
+// name takes it. Numbers are taken in the order the feed asks for them,
+// the last freed first, so the table is the same on every replica of the
 // same history (though nothing outside the feed sees the numbers).
 type feedNames struct {
-	refs   []uint32
 	byName map[string]uint32 // looked up only, never ranged over
 	free   []uint32
 	shared bool // a view holds the names: copy them before a slot is reused
+}
+
+// feedName is a slot of the table of names. The count is beside the name
+// so that a push reads one place; a view reads only the name, and the
+// feed changes only the count of a slot a view may read.
+type feedName struct {
+	name string
+	refs uint32
 }
 
 // ref returns name's number, counting one more notification that names it.
@@ -240,18 +248,17 @@ func (f *feedLog) ref(name string) uint32 {
 		if t.shared {
 			f.feedStore.names, t.shared = slices.Clone(f.feedStore.names), false
 		}
-		f.feedStore.names[i] = name
+		f.feedStore.names[i] = feedName{name: name}
 		t.byName[name] = i
 	default:
-		i = uint32(len(t.refs))
-		f.feedStore.names = append(f.feedStore.names, name) // past every view's length: none reads it
-		t.refs = append(t.refs, 0)
+		i = uint32(len(f.feedStore.names))
+		f.feedStore.names = append(f.feedStore.names, feedName{name: name}) // past every view's length: none reads it
 		if t.byName == nil {
 			t.byName = make(map[string]uint32)
 		}
 		t.byName[name] = i
 	}
-	t.refs[i]++
+	f.feedStore.names[i].refs++
 	return i
 }
 
@@ -260,22 +267,29 @@ func (f *feedLog) ref(name string) uint32 {
 // of a push's cost with many fences).
 func (f *feedLog) refFence(x *fence) uint32 {
 	i := x.feedName
-	if int(i) >= len(f.names.refs) || f.names.refs[i] == 0 || f.feedStore.names[i] != x.def.Name {
-		i = f.ref(x.def.Name)
-		x.feedName = i
+	if int(i) >= len(f.feedStore.names) {
+		return f.refAfresh(x)
+	}
+	if s := &f.feedStore.names[i]; s.refs > 0 && s.name == x.def.Name {
+		s.refs++
 		return i
 	}
-	f.names.refs[i]++
+	return f.refAfresh(x)
+}
+
+func (f *feedLog) refAfresh(x *fence) uint32 {
+	i := f.ref(x.def.Name)
+	x.feedName = i
 	return i
 }
 
 // unref counts one notification fewer that names number i.
 func (f *feedLog) unref(i uint32) {
-	t := &f.names
-	t.refs[i]--
-	if t.refs[i] == 0 {
-		delete(t.byName, f.feedStore.names[i])
-		t.free = append(t.free, i)
+	s := &f.feedStore.names[i]
+	s.refs--
+	if s.refs == 0 {
+		delete(f.names.byName, s.name)
+		f.names.free = append(f.names.free, i)
 	}
 }
 
