@@ -159,9 +159,9 @@ type (
 // has passed: no note or group is ever copied or overwritten once
 // written, nor is the name of a slot that a frozen view may read (the
 // table of names is copied before a slot is reused while a view shares
-// it), so a
-// frozen view (a feedStore with its own copies of the tables of chunks)
-// stays valid, and the feed's memory does not move as it turns over.
+// it), so a frozen view (a feedStore with its own copies of the tables of
+// chunks) stays valid, and the feed's memory does not move as it turns
+// over.
 type feedStore struct {
 	chunks []*feedChunk
 	head   int    // position of the oldest in chunks[0]
