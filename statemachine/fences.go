@@ -52,6 +52,10 @@ type fence struct {
 	slot   uint32          // its number in the index, while it is in it
 	blocks []fenceBlockUse // the blocks its covering has cells in, by key
 	big    []uint64        // its covering cells coarser than blockLevel
+	// feedName is the feed's number for its name, while the feed's table
+	// holds the name there (feedLog.refFence): a cache, not state, and
+	// the one field that changes after the fence is made.
+	feedName uint32
 }
 
 // fenceCoverCells bounds a polygon fence's covering (geom's
@@ -435,12 +439,10 @@ func (sm *StateMachine) fencesMoved(e *entity, ev *core.GeoEvent) {
 		}
 	}
 	byName(notes)
-	for _, x := range notes {
-		n := core.Notification{Type: x.t, Fence: x.f.def.Name, Event: *ev}
-		if e != nil {
-			n.HasPrev, n.Prev = true, core.Coordinate{LatNano: e.lat, LonNano: e.lon}
-		}
-		sm.watch.feed.push(&n)
+	if e != nil {
+		sm.watch.feed.pushEvent(ev, core.Coordinate{LatNano: e.lat, LonNano: e.lon}, true, notes)
+	} else {
+		sm.watch.feed.pushEvent(ev, core.Coordinate{}, false, notes)
 	}
 	clear(merged)
 	clear(notes)
@@ -464,10 +466,10 @@ func (sm *StateMachine) fencesGone(slot uint32) {
 		}
 	}
 	byName(notes)
-	for _, x := range notes {
-		n := core.Notification{Type: core.NotifyExit, Fence: x.f.def.Name, HasPrev: true, Prev: core.Coordinate{LatNano: e.lat, LonNano: e.lon}}
-		fillEvent(&n.Event, e, ext)
-		sm.watch.feed.push(&n)
+	if len(notes) > 0 {
+		var ev core.GeoEvent
+		fillEvent(&ev, e, ext)
+		sm.watch.feed.pushEvent(&ev, core.Coordinate{LatNano: e.lat, LonNano: e.lon}, true, notes)
 	}
 	clear(cands)
 	clear(notes)

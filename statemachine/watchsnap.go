@@ -28,11 +28,12 @@ import (
 // build).
 
 // watchView is the fences and the feed as a snapshot sees them. Fences
-// and notifications are never modified in place (fence.go, feed.go), so
-// a frozen view shares them.
+// (but for the feed's cache of a name's number, which a snapshot does not
+// read) and notifications are never modified in place (fences.go,
+// feed.go), so a frozen view shares them.
 type watchView struct {
 	fences                        []*fence // name order
-	feed                          feedView
+	feed                          feedStore
 	index, opNS, lastSeq, dropped uint64
 	hooks                         hookView // the section after this one (hooks.go)
 	retainNS                      uint64   // and the retention section's
@@ -152,6 +153,9 @@ func (d *snapshotReader) readWatch(sm *StateMachine) error {
 		}
 	}
 	m := d.u64()
+	if d.err == nil && m > core.MaxFeedRetentionCount { // the feed's compact form numbers no more (feed.go)
+		return d.fail(fmt.Sprintf("%d notifications exceed %d", m, core.MaxFeedRetentionCount))
+	}
 	var last uint64
 	for i := uint64(0); i < m && d.err == nil; i++ {
 		var n core.Notification
