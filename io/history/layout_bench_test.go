@@ -115,8 +115,11 @@ func (v *layoutVariant) decode(k, val []byte) (core.GeoEvent, error) {
 // track load at the scale where levels below L0 matter: it runs only with
 // GEOEVENT_LAYOUT_EVENTS=E (a multiple of 20,000), e.g.
 //
-//	GEOEVENT_LAYOUT_EVENTS=30000000 go test ./io/history -run '^$' \
-//	    -bench 'Layout/(today|gen4M)$' -benchtime 1x -count 2 -timeout 2h
+//	go test -c -o history.test ./io/history
+//	for v in today gen4M today gen4M; do
+//	    GEOEVENT_LAYOUT_EVENTS=30000000 ./history.test -test.run '^$' \
+//	        -test.bench "Layout/$v\$" -test.benchtime 1x -test.timeout 2h
+//	done
 //
 // Each variant writes E events of 10,000 entities reporting in turn to
 // pebble in a real temporary directory, with the store's options
@@ -130,7 +133,8 @@ func (v *layoutVariant) decode(k, val []byte) (core.GeoEvent, error) {
 // by the WAL's bytes, 0 here), bytes an event on disk as left, one
 // entity's latest 1,000 events read newest first (warm: 2,000 random
 // entities read once, then timed), and bytes an event after a full
-// compaction. -count alternates the variants.
+// compaction. -count would run each variant its count of times in a row:
+// to alternate them, run one variant a process, as above.
 func BenchmarkLayout(b *testing.B) {
 	events, _ := strconv.Atoi(os.Getenv("GEOEVENT_LAYOUT_EVENTS"))
 	if events <= 0 || events%20_000 != 0 {
