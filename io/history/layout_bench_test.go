@@ -29,28 +29,23 @@ type layoutVariant struct {
 	tune func(*pebble.Options)
 }
 
-// The variants measured: "store", pebbleOptions as they are; "before",
-// the options pebbleOptions had before the fewer-rewrites change (L0 at
-// 4/24 files, an Lbase of 256 MiB, pebble's 2 MiB target files); Snappy
-// above the bottom level; generation-major keys of 4 M and 16 M events a
-// generation.
 var layoutVariants = []layoutVariant{
-	{name: "store"},
-	{name: "before", tune: func(o *pebble.Options) {
-		o.L0CompactionThreshold = 4
-		o.L0StopWritesThreshold = 24
-		o.LBaseMaxBytes = 256 << 20
-		o.TargetFileSizes[0] = 2 << 20
-		for i := 1; i < len(o.TargetFileSizes); i++ {
-			o.TargetFileSizes[i] = o.TargetFileSizes[i-1] * 2
-		}
-	}},
+	{name: "today"},
 	{name: "snappy-upper", tune: func(o *pebble.Options) {
 		// Snappy in every level but the bottom one, zstd there.
 		for i := range o.Levels {
 			if i < len(o.Levels)-1 {
 				o.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.SnappyCompression }
 			}
+		}
+	}},
+	{name: "fewer-rewrites", tune: func(o *pebble.Options) {
+		o.L0CompactionThreshold = 16
+		o.L0StopWritesThreshold = 64
+		o.LBaseMaxBytes = 1 << 30
+		o.TargetFileSizes[0] = 16 << 20
+		for i := 1; i < len(o.TargetFileSizes); i++ {
+			o.TargetFileSizes[i] = o.TargetFileSizes[i-1] * 2
 		}
 	}},
 	{name: "gen4M", gen: 4_000_000},
@@ -121,7 +116,7 @@ func (v *layoutVariant) decode(k, val []byte) (core.GeoEvent, error) {
 // GEOEVENT_LAYOUT_EVENTS=E (a multiple of 20,000), e.g.
 //
 //	go test -c -o history.test ./io/history
-//	for v in store gen4M store gen4M; do
+//	for v in today gen4M today gen4M; do
 //	    GEOEVENT_LAYOUT_EVENTS=30000000 ./history.test -test.run '^$' \
 //	        -test.bench "Layout/$v\$" -test.benchtime 1x -test.timeout 2h
 //	done

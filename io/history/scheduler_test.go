@@ -15,18 +15,12 @@ import (
 // run: L0 drains below the compaction threshold.
 func TestOpenDoesNotWaitForCompactions(t *testing.T) {
 	fs := vfs.NewMem()
-	// Enough tables to need a compaction, and fewer than stop writes.
-	po := pebbleOptions(fs, Options{})
-	threshold := int64(po.L0CompactionThreshold)
-	tables := 2*threshold + 8
-	if tables >= int64(po.L0StopWritesThreshold) {
-		t.Fatalf("%d tables would stop writes (at %d)", tables, po.L0StopWritesThreshold)
-	}
+	const tables = 12 // L0CompactionThreshold is 4
 	s, err := Open(fs, "db", Options{CacheBytes: 1 << 20, holdCompactions: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := uint64(1); i <= uint64(tables); i++ {
+	for i := uint64(1); i <= tables; i++ {
 		var ws []core.HistoryWrite
 		for id := uint64(1); id <= 100; id++ {
 			ws = append(ws, put(ev(id, i*1e9)))
@@ -55,10 +49,10 @@ func TestOpenDoesNotWaitForCompactions(t *testing.T) {
 	if atOpen != tables {
 		t.Fatalf("pebble.Open returned with %d tables in L0, want %d: it compacted first", atOpen, tables)
 	}
-	if s.Applied() != uint64(tables) {
+	if s.Applied() != tables {
 		t.Fatalf("applied %d, want %d", s.Applied(), tables)
 	}
-	for deadline := time.Now().Add(10 * time.Second); l0(s.db) >= threshold; {
+	for deadline := time.Now().Add(10 * time.Second); l0(s.db) >= 4; {
 		if time.Now().After(deadline) {
 			t.Fatalf("L0 still holds %d tables 10 s after the open: compactions do not run", l0(s.db))
 		}
@@ -67,7 +61,7 @@ func TestOpenDoesNotWaitForCompactions(t *testing.T) {
 	v := s.View()
 	defer v.Close()
 	got, _ := mustRange(t, v, core.HistoryRange{EntityID: core.Uint128{Lo: 7}, UntilNS: 1 << 62, Limit: 100})
-	if int64(len(got)) != tables {
+	if len(got) != tables {
 		t.Fatalf("entity 7 has %d events after the compactions, want %d", len(got), tables)
 	}
 }

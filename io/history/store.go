@@ -79,17 +79,6 @@ func (quietLogger) Fatalf(format string, args ...interface{}) {
 // 33.0 and 253 µs with 4 KiB. No bloom filters: reads are range scans of
 // one entity, which a whole-key filter does not serve, and a filter would
 // cost about 1.25 bytes an event.
-//
-// Fewer rewrites: every flush spans the whole key space, so every L0
-// compaction rewrites all of Lbase, and the bytes compacted grow with the
-// store. L0 compacts at 16 files (stops writes at 64) into an Lbase of up
-// to 1 GiB, with 16 MiB target files doubling a level down. Measured with
-// BenchmarkLayout (pebble alone, CPU time an event, one variant a process,
-// alternated): at 60 M events 2.56 and 2.57 µs against 3.71-4.42 µs with
-// L0 at 4/24, an Lbase of 256 MiB and 2 MiB files (141 against 224-273
-// bytes compacted an event); at 30 M 2.48-2.60 against 2.93-3.18 µs. Once
-// compacted 33.2 bytes an event either way; a warm latest-1,000 read's p50
-// 229 against 188-201 µs at 60 M (more tables in L0 to merge).
 func pebbleOptions(fs vfs.FS, so Options) *pebble.Options {
 	cache := so.CacheBytes
 	if cache <= 0 {
@@ -107,15 +96,11 @@ func pebbleOptions(fs vfs.FS, so Options) *pebble.Options {
 		},
 		MemTableSize:                16 << 20,
 		MemTableStopWritesThreshold: 4,
-		L0CompactionThreshold:       16,
-		L0StopWritesThreshold:       64,
-		LBaseMaxBytes:               1 << 30,
+		L0CompactionThreshold:       4,
+		L0StopWritesThreshold:       24,
+		LBaseMaxBytes:               256 << 20,
 	}
 	o.CacheSize = cache
-	o.TargetFileSizes[0] = 16 << 20
-	for i := 1; i < len(o.TargetFileSizes); i++ {
-		o.TargetFileSizes[i] = o.TargetFileSizes[i-1] * 2
-	}
 	for i := range o.Levels {
 		l := &o.Levels[i]
 		l.BlockSize = 32 << 10
