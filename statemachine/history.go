@@ -249,6 +249,12 @@ type SyncStore interface {
 // Attach makes s the state machine's SyncStore (nil: none).
 func (sm *StateMachine) Attach(s SyncStore) { sm.sync = s }
 
+// syncBegin starts an operation of a state machine with a SyncStore: it
+// forgets what earlier operations applied, which nobody takes there
+// (TakeApplied then reports the last operation's alone) and which, kept,
+// would grow with every event applied.
+func (sm *StateMachine) syncBegin() { sm.hio.applied = sm.hio.applied[:0] }
+
 func (sm *StateMachine) syncProvide(reads []core.HistoryRead) {
 	if len(reads) > 0 {
 		sm.Provide(reads, sm.sync.Answer(reads))

@@ -130,6 +130,17 @@ func TestWritesAndApplied(t *testing.T) {
 		_, err := sm.DeleteEntities(ts, &core.DeleteRequest{EntityIDs: []core.Uint128{testID(1)}})
 		return err
 	}, [2]int{0, 1}, del)
+	// Untaken, what an operation applied does not pile up: with a
+	// SyncStore each operation forgets the one before's.
+	for range 3 {
+		ts += 1000
+		if err := write(false, b)(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := len(sm.TakeApplied()); got != 1 {
+		t.Errorf("after three inserts untaken, applied holds %d changes, want the last insert's 1", got)
+	}
 	if err := sm.checkInvariants(); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import "github.com/geoevent/geoevent/core"
 // anything is erased.
 func (sm *StateMachine) DeleteEntities(opTS uint64, req *core.DeleteRequest) (core.DeleteReply, error) {
 	if sm.sync != nil {
+		sm.syncBegin()
 		defer sm.syncWrites()
 	}
 	if err := checkIDList(req.EntityIDs); err != nil {
@@ -131,6 +132,7 @@ func (sm *StateMachine) Expired(t uint64) bool {
 // asks CleanupNeeds until it needs nothing, so that does not happen).
 func (sm *StateMachine) CleanupExpired(opTS uint64, req *core.CleanupRequest) (core.CleanupReply, error) {
 	if sm.sync != nil {
+		sm.syncBegin()
 		for reads := sm.CleanupNeeds(opTS, req, nil); len(reads) > 0; reads = sm.CleanupNeeds(opTS, req, nil) {
 			sm.syncProvide(reads)
 		}

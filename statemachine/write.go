@@ -14,6 +14,7 @@ import (
 // longer copies them.
 func (sm *StateMachine) Insert(opTS uint64, req *core.InsertRequest) (core.InsertReply, error) {
 	if sm.sync != nil {
+		sm.syncBegin()
 		sm.syncProvide(sm.WriteNeeds(req.Events, nil))
 		defer sm.syncWrites()
 	}
@@ -26,6 +27,7 @@ func (sm *StateMachine) Insert(opTS uint64, req *core.InsertRequest) (core.Inser
 // Results hold until the next Insert or Upsert, as Insert's.
 func (sm *StateMachine) Upsert(opTS uint64, req *core.InsertRequest) (core.InsertReply, error) {
 	if sm.sync != nil {
+		sm.syncBegin()
 		sm.syncProvide(sm.WriteNeeds(req.Events, nil))
 		defer sm.syncWrites()
 	}
