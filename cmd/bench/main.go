@@ -458,19 +458,10 @@ func measure(ctx context.Context, c target, probe target, cfg config, names []st
 	start := time.Now()
 	stop := make(chan struct{})
 	if cfg.progress > 0 {
-		go func() {
-			tick := time.NewTicker(cfg.progress)
-			defer tick.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-tick.C:
-					el := time.Since(start).Seconds()
-					fmt.Printf("  %5.0fs  %9.0f ops/s  %11.0f events/s  errors %d  busy %d\n", el, float64(rec.ops.Load())/el, float64(rec.events.Load())/el, rec.errors.Load(), busy.Load()-busy0)
-				}
-			}
-		}()
+		go onTicks(stop, cfg.progress, func() {
+			el := time.Since(start).Seconds()
+			fmt.Printf("  %5.0fs  %9.0f ops/s  %11.0f events/s  errors %d  busy %d\n", el, float64(rec.ops.Load())/el, float64(rec.events.Load())/el, rec.errors.Load(), busy.Load()-busy0)
+		})
 	}
 	// With --rate, each session paces itself to its share of the rate.
 	var every time.Duration
@@ -516,21 +507,14 @@ func measure(ctx context.Context, c target, probe target, cfg config, names []st
 			go func() {
 				defer probes.Done()
 				r := rand.New(rand.NewPCG(uint64(w), 43))
-				tick := time.NewTicker(probeEvery)
-				defer tick.Stop()
-				for {
-					select {
-					case <-stop:
-						return
-					case <-tick.C:
-					}
+				onTicks(stop, probeEvery, func() {
 					t0 := time.Now()
 					if err := probe.latest(ctx, anyID(r, cfg)); err != nil {
 						rec.probe.errors.Add(1)
-						continue
+						return
 					}
 					rec.probe.add(time.Since(t0), 1)
-				}
+				})
 			}()
 		}
 	}
@@ -540,6 +524,20 @@ func measure(ctx context.Context, c target, probe target, cfg config, names []st
 	probes.Wait()
 	rec.busy = busy.Load() - busy0
 	return rec, el
+}
+
+// onTicks calls f every d until stop is closed.
+func onTicks(stop <-chan struct{}, d time.Duration, f func()) {
+	tick := time.NewTicker(d)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			f()
+		}
+	}
 }
 
 func point(r *rand.Rand) (int64, int64) {
