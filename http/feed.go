@@ -264,6 +264,8 @@ func (c *call) feedStream(req *core.FeedRequest, fromEnd bool) *failure {
 		return nil
 	}
 	defer out.close()
+	turn := newTailWaiter()
+	defer c.g.tail.leave(turn)
 	var w jw
 	if fromEnd {
 		w.b = strconv.AppendUint(append(w.b, "id: "...), req.After, 10)
@@ -285,21 +287,30 @@ func (c *call) feedStream(req *core.FeedRequest, fromEnd bool) *failure {
 			lastWrite = time.Now()
 		}
 		w.b = w.b[:0]
+		woken := false
 		if !more && len(notes) == 0 {
 			if ticks {
-				// The window's clock wakes the stream for its keep-alive.
-				select {
-				case <-out.gone:
-					return nil
-				case <-c.g.streams.done():
-					return nil
-				case <-news:
+				// The window's relay wakes the stream in its turn, and its
+				// clock for the keep-alive.
+				if c.g.tail.sleep(turn, req.After) {
+					select {
+					case <-out.gone:
+						return nil
+					case <-c.g.streams.done():
+						return nil
+					case <-turn.turn:
+						woken = true
+					}
 				}
 			} else if !c.waitFeed(news, lastWrite.Add(feedKeepAlive), out.gone) {
 				return nil
 			}
 		}
-		if notes, next, more, _, news, ticks, f = c.nextNotes(req, core.MaxFeedLimit, notes[:0]); f != nil {
+		notes, next, more, _, news, ticks, f = c.nextNotes(req, core.MaxFeedLimit, notes[:0])
+		if woken {
+			c.g.tail.passOn(turn)
+		}
+		if f != nil {
 			if out.left() {
 				return nil
 			}
