@@ -326,6 +326,10 @@ func TestBackendFailures(t *testing.T) {
 		for _, form := range []string{"a", "b"} {
 			r := request(t, base, "POST", "/entities/batch?form="+form, map[string]any{"entity_ids": []any{newID()}})
 			expectErr(t, r, c.name+" Form "+form, form, c.status, c.code.Code, c.code.Name)
+			// A retryable 503 says when to come back; nothing else does.
+			if want := map[bool]string{true: "1"}[c.status == 503 && c.code.Retryable]; r.header.Get("Retry-After") != want {
+				t.Errorf("%s: Retry-After %q, want %q", c.name, r.header.Get("Retry-After"), want)
+			}
 			msg := str(get(r.body, "message")) + str(get(r.body, "error", "details"))
 			if !strings.Contains(msg, c.contains) {
 				t.Errorf("%s: message %s does not say %q", c.name, msg, c.contains)

@@ -443,6 +443,11 @@ func (c *call) fail(f *failure) {
 		c.g.log.Warn("http: request failed", zap.String("method", c.r.Method), zap.String("path", c.r.URL.Path),
 			zap.Int("status", status), zap.Uint16("code", uint16(f.info.Code)), zap.String("message", f.msg))
 	}
+	if status == stdhttp.StatusServiceUnavailable && f.info.Retryable {
+		// RFC 9110: how long to wait; the clients' first backoff is shorter
+		// (SPEC's 100 ms), and 1 s is the header's least.
+		c.w.Header()["Retry-After"] = retryAfter
+	}
 	c.write(status, errorBody(c.form, f.info, f.msg))
 }
 
@@ -450,6 +455,7 @@ func (c *call) fail(f *failure) {
 var (
 	jsonContentType = []string{"application/json"}
 	noStore         = []string{"no-store"}
+	retryAfter      = []string{"1"}
 )
 
 // write sends a response whose body is body and a newline, with one Write:
