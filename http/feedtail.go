@@ -42,8 +42,10 @@ type LocalFeed interface {
 // after the window was reset by a failed read) reads the replica itself
 // until it has caught up. The feed is the same on every replica up to its
 // applied index, so the window is what a direct read would answer:
-// ordering and exactly-once hold either way. While the goroutine runs, a
-// clock wakes the window's waiters every feedFallbackPoll as well, so
+// ordering and exactly-once hold either way. Long polls wait on a
+// channel closed at each change; streams wait in a relay that wakes a few
+// at a time (see relay). While the goroutine runs, a clock wakes the
+// window's waiters every feedFallbackPoll as well, so
 // that a caught-up stream needs no timer of its own for its keep-alive:
 // with 1,000 streams, a timer made and stopped per wait and the select on
 // it were a quarter of what a stream's wake-up cost.
@@ -96,7 +98,7 @@ type feedTail struct {
 	ch         chan struct{} // closed when the window changes or the clock ticks (nil: nobody waits)
 	clock      *time.Timer   // the waiters' clock (nil: stopped, after running ended)
 
-	// The relay of streams (relay.go's comment).
+	// The relay of the window's sleeping streams (see relay).
 	asleep []*tailWaiter // waiting for the window to change
 	queue  []*tailWaiter // to wake, from queue[qAt] on (nil: left meanwhile)
 	qAt    int
