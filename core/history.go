@@ -27,8 +27,6 @@ const (
 	// HistoryDeleteEntity removes every event of EntityID (erasure: the
 	// store also compacts the range, so that its bytes leave the disk).
 	HistoryDeleteEntity
-	// HistoryDeleteEvent removes the event of EntityID at timestamp TS.
-	HistoryDeleteEvent
 	// HistoryDeleteExpired removes the events of EntityID that have
 	// expired at time TS: those with a TTL whose expiry
 	// (GeoEvent.ExpiresAtNS) is at or before TS.

@@ -43,8 +43,6 @@ func (s *MemStore) Apply(writes []core.HistoryWrite) {
 			m[w.Event.TimestampNS] = w.Event
 		case core.HistoryDeleteEntity:
 			delete(s.events, w.EntityID)
-		case core.HistoryDeleteEvent:
-			delete(s.events[w.EntityID], w.TS)
 		case core.HistoryDeleteExpired:
 			for ts, ev := range s.events[w.EntityID] {
 				if core.HistoryExpiredAt(&ev, w.TS) {

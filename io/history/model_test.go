@@ -39,8 +39,6 @@ func (m model) apply(writes []core.HistoryWrite) {
 			m[id][w.Event.TimestampNS] = w.Event
 		case core.HistoryDeleteEntity:
 			delete(m, w.EntityID)
-		case core.HistoryDeleteEvent:
-			delete(m[w.EntityID], w.TS)
 		case core.HistoryDeleteExpired:
 			for ts, e := range m[w.EntityID] {
 				if modelExpired(e, w.TS) {
@@ -142,8 +140,6 @@ func genWrite(t *rapid.T) core.HistoryWrite {
 	case 0:
 		return core.HistoryWrite{Kind: core.HistoryDeleteEntity, EntityID: genID(t, "id")}
 	case 1:
-		return core.HistoryWrite{Kind: core.HistoryDeleteEvent, EntityID: genID(t, "id"), TS: genTS(t, "ts")}
-	case 2:
 		return core.HistoryWrite{Kind: core.HistoryDeleteExpired, EntityID: genID(t, "id"),
 			TS: genTS(t, "at") + rapid.Uint64Range(0, 2e9).Draw(t, "atOffset")}
 	default:

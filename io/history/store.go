@@ -233,9 +233,6 @@ func (s *Store) ApplyEntries(entries []Entry) error {
 				key = appendKey(key[:0], w.Event.EntityID, w.Event.TimestampNS)
 				val = appendValue(val[:0], &w.Event)
 				err = b.Set(key, val, nil)
-			case core.HistoryDeleteEvent:
-				key = appendKey(key[:0], w.EntityID, w.TS)
-				err = b.Delete(key, nil)
 			case core.HistoryDeleteEntity:
 				lo, hi := entityBounds(w.EntityID)
 				err = b.DeleteRange(lo, hi, nil)

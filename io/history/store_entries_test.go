@@ -26,8 +26,6 @@ func TestApplyEntriesAsApply(t *testing.T) {
 		ev := core.GeoEvent{EntityID: id, TimestampNS: uint64(1000 + i), LatNano: int64(i), TTLSeconds: uint32(i % 3)}
 		ws := []core.HistoryWrite{{Kind: core.HistoryPut, EntityID: id, TS: ev.TimestampNS, Event: ev}}
 		switch i % 7 {
-		case 3:
-			ws = append(ws, core.HistoryWrite{Kind: core.HistoryDeleteEvent, EntityID: id, TS: uint64(1000 + i - 4)})
 		case 5:
 			ws = append(ws, core.HistoryWrite{Kind: core.HistoryDeleteExpired, EntityID: id, TS: 3_000_000_000})
 		case 6:
