@@ -176,10 +176,17 @@ func (g *Gateway) feed(c *call) *failure {
 // else read from the replica. It returns the sequence to go on from,
 // whether there are more now and the feed's extent; when there are none,
 // wait is closed once there may be (nil: poll), and ticks says that it is
-// the window's, closed at least every feedFallbackPoll.
-func (c *call) nextNotes(req *core.FeedRequest, limit int, dst []tailNote) (notes []tailNote, next uint64, more bool, ext feedExtent, wait <-chan struct{}, ticks bool, f *failure) {
+// the window's, closed at least every feedFallbackPoll. A turn of the
+// window's relay that the caller holds (woken; nil: none) is passed on
+// once the window has been read, before a read of the replica, which
+// waits for the loop.
+func (c *call) nextNotes(req *core.FeedRequest, limit int, dst []tailNote, woken *tailWaiter) (notes []tailNote, next uint64, more bool, ext feedExtent, wait <-chan struct{}, ticks bool, f *failure) {
 	if c.g.cfg.Feed != nil {
-		if notes, next, more, ext, wait, ok := c.g.tail.take(req, limit, dst); ok {
+		notes, next, more, ext, wait, ok := c.g.tail.take(req, limit, dst)
+		if woken != nil {
+			c.g.tail.passOn(woken)
+		}
+		if ok {
 			return notes, next, more, ext, wait, wait != nil, nil
 		}
 		_, wait = c.g.cfg.Feed.FeedNews() // taken before the read: what comes after it closes wait
@@ -235,7 +242,7 @@ func (c *call) feedPoll(req *core.FeedRequest, wait time.Duration) *failure {
 		limit = core.DefaultFeedLimit
 	}
 	for {
-		notes, next, more, ext, news, _, f := c.nextNotes(req, limit, nil)
+		notes, next, more, ext, news, _, f := c.nextNotes(req, limit, nil, nil)
 		if f != nil {
 			return f
 		}
@@ -255,7 +262,7 @@ func (c *call) feedPoll(req *core.FeedRequest, wait time.Duration) *failure {
 // names its start as the last event id. What a wake-up finds (the
 // notifications of every commit since the last) goes out in one write.
 func (c *call) feedStream(req *core.FeedRequest, fromEnd bool) *failure {
-	notes, next, more, _, news, ticks, f := c.nextNotes(req, core.MaxFeedLimit, nil)
+	notes, next, more, _, news, ticks, f := c.nextNotes(req, core.MaxFeedLimit, nil, nil)
 	if f != nil {
 		return f
 	}
@@ -287,7 +294,7 @@ func (c *call) feedStream(req *core.FeedRequest, fromEnd bool) *failure {
 			lastWrite = time.Now()
 		}
 		w.b = w.b[:0]
-		woken := false
+		var woken *tailWaiter
 		if !more && len(notes) == 0 {
 			if ticks {
 				// The window's relay wakes the stream in its turn, and its
@@ -299,18 +306,14 @@ func (c *call) feedStream(req *core.FeedRequest, fromEnd bool) *failure {
 					case <-c.g.streams.done():
 						return nil
 					case <-turn.turn:
-						woken = true
+						woken = turn
 					}
 				}
 			} else if !c.waitFeed(news, lastWrite.Add(feedKeepAlive), out.gone) {
 				return nil
 			}
 		}
-		notes, next, more, _, news, ticks, f = c.nextNotes(req, core.MaxFeedLimit, notes[:0])
-		if woken {
-			c.g.tail.passOn(turn)
-		}
-		if f != nil {
+		if notes, next, more, _, news, ticks, f = c.nextNotes(req, core.MaxFeedLimit, notes[:0], woken); f != nil {
 			if out.left() {
 				return nil
 			}
