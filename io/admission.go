@@ -45,11 +45,13 @@ import (
 //     (a session has one request in flight: 4 sessions of 10,000-event
 //     inserts are 40,000) land in the other half before push holds the
 //     loop.
-//   - Who: the leader alone, from its own clients (the HTTP gateway's
-//     included). A write a follower forwards arrives as a replica message
-//     that only the replica answers: the leader takes it, and push is its
-//     bound. A follower's store applies the same writes; when it falls
-//     behind, push holds the follower's loop a store batch at a time (tens
+//   - Who: the leader alone, for its own clients (the HTTP gateway's
+//     included) and for the followers' clients, whose writes a follower
+//     forwards: the leader's IO judges a forward's request the same way
+//     before the replica takes it, and the replica answers a refused one
+//     through the follower (Replica.RefuseForwarded). A follower's store
+//     applies the same writes; when it falls behind, push holds the
+//     follower's loop a store batch at a time (tens
 //     of milliseconds), slowing its acknowledgements, which paces a
 //     leader that needs them, while the followers' heartbeats and votes
 //     are still taken between the batches.
@@ -83,8 +85,41 @@ func growsHistory(h core.Header, payload []byte) bool {
 // while its history store is behind (see above); otherwise it reports
 // false and does nothing.
 func (s *Server) refuseWrite(c *conn, f *netFrame) bool {
-	if !growsHistory(f.h, f.payload) || s.status.Role != replica.Leader {
+	msg, refuse := s.admissionRefuses(f.h, f.payload)
+	if !refuse {
 		return false
+	}
+	h := f.h
+	h.Type = core.MsgError
+	s.sendClient(c.id, core.AppendFrame(nil, h, core.AppendErrorMessage(nil, core.ClusterBusy.Code, msg)), false)
+	s.metrics.refusedWrite()
+	return true
+}
+
+// refuseForwarded is refuseWrite for a replica-to-replica frame: a
+// follower's client's write that the follower forwards. The replica
+// answers it through that follower (Replica.RefuseForwarded).
+func (s *Server) refuseForwarded(h core.Header, payload []byte) bool {
+	client, clientPayload, ok := replica.ForwardedFrame(h, payload)
+	if !ok {
+		return false
+	}
+	msg, refuse := s.admissionRefuses(client, clientPayload)
+	if !refuse {
+		return false
+	}
+	s.r.RefuseForwarded(h, payload, core.ClusterBusy, msg)
+	s.metrics.refusedWrite()
+	return true
+}
+
+// admissionRefuses reports whether a client's request frame is to be
+// refused, and the refusal's message: a write that grows history, while
+// this replica leads and its history store is behind. It moves the
+// refusal's state between its marks.
+func (s *Server) admissionRefuses(h core.Header, payload []byte) (msg string, refuse bool) {
+	if !growsHistory(h, payload) || s.status.Role != replica.Leader {
+		return "", false
 	}
 	a := &s.admit
 	backlog := s.hist.backlog.Load()
@@ -98,13 +133,8 @@ func (s *Server) refuseWrite(c *conn, f *netFrame) bool {
 		s.log.Debug("the history store has caught up: admitting writes", zap.Int64("queued_writes", backlog))
 	}
 	if !a.refusing {
-		return false
+		return "", false
 	}
-	h := f.h
-	h.Type = core.MsgError
-	msg := fmt.Sprintf("the history store is behind the log (%d writes wait for it): new writes are refused until fewer than %d wait; retry with backoff",
-		backlog, a.low)
-	s.sendClient(c.id, core.AppendFrame(nil, h, core.AppendErrorMessage(nil, core.ClusterBusy.Code, msg)), false)
-	s.metrics.refusedWrite()
-	return true
+	return fmt.Sprintf("the history store is behind the log (%d writes wait for it): new writes are refused until fewer than %d wait; retry with backoff",
+		backlog, a.low), true
 }

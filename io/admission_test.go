@@ -2,6 +2,7 @@ package io
 
 import (
 	"context"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/geoevent/geoevent/client"
 	"github.com/geoevent/geoevent/core"
 )
 
@@ -191,4 +193,105 @@ func FuzzGrowsHistory(f *testing.F) {
 			t.Fatalf("growsHistory(%+v, % x) = %v", h, payload, got)
 		}
 	})
+}
+
+// A write that a follower forwards is judged by the leader's admission
+// control too: while the leader's history store is behind, a follower's
+// client gets 212 CLUSTER_BUSY through the follower, and its retry under
+// the same request number is admitted once the store has caught up.
+func TestForwardedWritesAreRefusedWhileTheHistoryIsBehind(t *testing.T) {
+	const entities, high, low = 200, 500, 250
+	addrs := freeAddrs(t, 3)
+	gate := make(chan struct{}) // closed: the stores write
+	var once sync.Once
+	open := func() { once.Do(func() { close(gate) }) }
+	sets := make([]*metrics.Set, 3)
+	for i := range sets {
+		sets[i] = metrics.NewSet()
+		serveWith(t, formatReplica(t, uint32(i), 3), Options{Addresses: addrs, Metrics: sets[i]}, func(s *Server) {
+			s.admit.high, s.admit.low = high, low
+			s.hist.beforeWrite = func() { <-gate }
+		})
+	}
+	t.Cleanup(open) // registered after the servers' closes, so run before them
+	// The leader, once every replica names the same one.
+	primary := func(i int) int {
+		cl, err := client.New([]string{addrs[i]}, client.Options{Cluster: testCluster, DisableRetries: true,
+			ConnectTimeout: 300 * time.Millisecond, RequestTimeout: 300 * time.Millisecond, TotalTimeout: 500 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		if top, err := cl.Topology(context.Background()); err == nil && top.Primary < 3 {
+			return int(top.Primary)
+		}
+		return -1
+	}
+	leader := -1
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if p := primary(0); p >= 0 && primary(1) == p && primary(2) == p {
+			leader = p
+			break
+		}
+	}
+	if leader < 0 {
+		t.Fatal("the replicas do not agree on a leader")
+	}
+	follower := (leader + 1) % 3
+	tcp, err := net.ResolveTCPAddr("tcp", addrs[follower])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, tcp)
+	c.register(testCluster)
+
+	// Each insert after the first queues entities history writes at
+	// every replica, whose stores take none, until the leader's queue
+	// passes the high mark.
+	c.call(core.OpInsert, fleetBatch(entities, 0))
+	var refused *core.Error
+	round := 1
+	for ; refused == nil; round++ {
+		if round > high/entities+2 {
+			t.Fatalf("%d inserts of %d events admitted through a follower with the stores stopped (high mark %d)", round, entities, high)
+		}
+		c.sendRequest(core.OpInsert, fleetBatch(entities, round))
+		h, p := c.recv()
+		if h.Type == core.MsgError {
+			if refused, err = core.DecodeErrorMessage(p); err != nil || h.Request != c.req {
+				t.Fatalf("insert %d: %v (request %d, want %d)", round, err, h.Request, c.req)
+			}
+		}
+	}
+	if refused.Code != core.ClusterBusy.Code || !strings.Contains(refused.Message, "history store is behind") {
+		t.Fatalf("the refusal through the follower: %v", refused)
+	}
+	if got := metricValue(t, sets[leader], `geoevent_writes_refused_total{reason="history_backlog"}`); got != 1 {
+		t.Errorf("the leader's writes refused: %v, want 1", got)
+	}
+
+	// Once the stores write again, the refused request, resent under its
+	// number, is admitted.
+	open()
+	payload, err := core.AppendRequestMessage(nil, core.OpInsert, fleetBatch(entities, round-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for resent := 0; ; resent++ {
+		c.send(core.Header{ClientID: c.session, Request: c.req, Type: core.MsgRequest}, payload)
+		h, p := c.recv()
+		if h.Type == core.MsgReply {
+			if _, v, opErr, err := core.DecodeReplyMessage(p); err != nil || opErr != nil || !v.(*core.InsertReply).Committed {
+				t.Fatalf("the resent insert: %v %v %+v", err, opErr, v)
+			}
+			break
+		}
+		if e, _ := core.DecodeErrorMessage(p); e == nil || e.Code != core.ClusterBusy.Code || resent > 500 {
+			t.Fatalf("the resent insert: %v (resent %d times)", e, resent)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := c.latest(0); !got.Found || got.Event.LatNano != event(0).LatNano+int64(round-1) {
+		t.Fatalf("after the retry, entity 0: %+v", got)
+	}
 }

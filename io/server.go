@@ -751,6 +751,9 @@ func (s *Server) replicaFrame(f netFrame) {
 		s.r.ReceivePeerPrepared(f.h, f.payload, f.read)
 		return
 	}
+	if s.refuseForwarded(f.h, f.payload) {
+		return
+	}
 	s.peerFrame(f.h, f.payload)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/geoevent/geoevent/core"
@@ -50,6 +51,9 @@ type cluster struct {
 	// prepared counts those it prepared.
 	prepare  bool
 	prepared int
+	// refuse, when set, sees each frame before its replica does, as IO's
+	// admission control does, and takes it when it returns true.
+	refuse func(to int, h core.Header, payload []byte) bool
 }
 
 type cnode struct {
@@ -163,6 +167,9 @@ func (c *cluster) step() {
 			if c.trace {
 				m, _ := decodeMessage(h, payload)
 				fmt.Printf("%d->%d type=%d term=%d pre=%v ok=%v index=%d\n", p.from, p.to, m.typ, m.term, m.pre, m.ok, m.index)
+			}
+			if c.refuse != nil && c.refuse(int(p.to), h, payload) {
+				continue
 			}
 			if pr := PreparePeer(h, payload, nil); c.prepare && pr != nil && pr.Build() {
 				c.prepared++
@@ -278,6 +285,13 @@ func (cl *cclient) send(op core.Operation, req any) {
 	if op.Mutates() {
 		cl.req++
 	}
+	cl.resend(op, req)
+}
+
+// resend sends a request under the client's last request number, as a
+// client retries one.
+func (cl *cclient) resend(op core.Operation, req any) {
+	cl.c.t.Helper()
 	p, err := core.AppendRequestMessage(nil, op, req)
 	if err != nil {
 		cl.c.t.Fatal(err)
@@ -838,16 +852,61 @@ func TestForwardedToADeadLeaderIsAnswered(t *testing.T) {
 		t.Fatalf("the follower relayed a late answer after its own 215: %d frames", len(sent))
 	}
 	c.leader()
-	req, err := core.AppendRequestMessage(nil, core.OpInsert, insertReq(ev(7, 1, 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.nodes[f].r.Receive(fc.conn, core.Header{ClientID: fc.session, Request: fc.req, Type: core.MsgRequest}, req)
+	fc.resend(core.OpInsert, insertReq(ev(7, 1, 1)))
 	if rs = fc.await(); len(rs) != 1 || rs[0].err != nil {
 		t.Fatalf("the retry: %+v (%v)", rs, c)
 	}
 	if e, ok := fc.latest(7); !ok || e.LatNano != 1 {
 		t.Fatalf("after the retry: %+v %v", e, ok)
+	}
+}
+
+// A leader's IO may refuse a write that a follower forwards before the
+// replica takes it (admission control, io/admission.go): RefuseForwarded
+// answers the client through the follower with the error, nothing is
+// proposed, the follower forgets the request, and the retry under the
+// same request number is served once the leader admits writes again.
+func TestRefusedForwardIsAnsweredAndRetried(t *testing.T) {
+	c := newCluster(t, 3, Config{})
+	l := c.leader()
+	f := (l + 1) % 3
+	fc := c.client(f, 9)
+	refusing, refused := true, 0
+	c.refuse = func(to int, h core.Header, p []byte) bool {
+		client, payload, ok := ForwardedFrame(h, p)
+		if !ok || !refusing || to != l || client.Type != core.MsgRequest || core.Operation(payload[0]) != core.OpInsert {
+			return false
+		}
+		refused++
+		c.nodes[l].r.RefuseForwarded(h, p, core.ClusterBusy, "the history store is behind: retry")
+		return true
+	}
+	last := c.nodes[l].r.Status().LastIndex
+	fc.send(core.OpInsert, insertReq(ev(7, 1, 1)))
+	rs := fc.await()
+	if len(rs) != 1 || rs[0].err == nil || rs[0].err.Code != core.ClusterBusy.Code || !strings.Contains(rs[0].err.Message, "retry") || refused != 1 {
+		t.Fatalf("the refused forward: %+v, %d refused (%v)", rs, refused, c)
+	}
+	if got := c.nodes[l].r.Status().LastIndex; got != last {
+		t.Fatalf("the leader's log grew from %d to %d for a refused request", last, got)
+	}
+	if n := len(c.nodes[f].r.forwarded); n != 0 {
+		t.Fatalf("the follower still remembers %d forwarded requests", n)
+	}
+	if _, ok := fc.latest(7); ok {
+		t.Fatal("the refused insert was applied")
+	}
+	refusing = false
+	fc.resend(core.OpInsert, insertReq(ev(7, 1, 1)))
+	if rs = fc.await(); len(rs) != 1 || rs[0].err != nil {
+		t.Fatalf("the retry: %+v (%v)", rs, c)
+	}
+	if e, ok := fc.latest(7); !ok || e.LatNano != 1 {
+		t.Fatalf("after the retry: %+v %v", e, ok)
+	}
+	// A frame that is not a forward is not one to refuse.
+	if _, _, ok := ForwardedFrame(core.Header{Type: msgHeartbeat}, nil); ok {
+		t.Fatal("a heartbeat taken for a forward")
 	}
 }
 

@@ -136,3 +136,37 @@ func (r *Replica) sendError(to dest, h core.Header, info core.CodeInfo, format s
 	h.Type = core.MsgError
 	r.send(to, h, core.AppendErrorMessage(nil, info.Code, fmt.Sprintf(format, args...)))
 }
+
+// ForwardedFrame returns the client's header and payload that a
+// replica-to-replica frame forwards (ok false for any other frame), so
+// that the leader's IO can judge a forwarded request as it judges its own
+// clients' (admission control) before the replica takes it. The payload
+// aliases the frame's.
+func ForwardedFrame(h core.Header, payload []byte) (client core.Header, clientPayload []byte, ok bool) {
+	if h.Type != msgForward {
+		return core.Header{}, nil, false
+	}
+	m, err := decodeMessage(h, payload)
+	if err != nil {
+		return core.Header{}, nil, false
+	}
+	return m.client, m.frame, true
+}
+
+// RefuseForwarded answers the request that a forward frame carries with
+// an error, through the follower that forwarded it, instead of taking it:
+// the leader's IO refuses it as it refuses its own clients' requests. The
+// request is not proposed and changes nothing, so its retry (same session
+// and request number) is a request like any other; the follower relays
+// the answer and forgets the request. A frame that is not a forward from
+// another replica is ignored.
+func (r *Replica) RefuseForwarded(h core.Header, payload []byte, info core.CodeInfo, msg string) {
+	if h.ClientID >= uint64(r.cfg.ReplicaCount) || uint32(h.ClientID) == r.self {
+		return
+	}
+	m, err := decodeMessage(h, payload)
+	if err != nil || m.typ != msgForward {
+		return
+	}
+	r.sendError(dest{via: m.from, conn: m.conn}, m.client, info, "%s", msg)
+}
