@@ -127,9 +127,10 @@ func (t *feedTail) broadcast() {
 // Closing one channel for all of them made 1,000 streams runnable at
 // each commit; with GOMAXPROCS=1 the goroutines the network readied
 // queued behind them, among them the binary protocol's readers, whose
-// requests then waited: in a runtime trace one waited 219 ms to run, and
-// the writes' acknowledgements had a p99 of 200 ms against 29 ms with no
-// stream open.
+// requests then waited (in a runtime trace one waited 219 ms to run), and
+// the last streams served waited for all the others: notifications had a
+// p99 of 117-210 ms after their write's acknowledgement, 18-27 ms with the
+// relay (docs/performance.md, Feed readers).
 
 // tailWaiter is a stream's place in the relay.
 type tailWaiter struct {
