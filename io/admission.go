@@ -122,7 +122,7 @@ func (s *Server) admissionRefuses(h core.Header, payload []byte) (msg string, re
 		return "", false
 	}
 	a := &s.admit
-	backlog := s.hist.backlog.Load()
+	backlog := s.hist.queued.Load()
 	switch {
 	case !a.refusing && backlog > a.high:
 		a.refusing = true

@@ -50,11 +50,11 @@ type historian struct {
 	// again, so that the loop, and the reads it serves, go on. Answers to
 	// the loop (done) never wait for it, or a loop waiting here would
 	// wait for ever.
-	mu     sync.Mutex
-	queued int
-	// backlog is queued, for readers that do not take mu: the loop's
-	// admission of client writes (admission.go) and the metrics.
-	backlog    atomic.Int64
+	mu sync.Mutex
+	// queued changes under mu; it is atomic for the readers that do not
+	// take mu: the loop's admission of client writes (admission.go) and
+	// the metrics.
+	queued     atomic.Int64
 	closed     bool
 	stalled    bool
 	progress   chan struct{} // capacity 1: "the historian finished a request"
@@ -196,7 +196,7 @@ const maxBatchWrites = 20_000
 func (h *historian) push(op histOp) {
 	if n := len(op.writes); n > 0 {
 		h.mu.Lock()
-		for h.queued > maxQueuedWrites && !h.closed && (!h.stalled || h.queued > maxStalledWrites) {
+		for q := h.queued.Load(); q > maxQueuedWrites && !h.closed && (!h.stalled || q > maxStalledWrites); q = h.queued.Load() {
 			h.mu.Unlock()
 			select {
 			case <-h.progress:
@@ -206,8 +206,7 @@ func (h *historian) push(op histOp) {
 				h.stalled = true
 			}
 		}
-		h.queued += n
-		h.backlog.Store(int64(h.queued))
+		h.queued.Add(int64(n))
 		h.mu.Unlock()
 	}
 	h.queue.push(op)
@@ -217,8 +216,7 @@ func (h *historian) push(op histOp) {
 // a request (n writes of it, maybe 0), so the store is not stalled.
 func (h *historian) finished(n int) {
 	h.mu.Lock()
-	h.queued -= n
-	h.backlog.Store(int64(h.queued))
+	h.queued.Add(-int64(n))
 	h.stalled = false
 	h.mu.Unlock()
 	select {

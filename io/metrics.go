@@ -195,7 +195,7 @@ func newServerMetrics(s *Server, set *metrics.Set) *serverMetrics {
 		if s.hist == nil {
 			return 0
 		}
-		return float64(s.hist.backlog.Load())
+		return float64(s.hist.queued.Load())
 	})
 	set.NewGauge(`geoevent_position_listeners`, func() float64 { return float64(s.positions.listeners.Load()) })
 	set.NewGauge(`geoevent_position_ring_writes`, func() float64 {
