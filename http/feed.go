@@ -184,7 +184,7 @@ func (c *call) nextNotes(req *core.FeedRequest, limit int, dst []tailNote, woken
 	if c.g.cfg.Feed != nil {
 		notes, next, more, ext, wait, ok := c.g.tail.take(req, limit, dst)
 		if woken != nil {
-			c.g.tail.passOn(woken)
+			c.g.tail.release(woken)
 		}
 		if ok {
 			return notes, next, more, ext, wait, wait != nil, nil
@@ -272,7 +272,7 @@ func (c *call) feedStream(req *core.FeedRequest, fromEnd bool) *failure {
 	}
 	defer out.close()
 	turn := newTailWaiter()
-	defer c.g.tail.leave(turn)
+	defer c.g.tail.release(turn)
 	var w jw
 	if fromEnd {
 		w.b = strconv.AppendUint(append(w.b, "id: "...), req.After, 10)

@@ -122,7 +122,7 @@ func (t *feedTail) broadcast() {
 // The relay. A stream that has taken everything the window holds sleeps
 // (sleep) until the window changes or its clock ticks. Then the sleepers
 // are woken in turn, not at once: at most width of them hold a turn, and
-// each passes its turn on (passOn) once it has taken its notifications,
+// each passes its turn on (release) once it has taken its notifications,
 // before it writes them, so that a client slow to read holds nobody up.
 // Closing one channel for all of them made 1,000 streams runnable at
 // each commit; with GOMAXPROCS=1 the goroutines the network readied
@@ -179,20 +179,11 @@ func (t *feedTail) sleep(w *tailWaiter, after uint64) bool {
 	return true
 }
 
-// passOn ends w's turn, if it holds one, and gives it to the next sleeper.
-func (t *feedTail) passOn(w *tailWaiter) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if w.state == waiterWoken {
-		w.state = waiterIdle
-		t.turns--
-		t.relay()
-	}
-}
-
-// leave takes w out of the relay, as its stream ends: out of a queue, or
-// passing its turn on.
-func (t *feedTail) leave(w *tailWaiter) {
+// release takes w out of the relay: out of the queue it sleeps in, or,
+// when it holds a turn, giving the turn to the next sleeper. A stream
+// calls it once it has taken its notifications in its turn, and as it
+// ends.
+func (t *feedTail) release(w *tailWaiter) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch w.state {

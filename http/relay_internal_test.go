@@ -68,13 +68,13 @@ func TestRelay(t *testing.T) {
 					rt.Skip("holds no turn")
 				}
 				<-ws[i].turn // the stream's select
-				tail.passOn(ws[i])
+				tail.release(ws[i])
 				delete(holds, i)
 				give()
 			},
 			"leave": func(rt *rapid.T) {
 				i := rapid.IntRange(0, len(ws)-1).Draw(rt, "i")
-				tail.leave(ws[i])
+				tail.release(ws[i])
 				asleep = slices.DeleteFunc(asleep, func(j int) bool { return j == i })
 				queued = slices.DeleteFunc(queued, func(j int) bool { return j == i })
 				delete(holds, i)
