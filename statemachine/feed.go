@@ -188,18 +188,22 @@ func (v *feedStore) group(x *feedNote) *feedGroup {
 }
 
 // seq returns the i-th retained notification's sequence.
-func (v *feedStore) seq(i int) uint64 {
-	x := v.note(i)
-	g := v.group(x)
-	return g.seq + v.base + uint64(v.head+i)
-}
+func (v *feedStore) seq(i int) uint64 { return v.seqOf(v.group(v.note(i)), i) }
+
+// seqOf is the sequence of the i-th retained notification (i may be n,
+// the next one's), g its group: the group keeps its notifications'
+// sequences less their numbers, and the i-th is number base+head+i.
+func (v *feedStore) seqOf(g *feedGroup, i int) uint64 { return g.seq + v.number(i) }
+
+// number is the i-th retained notification's number.
+func (v *feedStore) number(i int) uint64 { return v.base + uint64(v.head+i) }
 
 // at returns the i-th retained notification.
 func (v *feedStore) at(i int) core.Notification {
 	x := v.note(i)
 	g := v.group(x)
 	return core.Notification{
-		Seq:     g.seq + v.base + uint64(v.head+i),
+		Seq:     v.seqOf(g, i),
 		Type:    core.NotifyType(x.bits & 3),
 		Fence:   v.names[x.bits>>3].name,
 		Event:   g.ev,
@@ -300,7 +304,7 @@ func (f *feedLog) newGroup(ev *core.GeoEvent, prev core.Coordinate, opNS, seq ui
 		f.groups = append(f.groups, new(feedGroupChunk))
 	}
 	f.groups[f.gn/feedGroupChunkLen][f.gn%feedGroupChunkLen] = feedGroup{ev: *ev, prev: prev, opNS: opNS,
-		seq: seq - (f.base + uint64(f.head+f.n))}
+		seq: seq - f.number(f.n)}
 	f.gn++
 	f.nextGroup = f.gbase + uint64(f.gn)
 	return uint32(f.nextGroup - 1)
@@ -345,7 +349,7 @@ func (f *feedLog) append(n *core.Notification) {
 	if f.n == 0 || f.note(f.n-1).group != g {
 		g = f.newGroup(&n.Event, n.Prev, n.OpNS, n.Seq)
 	} else if x := f.group(f.note(f.n - 1)); x.ev != n.Event || x.prev != n.Prev || x.opNS != n.OpNS ||
-		x.seq+f.base+uint64(f.head+f.n) != n.Seq {
+		f.seqOf(x, f.n) != n.Seq {
 		g = f.newGroup(&n.Event, n.Prev, n.OpNS, n.Seq)
 	}
 	f.appendNote(g, n.Type, f.ref(n.Fence), n.HasPrev)
@@ -359,7 +363,7 @@ func (f *feedLog) trim() {
 		if f.n <= count && (f.opNS < ns || g.opNS >= f.opNS-ns) {
 			break
 		}
-		f.dropped = g.seq + f.base + uint64(f.head)
+		f.dropped = f.seqOf(g, 0)
 		f.unref(x.bits >> 3)
 		f.head++ // not zeroed: a frozen view may still hold it
 		f.n--
@@ -371,7 +375,7 @@ func (f *feedLog) trim() {
 		}
 	}
 	if f.n == 0 {
-		f.chunks, f.head, f.base = nil, 0, f.base+uint64(f.head)
+		f.chunks, f.head, f.base = nil, 0, f.number(0)
 		f.groups, f.gbase, f.gn = nil, f.nextGroup, 0
 		return
 	}

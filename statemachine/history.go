@@ -102,8 +102,13 @@ func (sm *StateMachine) TakeApplied() []core.HistoryWrite {
 	return a
 }
 
+// putWrite is the write that stores ev under its entity and timestamp.
+func putWrite(ev *core.GeoEvent) core.HistoryWrite {
+	return core.HistoryWrite{Kind: core.HistoryPut, EntityID: ev.EntityID, TS: ev.TimestampNS, Event: *ev}
+}
+
 func (sm *StateMachine) histPut(ev *core.GeoEvent) {
-	sm.hio.writes = append(sm.hio.writes, core.HistoryWrite{Kind: core.HistoryPut, EntityID: ev.EntityID, TS: ev.TimestampNS, Event: *ev})
+	sm.hio.writes = append(sm.hio.writes, putWrite(ev))
 }
 
 func (sm *StateMachine) histDelete(kind core.HistoryWriteKind, id core.Uint128, ts uint64) {

@@ -225,11 +225,13 @@ func (sm *StateMachine) findLive(e *entity, older *older, ts, t uint64) (found, 
 	return found, found && expiredAt(&ev, t)
 }
 
-// put stores one validated event whose timestamp is set. replaceLatest is
-// set for an upsert whose event had no timestamp of its own: it replaces the
-// entity's latest event. upsertBatch says ev is of an upsert batch. Otherwise an event at the same timestamp is replaced
-// (only upserts get here with one) and a new timestamp is added to the
-// history. put reports whether an existing event was replaced ("updated").
+// put stores one validated event of an upsert batch (upsertBatch) or an
+// insert batch, whose timestamp is set. replaceLatest is set for an
+// upsert whose event had no timestamp of its own: it replaces the
+// entity's latest event. Otherwise an event at the same timestamp is
+// replaced (only upserts get here with one) and a new timestamp is added
+// to the history. put reports whether an existing event was replaced
+// ("updated").
 // The history store holds an entity's older events, never its latest
 // (core/history.go): an event is put there when it is or becomes an older
 // one, so that a new entity, or a latest replaced in place, costs the
@@ -244,7 +246,7 @@ func (sm *StateMachine) put(opTS uint64, ev *core.GeoEvent, upsertBatch, replace
 		sm.hio.removed[ev.EntityID] = struct{}{}
 		e = nil
 	}
-	sm.hio.applied = append(sm.hio.applied, core.HistoryWrite{Kind: core.HistoryPut, EntityID: ev.EntityID, TS: ev.TimestampNS, Event: *ev})
+	sm.hio.applied = append(sm.hio.applied, putWrite(ev))
 	if e == nil {
 		sm.create(ev)
 		return false
