@@ -285,6 +285,12 @@ func (r *recorder) add(d time.Duration, events int) {
 	r.mu.Unlock()
 }
 
+// quantiles formats the p50, p99, p999 and max of sorted.
+func quantiles(sorted []time.Duration) string {
+	return fmt.Sprintf("p50 %s  p99 %s  p999 %s  max %s",
+		percentile(sorted, 0.50), percentile(sorted, 0.99), percentile(sorted, 0.999), percentile(sorted, 1))
+}
+
 func percentile(sorted []time.Duration, p float64) time.Duration {
 	if len(sorted) == 0 {
 		return 0
@@ -408,12 +414,10 @@ func run(cfg config) error {
 	fmt.Printf("%s op=%s concurrency=%d batch=%d duration=%s procs=%d\n", proto, cfg.op, cfg.concurrency, cfg.batch, el.Round(time.Millisecond), runtime.GOMAXPROCS(0))
 	rate := float64(rec.events.Load()) / el.Seconds()
 	fmt.Printf("ops/s %.0f  events/s %.0f  errors %d  busy %d\n", float64(rec.ops.Load())/el.Seconds(), rate, rec.errors.Load(), rec.busy)
-	fmt.Printf("latency p50 %s  p99 %s  p999 %s  max %s\n",
-		percentile(rec.latencies, 0.50), percentile(rec.latencies, 0.99), percentile(rec.latencies, 0.999), percentile(rec.latencies, 1))
+	fmt.Printf("latency %s\n", quantiles(rec.latencies))
 	if p := rec.probe; p != nil {
 		slices.Sort(p.latencies)
-		fmt.Printf("probe latest: sessions %d  reads %d  errors %d  p50 %s  p99 %s  p999 %s  max %s\n", cfg.probes, p.ops.Load(), p.errors.Load(),
-			percentile(p.latencies, 0.50), percentile(p.latencies, 0.99), percentile(p.latencies, 0.999), percentile(p.latencies, 1))
+		fmt.Printf("probe latest: sessions %d  reads %d  errors %d  %s\n", cfg.probes, p.ops.Load(), p.errors.Load(), quantiles(p.latencies))
 	}
 	if subs != nil {
 		got.report(cfg.subscribers, el, acks)

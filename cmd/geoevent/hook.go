@@ -37,7 +37,8 @@ func hook(e *env, args []string) int {
 // path, after parsing args with fset: put NAME, its body what body makes
 // of the flags, answered with whether it created or replaced one; list,
 // get NAME and delete NAME, the API's answers printed as they come.
-// query is added to put's, list's and get's requests.
+// query ("form=a", or none) is added to put's, list's and get's
+// requests.
 func named(e *env, fset *flag.FlagSet, args []string, kind, path, query string, body func() (map[string]any, error)) int {
 	pos, code, ok := e.parse(fset, args, 1, 2)
 	if !ok {
@@ -47,10 +48,13 @@ func named(e *env, fset *flag.FlagSet, args []string, kind, path, query string, 
 	if len(pos) == 2 {
 		name = url.PathEscape(pos[1])
 	}
-	one := path + "/" + name + strings.Replace(query, "&", "?", 1)
+	list, one := path+"?limit=1000", path+"/"+name
+	if query != "" {
+		list, one = list+"&"+query, one+"?"+query
+	}
 	switch {
 	case pos[0] == "list" && len(pos) == 1:
-		return e.show("GET", path+"?limit=1000"+query, nil)
+		return e.show("GET", list, nil)
 	case pos[0] == "get" && name != "":
 		return e.show("GET", one, nil)
 	case pos[0] == "delete" && name != "":

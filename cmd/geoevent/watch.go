@@ -118,7 +118,7 @@ func fence(e *env, args []string) int {
 	file := fset.String("file", "", "a polygon: GeoJSON file `F` (as within --file); - is stdin")
 	group := fset.String("group", "", "only entities of group `N`")
 	report := fset.String("report", "", "the types to report, `T,T` of enter, exit, inside (default enter,exit)")
-	return named(e, fset, args, "fence", "/fences", "&form=a", func() (map[string]any, error) {
+	return named(e, fset, args, "fence", "/fences", "form=a", func() (map[string]any, error) {
 		body, err := fenceShape(e, *bbox, *circle, *file)
 		if err != nil {
 			return nil, err
