@@ -136,14 +136,7 @@ func TestFeedRetentionSnapshot(t *testing.T) {
 	if r.sm.Digest() == d0 {
 		t.Fatal("retention is not in the digest")
 	}
-	var b bytes.Buffer
-	if err := r.sm.WriteSnapshot(&b); err != nil {
-		t.Fatal(err)
-	}
-	cp, err := ReadSnapshot(bytes.NewReader(b.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cp, b := restored(t, r.sm)
 	if cp.Digest() != r.sm.Digest() {
 		t.Fatal("the restored state's digest differs")
 	}
@@ -166,7 +159,7 @@ func TestFeedRetentionSnapshot(t *testing.T) {
 		t.Fatalf("a snapshot without the section: %+v", got)
 	}
 	// Damaged bounds are corruption, not a state.
-	bad := bytes.Clone(b.Bytes())
+	bad := bytes.Clone(b)
 	at := bytes.LastIndex(bad, []byte(retentionMagic))
 	copy(bad[at+4+8:], []byte{1, 0, 0, 0, 0, 0, 0, 0}) // a count of 1
 	body := bad[:len(bad)-4]

@@ -145,17 +145,10 @@ func TestFeedStoreModel(t *testing.T) {
 				views = append(views, frozen{sm.Freeze(), slices.Clone(m.notes), m.last, m.dropped})
 			},
 			"snapshot": func(t *rapid.T) {
-				var b bytes.Buffer
-				if err := sm.WriteSnapshot(&b); err != nil {
-					t.Fatal(err)
-				}
-				cp, err := ReadSnapshot(bytes.NewReader(b.Bytes()))
-				if err != nil {
-					t.Fatal(err)
-				}
+				cp, b := restored(t, sm)
 				checkFeed(t, "read from a snapshot", cp, m.notes, m.last, m.dropped)
 				var again bytes.Buffer
-				if err := cp.WriteSnapshot(&again); err != nil || !bytes.Equal(again.Bytes(), b.Bytes()) {
+				if err := cp.WriteSnapshot(&again); err != nil || !bytes.Equal(again.Bytes(), b) {
 					t.Fatalf("a snapshot read and written again differs (%v)", err)
 				}
 			},

@@ -305,14 +305,7 @@ func TestFencesAgainstModel(t *testing.T) {
 
 		// A snapshot carries the fences and the feed, and the copy goes on
 		// alike.
-		var buf bytes.Buffer
-		if err := sm.WriteSnapshot(&buf); err != nil {
-			t.Fatal(err)
-		}
-		cp, err := ReadSnapshot(bytes.NewReader(buf.Bytes()))
-		if err != nil {
-			t.Fatal(err)
-		}
+		cp, _ := restored(t, sm)
 		if cp.Digest() != sm.Digest() {
 			t.Fatal("the restored state has another digest")
 		}

@@ -315,14 +315,7 @@ func TestHooksAgainstModel(t *testing.T) {
 		if err != nil || int(l.Total) != len(model) || l.HasMore != (len(model) > 2) {
 			t.Fatalf("list: %+v %v, model has %d", l, err, len(model))
 		}
-		var buf bytes.Buffer
-		if err := sm.WriteSnapshot(&buf); err != nil {
-			t.Fatal(err)
-		}
-		cp, err := ReadSnapshot(bytes.NewReader(buf.Bytes()))
-		if err != nil {
-			t.Fatal(err)
-		}
+		cp, _ := restored(t, sm)
 		if cp.Digest() != sm.Digest() {
 			t.Fatal("the restored state has another digest")
 		}

@@ -545,3 +545,21 @@ func TestStateMachineAgainstModel(t *testing.T) {
 		})
 	})
 }
+
+// restored is sm written to a snapshot and read back, with the
+// snapshot's bytes; a failure of either fails the test.
+func restored(t interface {
+	Helper()
+	Fatal(...any)
+}, sm *StateMachine) (*StateMachine, []byte) {
+	t.Helper()
+	var b bytes.Buffer
+	if err := sm.WriteSnapshot(&b); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := ReadSnapshot(bytes.NewReader(b.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cp, b.Bytes()
+}
