@@ -5,8 +5,11 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"io/fs"
 	"net"
 	stdhttp "net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -82,6 +85,7 @@ func FuzzHTTPRequest(f *testing.F) {
 		map[string]any{"entity_id": id, "lat_nano": 1, "lon_nano": 2}}}); a.status != 200 {
 		f.Fatalf("seed insert: %d %s", a.status, a.raw)
 	}
+	page := mapFiles(f, e)
 	f.Fuzz(func(t *testing.T, method, target, headers string, body []byte, mode uint8) {
 		req := frame(method, target, headers, body, mode)
 		before := e.stats(t)
@@ -91,7 +95,7 @@ func FuzzHTTPRequest(f *testing.F) {
 		}
 		succeeded := false
 		for _, a := range answers {
-			if msg := checkAnswer(a); msg != "" {
+			if msg := checkAnswer(a, page); msg != "" {
 				t.Fatalf("%q: %s: %d %v %q", req, msg, a.status, a.header, a.body)
 			}
 			if a.status < 400 {
@@ -201,8 +205,38 @@ func isReset(err error) bool {
 	return errors.As(err, &oe) && !oe.Timeout()
 }
 
-// checkAnswer returns what is wrong with an answer, or "".
-func checkAnswer(a reply) string {
+// mapFiles returns the bodies of the map page (GET /) and of the files
+// it is served with (http/static, read from the repository): the only
+// answers that are not JSON.
+func mapFiles(tb testing.TB, e *env) map[string]bool {
+	files := map[string]bool{}
+	res, err := e.client.Get(e.base + "/")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil || res.StatusCode != 200 {
+		tb.Fatalf("GET /: %d %v", res.StatusCode, err)
+	}
+	files[string(b)] = true
+	err = filepath.WalkDir("../http/static", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		files[string(b)] = true
+		return err
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return files
+}
+
+// checkAnswer returns what is wrong with an answer, or "". page holds
+// the map page's files (mapFiles).
+func checkAnswer(a reply, page map[string]bool) string {
 	switch {
 	case a.status < 200:
 		return "" // 100 Continue: informational
@@ -221,6 +255,9 @@ func checkAnswer(a reply) string {
 			return "a redirect without Location"
 		}
 		return ""
+	}
+	if a.status == 200 && page[string(a.body)] && a.header.Get("Content-Type") != "application/json" {
+		return "" // the map page or one of its files
 	}
 	if ct := a.header.Get("Content-Type"); ct != "application/json" && (ct != "application/geo+json" || a.status != 200) {
 		return "Content-Type is not application/json (nor, for a query's answer, application/geo+json)"
