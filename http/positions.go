@@ -2,7 +2,6 @@ package http
 
 import (
 	"errors"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -32,12 +31,12 @@ import (
 //
 // The stream is not replicated state and not durable: it is what this
 // replica applies while the stream is open (the io layer's ring of the
-// applied entries (core.AppliedWrites), read at the stream's own cursor;
-// see io/publish.go), with no resume (Last-Event-ID is not read). A
-// reader that falls more than the ring behind (it does not read its
-// socket fast enough) gets "event: error" with 245 STREAM_FELL_BEHIND and
-// the stream ends; the replica's loop never waits for a reader. A
-// replica serves Config.MaxPositionStreams (10,000) at once; one more is 503 with 212
+// applied entries (core.AppliedWrites), read for all the streams by the
+// hub, positionhub.go; see io/publish.go), with no resume (Last-Event-ID
+// is not read). A reader that does not read its socket fast enough, so
+// that more than positionsPendingMax bytes wait for it, gets "event:
+// error" with 245 STREAM_FELL_BEHIND and the stream ends; neither the
+// replica's loop nor the hub ever waits for a reader. A replica serves Config.MaxPositionStreams (10,000) at once; one more is 503 with 212
 // CLUSTER_BUSY. A gateway without Config.Feed (a remote backend) has no
 // stream: 400 INVALID_ARGUMENT.
 
@@ -48,9 +47,6 @@ const DefaultMaxPositionStreams = 10_000
 // positionsTracked bounds the entities a position stream remembers having
 // shown inside its area (for deletes and the move out).
 const positionsTracked = 100_000
-
-// positionsFlushBytes is how much a stream buffers before it writes.
-const positionsFlushBytes = 256 << 10
 
 // positionsRequest is a position stream's parameters: a box (as a bbox
 // fence) or a fence's name, and a group.
@@ -138,7 +134,7 @@ func (g *Gateway) positions(c *call) *failure {
 			return f
 		}
 	}
-	inArea, err := statemachine.FenceArea(def)
+	inArea, covering, err := statemachine.FenceArea(def)
 	if err != nil {
 		var ce *core.Error
 		if errors.As(err, &ce) {
@@ -155,121 +151,50 @@ func (g *Gateway) positions(c *call) *failure {
 		return fail(core.ClusterBusy, "this replica serves %d position streams, its most: retry later, or on another replica", most)
 	}
 	defer g.posStreams.n.Add(-1)
-	cursor := src.PositionsListen()
-	defer src.PositionsUnlisten()
+	body := errorBody(c.form, core.StreamFellBehind, "this reader fell too far behind the replica's applied events (the stream keeps a bounded buffer): open a new stream")
+	failBody := append(append([]byte("event: error\ndata: "), body...), "\n\n"...)
+	sub := newPosSub(inArea, covering, req.group, c.form == formA, failBody)
+	g.posHub.join(sub, src, g.streams.done())
+	defer g.posHub.leave(sub)
 
 	out, ok := c.startSSE()
 	if !ok {
 		return nil
 	}
 	defer out.close()
-	ps := positionStream{inArea: inArea, group: req.group, shown: map[core.Uint128]struct{}{}}
-	ps.w.formA = c.form == formA
-	write := func() bool {
-		if len(ps.w.b) == 0 {
-			return true
-		}
-		err := out.write(ps.w.b)
-		ps.w.b = ps.w.b[:0]
-		return err == nil
-	}
-	var batches []core.AppliedWrites
+	// A ticker, not a timer made for each wait: at each tick, a stream
+	// silent for half the period writes a keep-alive, so that it is never
+	// silent for longer than feedKeepAlive.
+	tick := time.NewTicker(feedKeepAlive / 2)
+	defer tick.Stop()
 	lastWrite := time.Now()
+	var spare []byte
 	for {
-		var changed <-chan struct{}
-		var behind bool
-		batches, cursor, changed, behind = src.PositionsAfter(cursor, batches[:0])
-		if behind {
-			write()
-			body := errorBody(c.form, core.StreamFellBehind, "this reader fell too far behind the replica's applied events (the stream keeps a bounded buffer): open a new stream")
-			ps.w.b = append(append(append(ps.w.b, "event: error\ndata: "...), body...), "\n\n"...)
-			write()
-			return nil
-		}
-		for i := range batches {
-			ps.batch(&batches[i])
-			if len(ps.w.b) >= positionsFlushBytes && !write() {
-				return nil
-			}
-		}
-		clear(batches) // the ring's writes are not held past their turn
-		if len(ps.w.b) == 0 && time.Since(lastWrite) >= feedKeepAlive {
-			ps.w.b = append(ps.w.b, ": keep-alive\n\n"...)
-		}
-		if len(ps.w.b) > 0 {
-			if !write() {
-				return nil
-			}
-			lastWrite = time.Now()
-		}
-		if changed == nil {
-			continue
-		}
-		t := time.NewTimer(time.Until(lastWrite.Add(feedKeepAlive)))
 		select {
 		case <-out.gone:
-			t.Stop()
 			return nil
 		case <-g.streams.done():
-			t.Stop()
 			return nil
-		case <-changed:
-		case <-t.C:
-		}
-		t.Stop()
-	}
-}
-
-// positionStream filters applied writes to the events of one stream's
-// area and renders them.
-type positionStream struct {
-	inArea func(latNano, lonNano int64, group uint64) bool
-	group  core.GroupFilter
-	shown  map[core.Uint128]struct{} // entities last shown inside the area
-	w      jw
-	data   jw
-}
-
-// batch renders the events of one applied entry that the stream shows.
-func (ps *positionStream) batch(b *core.AppliedWrites) {
-	for i := range b.Writes {
-		hw := &b.Writes[i]
-		switch hw.Kind {
-		case core.HistoryPut:
-			ev := &hw.Event
-			inside := (!ps.group.Set || ps.group.ID == ev.GroupID) && ps.inArea(ev.LatNano, ev.LonNano, ev.GroupID)
-			_, was := ps.shown[ev.EntityID]
-			switch {
-			case inside && !was && len(ps.shown) < positionsTracked:
-				ps.shown[ev.EntityID] = struct{}{}
-			case !inside && was:
-				delete(ps.shown, ev.EntityID) // its last position, then none
-			case !inside:
+		case <-sub.wake:
+			b, failed := sub.take(spare)
+			if len(b) > 0 {
+				if out.write(b) != nil {
+					return nil
+				}
+				lastWrite = time.Now()
+			}
+			if failed {
+				return nil
+			}
+			spare = b
+		case now := <-tick.C:
+			if now.Sub(lastWrite) < feedKeepAlive/2 {
 				continue
 			}
-			ps.data.b, ps.data.formA = ps.data.b[:0], ps.w.formA
-			ps.data.event(ev, nil)
-			ps.sse(b.Index, "position", ps.data.b)
-		case core.HistoryDeleteEntity:
-			if _, was := ps.shown[hw.EntityID]; was {
-				delete(ps.shown, hw.EntityID)
-				ps.data.b = ps.data.b[:0]
-				ps.data.open()
-				ps.data.key("entity_id")
-				ps.data.id(hw.EntityID)
-				ps.data.close()
-				ps.sse(b.Index, "delete", ps.data.b)
+			if out.write([]byte(": keep-alive\n\n")) != nil {
+				return nil
 			}
+			lastWrite = now
 		}
 	}
-}
-
-func (ps *positionStream) sse(index uint64, event string, data []byte) {
-	b := append(ps.w.b, "id: "...)
-	b = strconv.AppendUint(b, index, 10)
-	b = append(b, "\nevent: "...)
-	b = append(b, event...)
-	b = append(b, "\ndata: "...)
-	b = append(b, data...)
-	ps.w.b = append(b, "\n\n"...)
 }

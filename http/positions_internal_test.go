@@ -43,7 +43,7 @@ func FuzzPositionParams(f *testing.F) {
 			if req.box.Min.LatNano > req.box.Max.LatNano {
 				t.Fatalf("%q: inverted latitudes accepted", raw)
 			}
-			if _, err := statemachine.FenceArea(req.box); err != nil {
+			if _, _, err := statemachine.FenceArea(req.box); err != nil {
 				t.Fatalf("%q: accepted a box the fence test refuses: %v", raw, err)
 			}
 		}

@@ -101,6 +101,7 @@ type Gateway struct {
 	streams    streamsEnd      // closed when the server shuts down: feed.go
 	tail       feedTail        // the feed's newest notifications, shared by its readers: feedtail.go
 	posStreams positionStreams // GET /feed/positions streams open: positions.go
+	posHub     positionHub     // their reader of the applied writes: positionhub.go
 	readers    feedReaders     // GET /feed streams and long polls open (metrics.go)
 }
 

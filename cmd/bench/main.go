@@ -59,6 +59,11 @@
 //	go run ./cmd/bench --cluster <id> --op track --batch 1000 --concurrency 4 --rate 100000 \
 //	    --fences 1000 --subscribers 1000 --feed http://127.0.0.1:8080 --duration 20s
 //
+// --position-streams N --feed URL keeps N streams of GET /feed/positions
+// open at URL while the load runs, each over a random 0.05-degree box in
+// the bench's box, and reports the events they received a second
+// (positions.go).
+//
 // capacity.sh is a capacity run of history on disk: it starts a dev
 // replica on a fresh directory, runs a track load of --events, samples the
 // replica's resident memory and the data directory's size, kills it with
@@ -140,6 +145,7 @@ type config struct {
 	probes      int  // --probe-latest: get-latest sessions beside the load
 	subscribe   bool // --subscribe-only: be the subscriber process of a run (subscribers.go)
 	subProcs    int  // --subscriber-procs: the subscriber process's --procs
+	posStreams  int  // --position-streams: GET /feed/positions streams open during the run (positions.go)
 }
 
 func main() {
@@ -188,6 +194,7 @@ func parseFlags(args []string) (config, error) {
 	subscribeOnly := fs.Bool("subscribe-only", false, "be the subscriber process of a --subscribers run (the bench starts it itself)")
 	subProcs := fs.Int("subscriber-procs", 0, "with --subscribers, threads running the subscriber process's Go code at once (GOMAXPROCS; 0 = one per core)")
 	probes := fs.Int("probe-latest", 0, "sessions reading one random entity's latest every 10 ms during the measured run, on a connection of their own; their latency is printed apart from the load's (binary protocol or --http)")
+	posStreams := fs.Int("position-streams", 0, "Server-Sent Event streams of GET /feed/positions to keep open at --feed during the run, each over a random 0.05-degree box (see positions.go)")
 	baseline := fs.Bool("baseline", true, "with --subscribers, run the load once without them first and report the ratio of the ingest rates")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -196,7 +203,7 @@ func parseFlags(args []string) (config, error) {
 		concurrency: *conc, duration: *dur, preload: *preload, progress: *progress, httpURL: *httpURL, httpClient: *httpClient,
 		cpuProfile: *cpuProfile, procs: *procs, span: *span, redisAddr: *redisAddr, tile38Addr: *tile38Addr, peerKey: *peerKey, peerPipe: *peerPipe, events: *maxEvents,
 		rate: *rate, subscribers: *subs, fences: *fences, feedURL: strings.TrimRight(*feedURL, "/"), baseline: *baseline, subscribe: *subscribeOnly,
-		subProcs: *subProcs, probes: *probes}
+		subProcs: *subProcs, probes: *probes, posStreams: *posStreams}
 	if cfg.subscribe {
 		if cfg.subscribers < 1 || cfg.feedURL == "" {
 			return cfg, errors.New("--subscribe-only needs --subscribers and --feed")
@@ -229,11 +236,11 @@ func parseFlags(args []string) (config, error) {
 		return cfg, errors.New("--procs must be 0 (one per core) or more")
 	case cfg.events < 0:
 		return cfg, errors.New("--events must be 0 (no limit) or more")
-	case cfg.rate < 0, cfg.subscribers < 0, cfg.subProcs < 0, cfg.probes < 0:
-		return cfg, errors.New("--rate, --subscribers, --subscriber-procs and --probe-latest must be 0 or more")
+	case cfg.rate < 0, cfg.subscribers < 0, cfg.subProcs < 0, cfg.probes < 0, cfg.posStreams < 0:
+		return cfg, errors.New("--rate, --subscribers, --subscriber-procs, --probe-latest and --position-streams must be 0 or more")
 	case cfg.probes > 0 && (cfg.redisAddr != "" || cfg.tile38Addr != ""):
 		return cfg, errors.New("--probe-latest reads over the binary protocol or --http only")
-	case cfg.subscribers > 0 && cfg.feedURL == "":
+	case (cfg.subscribers > 0 || cfg.posStreams > 0) && cfg.feedURL == "":
 		return cfg, errNoFeed
 	case cfg.fences < 0 || cfg.fences > core.MaxFences:
 		return cfg, fmt.Errorf("--fences must be 0 to %d", core.MaxFences)
@@ -402,6 +409,16 @@ func run(cfg config) error {
 		}
 		fmt.Printf("%d feed streams open\n", cfg.subscribers)
 	}
+	var positions *positionStreams
+	if cfg.posStreams > 0 {
+		positions = openPositionStreams(cfg.feedURL, cfg.posStreams)
+		fmt.Printf("%d position streams open\n", cfg.posStreams)
+		defer positions.stop()
+	}
+	var reportPositions func(int)
+	if positions != nil {
+		reportPositions = positions.measureFrom()
+	}
 	rec, el := measure(ctx, c, probe, cfg, names, total)
 	var got subscriberResult
 	if subs != nil {
@@ -418,6 +435,9 @@ func run(cfg config) error {
 	if p := rec.probe; p != nil {
 		slices.Sort(p.latencies)
 		fmt.Printf("probe latest: sessions %d  reads %d  errors %d  %s\n", cfg.probes, p.ops.Load(), p.errors.Load(), quantiles(p.latencies))
+	}
+	if reportPositions != nil {
+		reportPositions(cfg.posStreams)
 	}
 	if subs != nil {
 		got.report(cfg.subscribers, el, acks)

@@ -396,4 +396,4 @@ func (r *subscriberResult) report(n int, el time.Duration, acks *ackLog) {
 		matched, min(n, sampledStreams), early, h.percentile(0.50), h.percentile(0.99), h.percentile(0.999), h.percentile(1))
 }
 
-var errNoFeed = errors.New("--subscribers needs --feed, the HTTP base URL of a replica's gateway (replica start --http)")
+var errNoFeed = errors.New("--subscribers and --position-streams need --feed, the HTTP base URL of a replica's gateway (replica start --http)")
