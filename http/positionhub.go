@@ -237,7 +237,8 @@ func (h *positionHub) read(run *hubRun, src LocalFeed, cursor uint64, done <-cha
 		h.woken = h.woken[:0]
 		h.mu.Unlock()
 		clear(batches) // the ring's writes are not held past their turn
-		if behind {    // after a pause: a listener behind at once again is starved
+		if behind {
+			// After a pause: a listener behind at once again is starved.
 			select {
 			case <-run.quit:
 				return

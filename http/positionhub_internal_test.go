@@ -2,7 +2,9 @@ package http
 
 import (
 	"bytes"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/geoevent/geoevent/core"
 	"github.com/geoevent/geoevent/statemachine"
@@ -196,5 +198,82 @@ func TestPositionHubBoundsPending(t *testing.T) {
 	h.mu.Unlock()
 	if b, failed := slow.take(nil); len(b) != 0 || !failed {
 		t.Fatalf("after failing, the slow stream got %q", b)
+	}
+}
+
+// scriptFeed is a LocalFeed whose next read can be made to fall behind
+// and whose applied entries the test pushes.
+type scriptFeed struct {
+	mu     sync.Mutex
+	behind bool
+	queue  []core.AppliedWrites
+	ch     chan struct{}
+}
+
+func (*scriptFeed) FeedNews() (uint64, <-chan struct{}) { return 0, nil }
+func (*scriptFeed) PositionsListen() uint64             { return 0 }
+func (*scriptFeed) PositionsUnlisten()                  {}
+func (f *scriptFeed) PositionsAfter(cursor uint64, dst []core.AppliedWrites) ([]core.AppliedWrites, uint64, <-chan struct{}, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case f.behind:
+		f.behind = false
+		return dst, cursor, nil, true
+	case len(f.queue) > 0:
+		dst = append(dst, f.queue...)
+		f.queue = nil
+		return dst, cursor + 1, nil, false
+	}
+	if f.ch == nil {
+		f.ch = make(chan struct{})
+	}
+	return dst, cursor, f.ch, false
+}
+
+func (f *scriptFeed) push(b core.AppliedWrites) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queue = append(f.queue, b)
+	if f.ch != nil {
+		close(f.ch)
+		f.ch = nil
+	}
+}
+
+// TestPositionHubFallsBehind: when the hub's own read falls behind the
+// ring, every stream open fails with its error; the hub reads on from
+// the ring's end, and a stream opened after it gets what is applied.
+func TestPositionHubFallsBehind(t *testing.T) {
+	var h positionHub
+	src := &scriptFeed{behind: true}
+	box := &core.Fence{Name: "bbox", Shape: core.FenceBBox, Max: core.Coordinate{LatNano: 1_000_000_000, LonNano: 1_000_000_000}}
+	inArea, covering, err := statemachine.FenceArea(box)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := func(s *posSub, what string) ([]byte, bool) {
+		select {
+		case <-s.wake:
+			return s.take(nil)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: no wake-up", what)
+			return nil, false
+		}
+	}
+	first := newPosSub(inArea, covering, core.GroupFilter{}, false, []byte("event: error\n\n"))
+	h.join(first, src, nil)
+	defer h.leave(first)
+	if b, failed := wait(first, "the stream open as the hub fell behind"); !failed || string(b) != "event: error\n\n" {
+		t.Fatalf("the stream open as the hub fell behind: failed %v, %q", failed, b)
+	}
+	second := newPosSub(inArea, covering, core.GroupFilter{}, false, []byte("event: error\n\n"))
+	h.join(second, src, nil)
+	defer h.leave(second)
+	ev := []core.GeoEvent{{EntityID: core.Uint128{Lo: 9}, TimestampNS: 1, LatNano: 500_000_000, LonNano: 500_000_000}}
+	statemachine.AssignCells(ev)
+	src.push(core.AppliedWrites{Index: 5, Writes: []core.HistoryWrite{{Kind: core.HistoryPut, Event: ev[0]}}})
+	if b, failed := wait(second, "the stream opened after"); failed || !bytes.HasPrefix(b, []byte("id: 5\nevent: position\n")) {
+		t.Fatalf("the stream opened after: failed %v, %q", failed, b)
 	}
 }
