@@ -343,6 +343,18 @@ type sseOut struct {
 	gone    <-chan struct{} // closed once the client has gone
 }
 
+// appendSSE appends one Server-Sent Event: its id, its event type and
+// its data (one line).
+func appendSSE(b []byte, id uint64, event string, data []byte) []byte {
+	b = append(b, "id: "...)
+	b = appendUint(b, id)
+	b = append(b, "\nevent: "...)
+	b = append(b, event...)
+	b = append(b, "\ndata: "...)
+	b = append(b, data...)
+	return append(b, "\n\n"...)
+}
+
 // write sends b at once.
 func (o *sseOut) write(b []byte) error {
 	if o.conn != nil {

@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"slices"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
@@ -69,15 +68,8 @@ type tailNote struct {
 func newTailNote(n *core.Notification) tailNote {
 	var w jw
 	w.notification(n)
-	b := make([]byte, 0, len(w.b)+64)
-	b = append(b, "id: "...)
-	b = strconv.AppendUint(b, n.Seq, 10)
-	b = append(b, "\nevent: "...)
-	b = append(b, n.Type.String()...)
-	b = append(b, "\ndata: "...)
-	at := len(b)
-	b = append(b, w.b...)
-	return tailNote{*n, append(b, "\n\n"...), at}
+	sse := appendSSE(make([]byte, 0, len(w.b)+64), n.Seq, n.Type.String(), w.b)
+	return tailNote{*n, sse, len(sse) - len("\n\n") - len(w.b)}
 }
 
 // data is the notification's JSON.

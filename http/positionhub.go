@@ -53,6 +53,7 @@ type positionHub struct {
 	levels  uint32               // bit l: cells[l] > 0
 	showing map[core.Uint128][]*posSub
 	mark    uint64    // numbers the writes dispatched, for posSub.seen
+	reads   uint64    // numbers the reads of the ring, for posSub.wokenIn
 	all     []*posSub // the streams joined
 
 	// Scratch of dispatch.
@@ -76,8 +77,9 @@ type posSub struct {
 	failBody []byte // its STREAM_FELL_BEHIND error event
 
 	// The hub's, under hub.mu.
-	shown map[core.Uint128]struct{} // entities last shown inside the area
-	seen  uint64                    // the last write it was a candidate of
+	shown   map[core.Uint128]struct{} // entities last shown inside the area
+	seen    uint64                    // the last write it was a candidate of
+	wokenIn uint64                    // the last read it is in woken for
 
 	mu      sync.Mutex
 	pending []byte // rendered, not yet taken by the stream
@@ -121,16 +123,6 @@ func (s *posSub) add(index uint64, event string, data []byte) bool {
 func (s *posSub) fail() {
 	s.pending = append(s.pending, s.failBody...)
 	s.failed = true
-}
-
-func appendSSE(b []byte, index uint64, event string, data []byte) []byte {
-	b = append(b, "id: "...)
-	b = appendUint(b, index)
-	b = append(b, "\nevent: "...)
-	b = append(b, event...)
-	b = append(b, "\ndata: "...)
-	b = append(b, data...)
-	return append(b, "\n\n"...)
 }
 
 // join adds s to the hub, starting its goroutine on src when s is the
@@ -224,6 +216,7 @@ func (h *positionHub) read(run *hubRun, src LocalFeed, cursor uint64, done <-cha
 			src.PositionsUnlisten()
 			cursor = src.PositionsListen()
 		}
+		h.reads++
 		for i := range batches {
 			h.dispatch(&batches[i])
 		}
@@ -317,17 +310,20 @@ func (h *positionHub) dispatch(b *core.AppliedWrites) {
 			w.key("entity_id")
 			w.id(hw.EntityID)
 			w.close()
-			for _, s := range slices.Clone(l) {
-				h.unshow(hw.EntityID, s)
+			delete(h.showing, hw.EntityID) // every stream that showed it
+			for _, s := range l {
+				delete(s.shown, hw.EntityID)
 				h.send(s, b.Index, "delete", w.b)
 			}
 		}
 	}
 }
 
-// send adds an event to s and notes it is to be woken (h.mu held).
+// send adds an event to s and notes it is to be woken once the read's
+// entries are dispatched (h.mu held).
 func (h *positionHub) send(s *posSub, index uint64, event string, data []byte) {
-	if s.add(index, event, data) {
+	if s.add(index, event, data) && s.wokenIn != h.reads {
+		s.wokenIn = h.reads
 		h.woken = append(h.woken, s)
 	}
 }

@@ -36,7 +36,8 @@ import (
 // is not read). A reader that does not read its socket fast enough, so
 // that more than positionsPendingMax bytes wait for it, gets "event:
 // error" with 245 STREAM_FELL_BEHIND and the stream ends; neither the
-// replica's loop nor the hub ever waits for a reader. A replica serves Config.MaxPositionStreams (10,000) at once; one more is 503 with 212
+// replica's loop nor the hub ever waits for a reader. A replica serves
+// Config.MaxPositionStreams (10,000) at once; one more is 503 with 212
 // CLUSTER_BUSY. A gateway without Config.Feed (a remote backend) has no
 // stream: 400 INVALID_ARGUMENT.
 

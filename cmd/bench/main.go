@@ -409,14 +409,11 @@ func run(cfg config) error {
 		}
 		fmt.Printf("%d feed streams open\n", cfg.subscribers)
 	}
-	var positions *positionStreams
+	var reportPositions func(int) // with --position-streams: prints what they received
 	if cfg.posStreams > 0 {
-		positions = openPositionStreams(cfg.feedURL, cfg.posStreams)
+		positions := openPositionStreams(cfg.feedURL, cfg.posStreams)
 		fmt.Printf("%d position streams open\n", cfg.posStreams)
 		defer positions.stop()
-	}
-	var reportPositions func(int)
-	if positions != nil {
 		reportPositions = positions.measureFrom()
 	}
 	rec, el := measure(ctx, c, probe, cfg, names, total)
